@@ -1,0 +1,13 @@
+"""The one error type users see for bad configuration."""
+
+
+class ConfigError(ValueError):
+    """A config value is invalid. The message names the key, the value and what is valid.
+
+    Raised before anything is compiled or written, so a bad command line costs seconds
+    and leaves nothing behind that could be mistaken for a result.
+    """
+
+    def __init__(self, key: str, value, valid: str):
+        self.key, self.value, self.valid = key, value, valid
+        super().__init__(f"invalid config: {key}={value!r}; expected {valid}")
