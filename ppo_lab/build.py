@@ -1,0 +1,48 @@
+"""From a validated RunConfig to the objects a run needs: env, network, trainer, layout."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from ppo_lab.config import PPOConfig, RunConfig
+from ppo_lab.envs.registry import make_env
+from ppo_lab.networks import ActorCritic
+from ppo_lab.parallel import Layout, choose_layout
+from ppo_lab.ppo.autoscale import apply_auto_scale
+from ppo_lab.ppo.train import Trainer, make_trainer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Components:
+    env: Any
+    env_params: Any
+    network: ActorCritic
+    ppo: PPOConfig  # after auto-scaling
+    layout: Layout
+    trainer: Trainer
+    action_names: list[str]
+
+
+def build_env_and_network(cfg: RunConfig):
+    env, env_params = make_env(cfg.env, cfg.reward, privileged_critic=cfg.network.privileged_critic)
+    num_actions = env.action_space(env_params).n
+    network = ActorCritic(num_actions, cfg.network, getattr(env, "actor_obs_channels", None))
+    names = list(getattr(env, "action_names", None) or [str(i) for i in range(num_actions)])
+    return env, env_params, network, names
+
+
+def build(cfg: RunConfig, num_devices: int) -> Components:
+    env, env_params, network, action_names = build_env_and_network(cfg)
+    ppo = apply_auto_scale(cfg.ppo)
+    layout = choose_layout(cfg.num_seeds, ppo, num_devices)
+    trainer = make_trainer(
+        ppo, env, env_params, network,
+        num_envs=layout.envs_per_replica,
+        chunk_updates=min(cfg.train.chunk_updates, ppo.num_updates),
+        grad_axis=layout.grad_axis,
+    )
+    return Components(env, env_params, network, ppo, layout, trainer, action_names)

@@ -1,0 +1,37 @@
+"""Live progress: a bar on a terminal, one plain line per chunk otherwise (SLURM logs)."""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+
+log = logging.getLogger("ppo_lab.progress")
+
+
+def _fmt(x: float, spec: str = ".1f") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+class Progress:
+    def __init__(self, total_timesteps: int, start_timesteps: int, use_bar: bool | None = None):
+        self.total = total_timesteps
+        self.use_bar = sys.stderr.isatty() if use_bar is None else use_bar
+        self.bar = None
+        if self.use_bar:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total_timesteps, initial=start_timesteps, unit="step", unit_scale=True, dynamic_ncols=True)
+
+    def update(self, *, update: int, num_updates: int, timesteps: int, sps: float, mean_return: float, entropy: float) -> None:
+        text = f"return {_fmt(mean_return)} | entropy {_fmt(entropy, '.3f')} | sps {_fmt(sps, ',.0f')}"
+        if self.bar is not None:
+            self.bar.n = timesteps
+            self.bar.set_postfix_str(text, refresh=True)
+        else:
+            pct = 100.0 * timesteps / max(self.total, 1)
+            log.info("update %d/%d | timesteps %d/%d (%.0f%%) | %s", update, num_updates, timesteps, self.total, pct, text)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

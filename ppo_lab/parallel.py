@@ -1,0 +1,106 @@
+"""Laying replicas out over local devices, and the sharded, jitted chunk.
+
+Two layouts, one code path (`shard_map` over a 1-D device mesh, `vmap` inside):
+- "seeds": one replica per seed; seeds are split evenly across devices. Seeds never talk to
+  each other, so nothing crosses devices and the state's layout does not depend on the
+  device count (a checkpoint resumes on any number of devices).
+- "envs": one seed on several devices; each device steps its share of the envs and the
+  gradients are averaged across devices every minibatch (data parallel).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from ppo_lab.config import PPOConfig
+
+log = logging.getLogger(__name__)
+
+AXIS = "d"
+
+
+@dataclass(frozen=True)
+class Layout:
+    mode: str  # "seeds" or "envs"
+    num_devices: int
+    num_replicas: int
+    envs_per_replica: int
+
+    @property
+    def grad_axis(self) -> str | None:
+        return AXIS if self.mode == "envs" else None
+
+    def as_dict(self) -> dict:
+        return dict(mode=self.mode, num_devices=self.num_devices, num_replicas=self.num_replicas, envs_per_replica=self.envs_per_replica)
+
+
+def _largest_divisor_at_most(n: int, limit: int, ok=lambda d: True) -> int:
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0 and ok(d))
+
+
+def choose_layout(num_seeds: int, ppo: PPOConfig, num_devices: int) -> Layout:
+    if num_seeds > 1 or num_devices == 1:
+        used = _largest_divisor_at_most(num_seeds, num_devices)
+        if used < num_devices:
+            log.warning(
+                "num_seeds=%d does not split evenly over %d devices: using %d of them "
+                "(pick num_seeds as a multiple of %d to use all)", num_seeds, num_devices, used, num_devices,
+            )
+        return Layout("seeds", used, num_seeds, ppo.num_envs)
+    used = _largest_divisor_at_most(
+        ppo.num_envs, num_devices, ok=lambda d: (ppo.num_envs // d * ppo.num_steps) % ppo.num_minibatches == 0
+    )
+    if used == 1:
+        return Layout("seeds", 1, 1, ppo.num_envs)
+    return Layout("envs", used, used, ppo.num_envs // used)
+
+
+def make_mesh(layout: Layout, devices) -> Mesh:
+    return Mesh(np.asarray(devices[: layout.num_devices]), (AXIS,))
+
+
+def replica_sharding(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, P(AXIS))
+
+
+def sharded_chunk(chunk_fn, mesh: Mesh):
+    """jit(shard_map(vmap(chunk))): replicas along axis 0, split across the mesh."""
+    per_device = jax.vmap(chunk_fn, in_axes=(0, None))
+    return jax.jit(
+        jax.shard_map(per_device, mesh=mesh, in_specs=(P(AXIS), P()), out_specs=(P(AXIS), P(AXIS)), check_vma=False)
+    )
+
+
+def replica_keys(layout: Layout, seeds: list[int]):
+    """(param_key, env_key) per replica. In the "envs" layout every replica starts from the
+    seed's parameters but steps its own envs."""
+    pairs = []
+    for replica in range(layout.num_replicas):
+        seed = seeds[replica] if layout.mode == "seeds" else seeds[0]
+        param_key, env_key = jax.random.split(jax.random.PRNGKey(seed))
+        if layout.mode == "envs":
+            env_key = jax.random.fold_in(env_key, replica)
+        pairs.append((param_key, env_key))
+    return pairs
+
+
+def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):
+    """Initialise each replica on its own, then stack and shard.
+
+    Not `vmap(init)`: a batched orthogonal initialiser (a batched QR) can deadlock the 2-thread
+    XLA CPU pool (notes/toolchain-facts.md). One jitted init per replica keeps the QR unbatched.
+    """
+    init_one = jax.jit(init_fn)
+    states = [jax.device_get(init_one(pk, ek)) for pk, ek in replica_keys(layout, seeds)]
+    stacked = jax.tree.map(lambda *xs: np.stack(xs), *states)
+    return jax.device_put(stacked, replica_sharding(mesh))
+
+
+def start_update_arg(update: int):
+    return jnp.asarray(update, dtype=jnp.int32)

@@ -1,0 +1,1 @@
+"""Pure PPO: GAE, losses, schedules, auto-scaling and the jitted chunked trainer."""

@@ -1,0 +1,81 @@
+"""The PPO objective, written on plain arrays so it can be checked by hand."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+
+class LossTerms(NamedTuple):
+    total: jax.Array
+    pg_loss: jax.Array
+    vf_loss: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array
+    clip_frac: jax.Array
+
+
+def normalize(x, eps: float = 1e-8):
+    return (x - x.mean()) / (x.std() + eps)
+
+
+def categorical_entropy(logits):
+    log_p = jax.nn.log_softmax(logits)
+    return -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+
+
+def categorical_log_prob(logits, actions):
+    log_p = jax.nn.log_softmax(logits)
+    return jnp.take_along_axis(log_p, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+
+def ppo_loss_terms(
+    log_prob,
+    old_log_prob,
+    advantages,
+    value,
+    old_value,
+    returns,
+    entropy,
+    *,
+    clip_eps,
+    vf_coef,
+    ent_coef,
+    clip_vloss: bool = True,
+    normalize_advantages: bool = True,
+    entropy_floor=None,
+    entropy_floor_coef=0.0,
+) -> LossTerms:
+    """Clipped surrogate + (clipped) value loss - entropy bonus (+ entropy-floor penalty)."""
+    if normalize_advantages:
+        advantages = normalize(advantages)
+    log_ratio = log_prob - old_log_prob
+    ratio = jnp.exp(log_ratio)
+    surrogate = ratio * advantages
+    surrogate_clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    pg_loss = -jnp.mean(jnp.minimum(surrogate, surrogate_clipped))
+
+    value_error = jnp.square(value - returns)
+    if clip_vloss:
+        value_clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
+        value_error = jnp.maximum(value_error, jnp.square(value_clipped - returns))
+    vf_loss = 0.5 * jnp.mean(value_error)
+
+    entropy = jnp.mean(entropy)
+    total = pg_loss + vf_coef * vf_loss - ent_coef * entropy
+    if entropy_floor is not None:
+        # Pushes entropy back up only once it falls under the floor (no effect above it).
+        total = total + entropy_floor_coef * jnp.maximum(entropy_floor - entropy, 0.0)
+
+    # The low-variance "k3" estimator of KL(old || new), as in CleanRL.
+    approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
+    clip_frac = jnp.mean((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32))
+    return LossTerms(total, pg_loss, vf_loss, entropy, approx_kl, clip_frac)
+
+
+def explained_variance(values, returns):
+    """1 - Var(returns - values) / Var(returns); NaN when the returns do not vary."""
+    var_returns = jnp.var(returns)
+    return jnp.where(var_returns > 0, 1.0 - jnp.var(returns - values) / jnp.where(var_returns > 0, var_returns, 1.0), jnp.nan)

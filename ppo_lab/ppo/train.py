@@ -1,0 +1,254 @@
+"""The pure PPO trainer: one jitted chunk of K updates, vmapped over replicas.
+
+Per replica (one seed, or one device's share of a seed's envs) training is a pure function
+of a PRNG key, built PureJaxRL-style from nested `lax.scan`s: updates -> rollout steps, and
+epochs -> minibatches. The host calls `train_chunk` repeatedly and logs, checkpoints and
+checks stop conditions between chunks (the HackMatrix idea: jit a chunk, not the run).
+
+Replicas are laid out by `ppo_lab.parallel`: either one replica per seed (seeds sharded
+across devices) or, for a single seed on several devices, one replica per device with
+gradients averaged across devices (`grad_axis`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from ppo_lab.config import PPOConfig
+from ppo_lab.ppo.gae import compute_gae
+from ppo_lab.ppo.losses import categorical_entropy, categorical_log_prob, explained_variance, ppo_loss_terms
+from ppo_lab.ppo.schedules import schedule_values
+
+
+@flax.struct.dataclass
+class LearnerState:
+    """Everything one replica needs to continue training: the checkpoint's content."""
+
+    params: Any
+    opt_state: Any
+    env_state: Any
+    obs: jax.Array
+    episode_return: jax.Array  # running return of each env's current episode
+    episode_length: jax.Array
+    key: jax.Array
+
+
+class Transition(NamedTuple):
+    obs: jax.Array
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    reward: jax.Array  # training reward, with the truncation bootstrap added
+    done: jax.Array
+    finished_return: jax.Array  # return of the episode that ended here (0 where none did)
+    finished_length: jax.Array
+    env_metrics: dict
+
+
+def make_optimizer(ppo: PPOConfig) -> optax.GradientTransformation:
+    # inject_hyperparams lets the host-free schedule set the learning rate per update.
+    return optax.chain(
+        optax.clip_by_global_norm(ppo.max_grad_norm),
+        optax.inject_hyperparams(optax.adam)(learning_rate=ppo.lr, eps=1e-5),
+    )
+
+
+def _set_learning_rate(opt_state, lr):
+    clip_state, adam_state = opt_state
+    hyper = dict(adam_state.hyperparams, learning_rate=jnp.asarray(lr, dtype=jnp.float32))
+    return (clip_state, adam_state._replace(hyperparams=hyper))
+
+
+class Trainer(NamedTuple):
+    init: Callable  # (key, env_key) -> LearnerState, one replica
+    update: Callable  # (state, update_index) -> (state, metrics), one replica
+    chunk: Callable  # (state, start_update) -> (state, metrics[K]), one replica
+    num_updates: int
+
+
+def make_trainer(
+    ppo: PPOConfig,
+    env,
+    env_params,
+    network,
+    *,
+    num_envs: int,
+    chunk_updates: int,
+    grad_axis: str | None = None,
+) -> Trainer:
+    """Build the per-replica functions. `num_envs` is this replica's share of `ppo.num_envs`."""
+    num_updates = ppo.num_updates
+    num_actions = env.action_space(env_params).n
+    batch_size = num_envs * ppo.num_steps
+    minibatch_size = batch_size // ppo.num_minibatches
+    tx = make_optimizer(ppo)
+    vmap_reset = jax.vmap(env.reset, in_axes=(0, None))
+    vmap_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def init(param_key, env_key) -> LearnerState:
+        obs, env_state = vmap_reset(jax.random.split(env_key, num_envs), env_params)
+        params = network.init(param_key, obs[:1])
+        zeros = jnp.zeros((num_envs,), jnp.float32)
+        return LearnerState(
+            params=params,
+            opt_state=tx.init(params),
+            env_state=env_state,
+            obs=obs,
+            episode_return=zeros,
+            episode_length=zeros.astype(jnp.int32),
+            key=jax.random.fold_in(env_key, 1),
+        )
+
+    def rollout_step(carry, _):
+        params, env_state, obs, ep_return, ep_length, key = carry
+        key, action_key, step_key = jax.random.split(key, 3)
+        logits, value = network.apply(params, obs)
+        action = jax.random.categorical(action_key, logits)
+        log_prob = categorical_log_prob(logits, action)
+        next_obs, env_state, reward, terminated, truncated, info = vmap_step(
+            jax.random.split(step_key, num_envs), env_state, action, env_params
+        )
+        reward = reward.astype(jnp.float32)
+        done = jnp.logical_or(terminated, truncated)
+        ep_return = ep_return + reward
+        ep_length = ep_length + 1
+        train_reward = reward
+        if ppo.bootstrap_truncation:
+            # A time limit is not a terminal state: credit the value of where the agent was.
+            final_value = network.apply(params, info["final_observation"], method="value")
+            cut_short = jnp.logical_and(truncated, jnp.logical_not(terminated))
+            train_reward = reward + ppo.gamma * jax.lax.stop_gradient(final_value) * cut_short
+        transition = Transition(
+            obs=obs,
+            action=action,
+            log_prob=log_prob,
+            value=value,
+            reward=train_reward,
+            done=done,
+            finished_return=jnp.where(done, ep_return, 0.0),
+            finished_length=jnp.where(done, ep_length, 0),
+            env_metrics=info.get("metrics", {}),
+        )
+        ep_return = jnp.where(done, 0.0, ep_return)
+        ep_length = jnp.where(done, 0, ep_length)
+        return (params, env_state, next_obs, ep_return, ep_length, key), transition
+
+    def loss_fn(params, minibatch, clip_eps, ent_coef):
+        traj, advantages, returns = minibatch
+        logits, value = network.apply(params, traj.obs)
+        terms = ppo_loss_terms(
+            categorical_log_prob(logits, traj.action),
+            traj.log_prob,
+            advantages,
+            value,
+            traj.value,
+            returns,
+            categorical_entropy(logits),
+            clip_eps=clip_eps,
+            vf_coef=ppo.vf_coef,
+            ent_coef=ent_coef,
+            clip_vloss=ppo.clip_vloss,
+            normalize_advantages=ppo.normalize_advantages,
+            entropy_floor=ppo.entropy_floor,
+            entropy_floor_coef=ppo.entropy_floor_coef,
+        )
+        return terms.total, terms
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def epoch(carry, _, batch, clip_eps, ent_coef):
+        params, opt_state, key = carry
+        key, perm_key = jax.random.split(key)
+        permutation = jax.random.permutation(perm_key, batch_size)
+        minibatches = jax.tree.map(
+            lambda x: x[permutation].reshape((ppo.num_minibatches, minibatch_size) + x.shape[1:]), batch
+        )
+
+        def minibatch_step(carry, minibatch):
+            params, opt_state = carry
+            (_, terms), grads = grad_fn(params, minibatch, clip_eps, ent_coef)
+            if grad_axis is not None:
+                grads = jax.lax.pmean(grads, grad_axis)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), terms
+
+        (params, opt_state), terms = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
+        return (params, opt_state, key), terms
+
+    def update(state: LearnerState, update_index):
+        sched = schedule_values(ppo, update_index, num_updates)
+        carry = (state.params, state.env_state, state.obs, state.episode_return, state.episode_length, state.key)
+        carry, traj = jax.lax.scan(rollout_step, carry, None, ppo.num_steps)
+        params, env_state, obs, ep_return, ep_length, key = carry
+
+        last_value = network.apply(params, obs, method="value")
+        advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, ppo.gamma, ppo.gae_lambda)
+
+        flatten = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
+        batch = (jax.tree.map(flatten, traj._replace(env_metrics={})), flatten(advantages), flatten(returns))
+        opt_state = _set_learning_rate(state.opt_state, sched["learning_rate"])
+        (params, opt_state, key), terms = jax.lax.scan(
+            lambda c, x: epoch(c, x, batch, sched["clip_eps"], sched["ent_coef"]),
+            (params, opt_state, key),
+            None,
+            ppo.update_epochs,
+        )
+
+        metrics = rollout_metrics(traj, num_actions)
+        metrics.update({f"train/{name}": jnp.mean(value) for name, value in terms._asdict().items() if name != "total"})
+        metrics["train/explained_variance"] = explained_variance(traj.value, returns)
+        metrics.update({f"train/{name}": jnp.asarray(value, jnp.float32) for name, value in sched.items()})
+        if grad_axis is not None:
+            metrics = combine_across_devices(metrics, grad_axis)
+        metrics = finish_episode_metrics(metrics)
+        new_state = LearnerState(params, opt_state, env_state, obs, ep_return, ep_length, key)
+        return new_state, metrics
+
+    def chunk(state: LearnerState, start_update):
+        """K updates in one scan; updates past `num_updates` are skipped (a cheap cond:
+        `start_update` is the same for every replica, so the predicate is not batched)."""
+
+        def body(state, offset):
+            index = start_update + offset
+            return jax.lax.cond(index < num_updates, update, skip, state, index)
+
+        return jax.lax.scan(body, state, jnp.arange(chunk_updates))
+
+    def skip(state, index):
+        # Same outputs as `update` (lax.cond needs matching branches), metrics all NaN.
+        shapes = jax.eval_shape(update, state, index)[1]
+        return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
+
+    return Trainer(init=init, update=update, chunk=chunk, num_updates=num_updates)
+
+
+def rollout_metrics(traj: Transition, num_actions: int) -> dict:
+    """Sums and means over one rollout; episode means are finished after any device sum."""
+    done = traj.done.astype(jnp.float32)
+    metrics = {
+        "_episode_return_sum": jnp.sum(traj.finished_return),
+        "_episode_length_sum": jnp.sum(traj.finished_length).astype(jnp.float32),
+        "train/num_episodes": jnp.sum(done),
+        "actions": jnp.mean(jax.nn.one_hot(traj.action, num_actions), axis=(0, 1)),
+    }
+    metrics.update({name: jnp.mean(value.astype(jnp.float32)) for name, value in traj.env_metrics.items()})
+    return metrics
+
+
+def combine_across_devices(metrics: dict, axis: str) -> dict:
+    """One seed split over devices: add up the counts, average everything else."""
+    summed = ("_episode_return_sum", "_episode_length_sum", "train/num_episodes")
+    return {k: jax.lax.psum(v, axis) if k in summed else jax.lax.pmean(v, axis) for k, v in metrics.items()}
+
+
+def finish_episode_metrics(metrics: dict) -> dict:
+    n = metrics["train/num_episodes"]
+    safe = jnp.maximum(n, 1.0)
+    metrics["train/mean_episode_return"] = jnp.where(n > 0, metrics.pop("_episode_return_sum") / safe, jnp.nan)
+    metrics["train/mean_episode_length"] = jnp.where(n > 0, metrics.pop("_episode_length_sum") / safe, jnp.nan)
+    return metrics

@@ -1,0 +1,90 @@
+"""When to stop: signals, the STOP file, a wall-time budget, and early stopping on return."""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from ppo_lab.rundir import stop_requested
+
+log = logging.getLogger(__name__)
+
+
+class StopSignals:
+    """Ctrl+C / SIGTERM ask for a clean stop at the end of the current chunk; a second
+    Ctrl+C stops at once (the last complete chunk is still checkpointed)."""
+
+    def __init__(self):
+        self.received: str | None = None
+
+    def _handle(self, signum, frame):
+        name = signal.Signals(signum).name
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = name
+        log.warning("%s received: stopping after the current chunk (Ctrl+C again to stop now)", name)
+
+    @contextmanager
+    def installed(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+class EarlyStopping:
+    """Stop once the windowed mean return has reached `target` and then seen `patience`
+    checks without a new best. `state()`/`restore()` carry it across a resume."""
+
+    def __init__(self, target: float | None, patience: int):
+        self.target, self.patience = target, patience
+        self.best = -math.inf
+        self.reached = False
+        self.checks_since_best = 0
+
+    def check(self, windowed_return: float) -> bool:
+        if self.target is None or math.isnan(windowed_return):
+            return False
+        if windowed_return > self.best:
+            self.best, self.checks_since_best = windowed_return, 0
+        else:
+            self.checks_since_best += 1
+        self.reached = self.reached or windowed_return >= self.target
+        return self.reached and self.checks_since_best >= self.patience
+
+    def state(self) -> dict:
+        return {"best": self.best if math.isfinite(self.best) else None, "reached": self.reached, "checks_since_best": self.checks_since_best}
+
+    def restore(self, state: dict | None) -> None:
+        if state:
+            self.best = -math.inf if state.get("best") is None else state["best"]
+            self.reached, self.checks_since_best = state["reached"], state["checks_since_best"]
+
+
+class StopConditions:
+    """All reasons to stop early, checked between chunks. Returns (status, reason) or None."""
+
+    def __init__(self, run_dir: Path, duration_min: float | None, early: EarlyStopping, signals: StopSignals, elapsed_s: float = 0.0):
+        self.run_dir, self.duration_s, self.early, self.signals = run_dir, (duration_min or 0) * 60, early, signals
+        self.started = time.monotonic() - elapsed_s
+
+    def check(self, windowed_return: float):
+        if self.signals.received:
+            return "stopped", f"signal {self.signals.received}"
+        if stop_requested(self.run_dir):
+            return "stopped", "STOP file"
+        if self.duration_s and time.monotonic() - self.started >= self.duration_s:
+            return "timed_out", f"train.duration_min={self.duration_s / 60:g} reached"
+        if self.early.check(windowed_return):
+            return "completed", f"train.target_return={self.early.target:g} reached (best {self.early.best:.2f})"
+        return None
