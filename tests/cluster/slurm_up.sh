@@ -36,6 +36,9 @@ die() {
     for f in "$@"; do
         [ -f "$f" ] && { echo "---- last lines of $f ----" >&2; tail -n 25 "$f" >&2; }
     done
+    if compgen -G "$PIDS/*.pid" >/dev/null; then
+        echo "[slurm_up] daemons started so far stay up; stop them with tests/cluster/slurm_down.sh" >&2
+    fi
     exit 1
 }
 
@@ -57,10 +60,14 @@ our_pid() {
     echo "$pid"
 }
 
-# record NAME PIDFILE: wait for the daemon's own pid file, check it runs, copy it to $PIDS.
+# record NAME PIDFILE LOG [LAUNCHER_PID]: wait for the daemon's own pid file, check it runs,
+# copy it to $PIDS. Fails at once if LAUNCHER_PID (a foreground daemon's pid) has exited.
 record() {
-    local name=$1 pidfile=$2 logf=$3 i pid=""
+    local name=$1 pidfile=$2 logf=$3 launcher=${4:-} i pid=""
     for ((i = 0; i < WAIT_S * 10; i++)); do
+        if [ -n "$launcher" ] && ! alive "$launcher"; then
+            die "$name exited during start-up" "$logf"
+        fi
         if [ -s "$pidfile" ]; then
             pid=$(tr -d ' \n' <"$pidfile")
             if [[ "$pid" =~ ^[0-9]+$ ]] && alive "$pid" &&
@@ -284,9 +291,9 @@ else
     setsid mariadbd --no-defaults --user=mysql --datadir="$DATADIR" --socket="$SOCK" \
         --port="$DB_PORT" --bind-address=127.0.0.1 --skip-name-resolve --skip-log-bin \
         --innodb-buffer-pool-size=32M --innodb-log-file-size=16M --max-connections=50 \
-        --pid-file="$RUN/mariadbd.pid" --log-error="$LOG/mariadb.log" \
-        </dev/null >>"$LOG/mariadb.out" 2>&1 &
-    record mariadbd "$RUN/mariadbd.pid" "$LOG/mariadb.log"
+        --pid-file="$RUN/mariadbd.pid" </dev/null >>"$LOG/mariadb.log" 2>&1 &
+    # (its error log goes to stderr, i.e. this file: as user mysql it cannot open files in $LOG)
+    record mariadbd "$RUN/mariadbd.pid" "$LOG/mariadb.log" $!
     wait_for "MariaDB to answer on $SOCK" "$LOG/mariadb.log" -- db_ping
 fi
 mariadb --no-defaults --socket="$SOCK" -uroot >>"$LOG/mariadb-setup.log" 2>&1 <<EOF || die "could not create the slurm DB user" "$LOG/mariadb-setup.log"
