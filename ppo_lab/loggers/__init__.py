@@ -14,7 +14,11 @@ from pathlib import Path
 from ppo_lab.errors import ConfigError
 
 # name -> "module:factory"; csv is metrics.csv itself, written by the runner.
-LOGGERS: dict[str, str | None] = {"csv": None}
+LOGGERS: dict[str, str | None] = {
+    "csv": None,
+    "wandb": "ppo_lab.loggers.wandb_logger:make_logger",
+    "tensorboard": "ppo_lab.loggers.tensorboard_logger:make_logger",
+}
 
 
 def check_logger_names(names) -> None:
