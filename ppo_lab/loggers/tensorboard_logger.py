@@ -1,0 +1,96 @@
+"""TensorBoard logger: event files under `<run_dir>/tb/seed_<S>/`, one TensorBoard run per seed.
+
+    python launch.py logger=[csv,tensorboard]
+    tensorboard --logdir outputs/            # every run and seed, side by side
+
+Written with tensorboardX's `SummaryWriter` (no TensorFlow/PyTorch needed). Scalars keep their
+DESIGN.md names with `step=update` (plus `charts/timesteps`); the resolved config goes in
+as text; the final evaluation as `eval/*` scalars at the last update.
+
+Resume: the first update this session logs is passed as `purge_step`, so TensorBoard drops
+any events at or after it that an interrupted session wrote past its last checkpoint (no
+update shows twice).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+SKIP = ("update", "seed")
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class TensorBoardLogger:
+    def __init__(self, run_dir: Path, cfg, resolved: dict, options: dict):
+        self.root = Path(run_dir) / str((options or {}).get("subdir") or "tb")
+        self.flush_secs = int((options or {}).get("flush_secs") or 10)
+        self.seeds = list(cfg.seeds)
+        self.resolved = resolved
+        self.writers: dict = {}
+        self.last_update = 0
+
+    def _writer(self, seed: int, first_update: int):
+        writer = self.writers.get(seed)
+        if writer is None:
+            from tensorboardX import SummaryWriter
+
+            logdir = self.root / f"seed_{seed}"
+            resumed = logdir.exists() and any(logdir.glob("events.out.tfevents.*"))
+            writer = SummaryWriter(logdir=str(logdir), flush_secs=self.flush_secs, purge_step=first_update if resumed else None)
+            if not resumed:
+                from omegaconf import OmegaConf
+
+                text = OmegaConf.to_yaml(OmegaConf.create(dict(self.resolved, seed=seed)))
+                writer.add_text("config", "```\n" + text + "\n```", 0)
+            self.writers[seed] = writer
+        return writer
+
+    def log_rows(self, rows: list[dict]) -> None:
+        for row in rows:
+            seed, update = int(row["seed"]), int(row["update"])
+            writer = self._writer(seed, update)
+            for name, value in row.items():
+                if name in SKIP or not _finite(value):
+                    continue
+                tag = "charts/" + name if "/" not in name else name
+                writer.add_scalar(tag, float(value), update)
+            self.last_update = max(self.last_update, update)
+        for writer in self.writers.values():
+            writer.flush()
+
+    def finish(self, summary: dict) -> None:
+        seeds = list(summary.get("seeds") or self.seeds)
+        step = int(summary.get("updates") or self.last_update)
+        for i, seed in enumerate(seeds):
+            if seed not in self.writers and not summary.get("eval"):
+                continue
+            writer = self._writer(seed, step + 1)
+            for name, per_seed in (summary.get("eval") or {}).items():
+                if i < len(per_seed) and _finite(per_seed[i]):
+                    writer.add_scalar(f"eval/{name}", float(per_seed[i]), step)
+            brief = {k: summary.get(k) for k in ("status", "stop_reason", "updates", "timesteps", "compile_s", "sps")}
+            writer.add_text("summary", "```\n" + json.dumps(brief, indent=1) + "\n```", step)
+        for writer in self.writers.values():
+            writer.close()
+        self.writers = {}
+
+
+def make_logger(run_dir: Path, cfg, resolved: dict, options: dict) -> TensorBoardLogger:
+    return TensorBoardLogger(run_dir, cfg, resolved, options)
+
+
+def read_scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
+    """tag -> [(step, value)] of one TensorBoard run directory (TensorBoard's own reader)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
