@@ -307,7 +307,7 @@ def _finish(summary, cfg, run_dir, update, comp, recent, train_wall, steps, seco
         peak_host_memory_mb=round(peak_host_memory_mb(), 1), device_memory_mb=device_memory_mb(devices),
     )
     if cfg.benchmark:
-        bench = {k: summary[k] for k in ("sps", "compile_s", "wall_s", "peak_host_memory_mb", "device_memory_mb", "updates", "timesteps", "layout", "devices", "versions")}
+        bench = {k: summary[k] for k in ("status", "stop_reason", "env", "reward", "seeds", "sps", "compile_s", "wall_s", "peak_host_memory_mb", "device_memory_mb", "updates", "timesteps", "layout", "devices", "versions", "final")}
         bench["config"] = rundir.read_config(run_dir) if (run_dir / rundir.CONFIG).exists() else None
         checkpoint.write_json_atomic(run_dir / "benchmark.json", bench)
         log.info("benchmark: %.0f steps/s, compile %.1f s -> %s", summary["sps"] or 0, summary["compile_s"] or 0, run_dir / "benchmark.json")
