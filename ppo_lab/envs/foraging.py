@@ -1,0 +1,555 @@
+"""The foraging world: a JAX port of the Goodhart's-law foraging grid (gymnax 1.0 API).
+
+World (see `notes/foraging-reference.md` for the reference facts)
+-----------------------------------------------------------------
+A square torus of `grid_size` x `grid_size` cells holding food and poison. Each episode draws
+its food and poison counts uniformly from `[food_min, food_max]` and `[poison_min, poison_max]`;
+the counts stay constant within the episode: an eaten item reappears at a cell drawn uniformly
+among the EMPTY cells that are not the agent's cell (exactly, see `_kth_free_cell`). The agent
+sees a wrapped square of side `2*view_range+1` centred on itself (centre zeroed), moves with the
+8 compass actions (no "stay"), starts with `energy_start`, pays `move_cost` a move, gains
+`food_energy` / `poison_energy` when it steps on an item, dies at energy <= 0 and is truncated
+after `max_steps` steps.
+
+Representation (why it is fast)
+-------------------------------
+There is no grid array. The state holds one flat cell index per item *slot*: slots
+`[0, food_slots)` are food, `[food_slots, food_slots+poison_slots)` poison, where the slot counts
+are the config maxima; an episode with `n_food` food uses the first `n_food` food slots (the
+others are "reserved": invisible, holding a distinct cell so they can be switched on at the next
+episode). Every step is then O(#slots) whatever the grid size:
+- eating: compare the agent's cell with the slot cells;
+- respawn: an exact uniform draw among free cells by a 14-step binary search (`_kth_free_cell`),
+  instead of a masked categorical over all grid cells (O(grid) random numbers);
+- observation: scatter the items that fall inside the view window into a zero view.
+
+Auto-reset (why it is cheap)
+----------------------------
+gymnax's default `Environment.step` computes a full `reset_env` on every step and selects it
+where done. A full reset here places up to 513 distinct cells (a sort per rejection round, about
+4-5 rounds over a big batch), which made the step several times slower (see
+`scripts/bench_foraging_env.py`). Our `step` instead starts the next episode in the same world:
+counts re-drawn (slots switched on/off), the agent placed uniformly on a cell held by no slot,
+energy and clock restarted. Items keep their places (the reference re-lays the whole grid; the
+agent lands at a random place, so what it sees is still a uniformly scattered world). Set
+`fresh_world_on_done: true` in the env config to get the reference's fresh layout on every
+episode at the measured cost. `reset` always lays out a fresh world.
+
+Modes are data
+--------------
+Everything that differs between the five reward modes lives in `EnvParams` (observation tables,
+reward weights, step cost, death penalty, immortality, shaping coefficient, clip), so one
+compiled env serves every mode. Observation channels (channels last, float32, `[V, V, C]`):
+- `one_hot`: `[is_food, is_poison]`; `interestingness`: food 1.0 and poison 0.5 in both channels.
+- privileged critic (`privileged_critic=True`): 4 channels, the policy's 2 followed by the
+  ground-truth one-hot 2; `env.actor_obs_channels == 2` tells the network to feed the actor only
+  the first 2.
+
+Training reward (clipped to `[-reward_clip, reward_clip]`):
+`reward_food*ate_food + reward_poison*ate_poison + reward_step + reward_death*died + shaping`.
+`ground_truth_handhold` shaping is potential-based with potential `-shaping_coef * d`, `d` the
+king-move (Chebyshev) torus distance from the agent to the nearest food (0 when there is no
+food): `shaping = shaping_coef * (d(s) - d(s'))`, positive when the agent closes in. It uses
+gamma = 1, so it telescopes over an episode to `coef * (d(s_0) - d(s_T))` and cannot change which
+behaviour is optimal by more than that bounded amount. Note that eating moves the food away, so
+the step that eats usually has a negative shaping term, more than paid for by the food reward.
+`immortal` (mode `proxy`) freezes the energy during training: no costs, no gains, no death.
+
+Per-step `info["metrics"]` (float32 scalars, averaged over a rollout by the trainer)
+-----------------------------------------------------------------------------------
+The TRUE objective, whatever the training reward:
+- `reward/food`: `food_energy` (+1) when food was eaten this step, else 0.
+- `reward/poison`: `poison_energy` (-2) when poison was eaten this step, else 0.
+- `reward/step_cost`: `-move_cost` (-0.01) every step.
+- `reward/death`: the mode's death penalty (`reward_death`) on the step the agent dies, else 0.
+- `reward/shaping`: the shaping term (non-zero only with a shaping coefficient, i.e. handhold).
+- `true/food_eaten`, `true/poison_eaten`: 1.0 on a step that ate one, else 0.
+- `true/energy`: the energy at the end of the step (before any auto-reset; frozen when immortal).
+- `true/deaths`: 1.0 on the step the agent dies, else 0.
+
+`terminated` is death; `truncated` is the step limit reached while alive (never both).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import environment, spaces
+
+from ppo_lab.envs.registry import register_env
+from ppo_lab.errors import ConfigError
+
+ACTION_NAMES = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]
+# (row, col) deltas; row -1 is north. Order matches ACTION_NAMES.
+_MOVES = ((-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1))
+
+# Energies are sums of multiples of 0.01 in float32: 100 moves of 0.01 from 1.0 can land a hair
+# above 0. Treat anything within this tolerance of zero as zero so starvation takes exactly
+# energy_start / move_cost moves, as in the reference.
+ENERGY_EPS = 1e-5
+
+MODES = ("ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy", "ground_truth_handhold")
+
+# The reference table, one row per mode. The reward yaml files spell every number out; these
+# are the defaults for keys a config leaves out.
+MODE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ground_truth": dict(observation="one_hot", food=1.0, poison=-2.0, step=-0.01, death=-4.0,
+                         immortal=False, shaping_coef=0.0, clip=20.0),
+    "ground_truth_blinded": dict(observation="interestingness", food=1.0, poison=-2.0,
+                                 step=-0.01, death=-4.0, immortal=False, shaping_coef=0.0,
+                                 clip=20.0),
+    "proxy_mortal": dict(observation="interestingness", food=1.0, poison=0.5, step=0.0,
+                         death=0.0, immortal=False, shaping_coef=0.0, clip=20.0),
+    "proxy": dict(observation="interestingness", food=1.0, poison=0.5, step=0.0, death=0.0,
+                  immortal=True, shaping_coef=0.0, clip=20.0),
+    "ground_truth_handhold": dict(observation="one_hot", food=1.0, poison=-1.0, step=-0.01,
+                                  death=-2.0, immortal=False, shaping_coef=0.1, clip=20.0),
+}
+
+ENV_DEFAULTS: dict[str, Any] = dict(
+    grid_size=128, view_range=5, food_min=64, food_max=256, poison_min=64, poison_max=256,
+    max_steps=512, energy_start=1.0, move_cost=0.01, food_energy=1.0, poison_energy=-2.0,
+    fresh_world_on_done=False,
+)
+
+# Per-channel observation of a food / poison cell.
+_OBS_TABLES = {
+    "one_hot": ((1.0, 0.0), (0.0, 1.0)),
+    "interestingness": ((1.0, 1.0), (0.5, 0.5)),
+}
+
+
+@struct.dataclass
+class EnvState(environment.EnvState):
+    item_pos: jax.Array  # [food_slots + poison_slots] int32 flat cell index (row * G + col)
+    n_food: jax.Array  # int32: active food slots this episode
+    n_poison: jax.Array  # int32: active poison slots this episode
+    agent: jax.Array  # int32 flat cell index
+    energy: jax.Array  # float32
+    # `time` (int32, steps in this episode) comes from gymnax's EnvState.
+
+
+@struct.dataclass
+class EnvParams(environment.EnvParams):
+    # World (max_steps_in_episode comes from gymnax's EnvParams).
+    food_min: int = 64
+    food_max: int = 256  # must not exceed the env's food_slots
+    poison_min: int = 64
+    poison_max: int = 256  # must not exceed the env's poison_slots
+    energy_start: float = 1.0
+    move_cost: float = 0.01
+    food_energy: float = 1.0
+    poison_energy: float = -2.0
+    # Mode, as data.
+    food_obs: jax.Array = None  # [C] observation of a food cell
+    poison_obs: jax.Array = None  # [C] observation of a poison cell
+    reward_food: float = 1.0
+    reward_poison: float = -2.0
+    reward_step: float = -0.01  # added every step (negative = a cost)
+    reward_death: float = -4.0  # added on the step the agent dies
+    immortal: bool = False  # energy frozen: no costs, no gains, no death
+    shaping_coef: float = 0.0
+    reward_clip: float = 20.0
+
+
+def _torus_delta(a: jax.Array, b: jax.Array, size: int) -> jax.Array:
+    d = jnp.abs(a - b)
+    return jnp.minimum(d, size - d)
+
+
+def _kth_free_cell(occ_pos: jax.Array, occ_mask: jax.Array, k: jax.Array, n_cells: int):
+    """The k-th (0-based) cell, in flat order, that no masked-in `occ_pos` holds.
+
+    `free(c) = c + 1 - #{occupied <= c}` counts the free cells up to c and is non-decreasing;
+    the answer is the smallest c with `free(c) >= k + 1` (that c is itself free). A binary search
+    costs ceil(log2(n_cells)) passes over the occupied list. With k uniform in
+    [0, #free), the result is uniform over the free cells: an exact draw, no rejection.
+    Occupied cells must be distinct.
+    """
+    lo = jnp.zeros((), jnp.int32)
+    hi = jnp.asarray(n_cells - 1, jnp.int32)
+
+    def body(_, lohi):
+        lo, hi = lohi
+        mid = (lo + hi) // 2
+        n_occ = jnp.sum(occ_mask & (occ_pos <= mid), dtype=jnp.int32)
+        ok = mid + 1 - n_occ >= k + 1
+        return jnp.where(ok, lo, mid + 1), jnp.where(ok, mid, hi)
+
+    lo, _ = jax.lax.fori_loop(0, max(1, math.ceil(math.log2(n_cells))), body, (lo, hi),
+                              unroll=True)
+    return lo
+
+
+def _distinct_cells(key: jax.Array, n: int, n_cells: int) -> jax.Array:
+    """n distinct cells, uniformly random as an ordered tuple.
+
+    Draw with replacement; while some cells repeat, keep the lowest-index holder of each cell
+    and redraw the others. Every step treats all cells alike (it uses only equality of cells and
+    slot order), so the result's law is invariant under relabelling cells, and an ordered tuple
+    of distinct cells with a relabelling-invariant law is uniform.
+    """
+
+    def dup_mask(cells):
+        # Sort (cell, slot) pairs encoded in one int32; ties broken by slot, so the first of a
+        # run of equal cells is its lowest slot.
+        keys = jnp.sort(cells * n + jnp.arange(n, dtype=jnp.int32))
+        cell, slot = keys // n, keys % n
+        dup_sorted = jnp.concatenate([jnp.zeros(1, bool), cell[1:] == cell[:-1]])
+        return jnp.zeros(n, bool).at[slot].set(dup_sorted)
+
+    def cond(carry):
+        return jnp.any(carry[2])
+
+    def body(carry):
+        key, cells, dup = carry
+        key, sub = jax.random.split(key)
+        cells = jnp.where(dup, jax.random.randint(sub, (n,), 0, n_cells, jnp.int32), cells)
+        return key, cells, dup_mask(cells)
+
+    key, sub = jax.random.split(key)
+    cells = jax.random.randint(sub, (n,), 0, n_cells, jnp.int32)
+    _, cells, _ = jax.lax.while_loop(cond, body, (key, cells, dup_mask(cells)))
+    return cells
+
+
+class Foraging(environment.Environment[EnvState, EnvParams]):
+    """Torus foraging world. Shapes (grid, view, slots, channels) are static; the rest is data."""
+
+    def __init__(self, grid_size: int = 128, view_range: int = 5, food_slots: int = 256,
+                 poison_slots: int = 256, obs_channels: int = 2,
+                 actor_obs_channels: int | None = None, fresh_world_on_done: bool = False):
+        super().__init__()
+        self.grid_size = int(grid_size)
+        self.view_range = int(view_range)
+        self.food_slots = int(food_slots)
+        self.poison_slots = int(poison_slots)
+        self.obs_channels = int(obs_channels)
+        self.actor_obs_channels = actor_obs_channels
+        self.fresh_world_on_done = bool(fresh_world_on_done)
+        self.action_names = list(ACTION_NAMES)
+        self._moves = jnp.asarray(_MOVES, jnp.int32)
+
+    # ---- gymnax properties -------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return "Foraging"
+
+    @property
+    def num_actions(self) -> int:
+        return len(_MOVES)
+
+    @property
+    def n_slots(self) -> int:
+        return self.food_slots + self.poison_slots
+
+    @property
+    def n_cells(self) -> int:
+        return self.grid_size * self.grid_size
+
+    @property
+    def view_size(self) -> int:
+        return 2 * self.view_range + 1
+
+    @property
+    def default_params(self) -> EnvParams:
+        m = MODE_DEFAULTS["ground_truth"]
+        food_obs, poison_obs = _obs_vectors("one_hot", self.obs_channels == 4)
+        return EnvParams(
+            max_steps_in_episode=512, food_min=min(64, self.food_slots),
+            food_max=self.food_slots, poison_min=min(64, self.poison_slots),
+            poison_max=self.poison_slots, food_obs=food_obs, poison_obs=poison_obs,
+            reward_food=m["food"], reward_poison=m["poison"], reward_step=m["step"],
+            reward_death=m["death"], immortal=m["immortal"], shaping_coef=m["shaping_coef"],
+            reward_clip=m["clip"])
+
+    def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
+        return spaces.Discrete(self.num_actions)
+
+    def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
+        return spaces.Box(0.0, 1.0, (self.view_size, self.view_size, self.obs_channels),
+                          jnp.float32)
+
+    # ---- building blocks (also used by foraging_eval) -------------------------------------------
+    def active_mask(self, state: EnvState) -> jax.Array:
+        slot = jnp.arange(self.n_slots)
+        return jnp.where(slot < self.food_slots, slot < state.n_food,
+                         slot - self.food_slots < state.n_poison)
+
+    def get_obs(self, state: EnvState, params: EnvParams | None = None, key=None) -> jax.Array:
+        if params is None:
+            params = self.default_params
+        g, v, vs = self.grid_size, self.view_range, self.view_size
+        iy, ix = state.item_pos // g, state.item_pos % g
+        ay, ax = state.agent // g, state.agent % g
+        # Offset of each item in the view window on the torus; out of view -> index vs (dropped).
+        dy, dx = (iy - ay + v) % g, (ix - ax + v) % g
+        inside = self.active_mask(state) & (dy < vs) & (dx < vs)
+        dy = jnp.where(inside, dy, vs)
+        is_food = jnp.arange(self.n_slots) < self.food_slots
+        vals = jnp.where(is_food[:, None], params.food_obs[None, :], params.poison_obs[None, :])
+        obs = jnp.zeros((vs, vs, self.obs_channels), jnp.float32)
+        obs = obs.at[dy, dx].set(vals.astype(jnp.float32), mode="drop")
+        # The centre is the agent's own cell; items never sit there, zero it anyway (reference).
+        return obs.at[v, v].set(0.0)
+
+    def nearest_food_distance(self, state: EnvState) -> jax.Array:
+        """King-move torus distance to the nearest active food (0.0 if there is none)."""
+        g = self.grid_size
+        fpos = state.item_pos[: self.food_slots]
+        d = jnp.maximum(_torus_delta(fpos // g, state.agent // g, g),
+                        _torus_delta(fpos % g, state.agent % g, g))
+        active = jnp.arange(self.food_slots) < state.n_food
+        d = jnp.min(jnp.where(active, d, g))
+        return jnp.where(state.n_food > 0, d, 0).astype(jnp.float32)
+
+    def draw_counts(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, jax.Array]:
+        kf, kp = jax.random.split(key)
+        n_food = jax.random.randint(kf, (), params.food_min, params.food_max + 1, jnp.int32)
+        n_poison = jax.random.randint(kp, (), params.poison_min, params.poison_max + 1,
+                                      jnp.int32)
+        return n_food, n_poison
+
+    def new_life(self, key: jax.Array, state: EnvState, params: EnvParams,
+                 redraw_counts: bool = True) -> EnvState:
+        """Next life in the same world: agent on a uniform cell held by no slot (active or
+        reserved, so switching slots on can never land on it), full energy, clock at 0;
+        with `redraw_counts`, a fresh draw of the episode's counts."""
+        k_counts, k_cell = jax.random.split(key)
+        if redraw_counts:
+            n_food, n_poison = self.draw_counts(k_counts, params)
+        else:
+            n_food, n_poison = state.n_food, state.n_poison
+        r = jax.random.randint(k_cell, (), 0, self.n_cells - self.n_slots, jnp.int32)
+        agent = _kth_free_cell(state.item_pos, jnp.ones(self.n_slots, bool), r, self.n_cells)
+        return state.replace(n_food=n_food, n_poison=n_poison, agent=agent,
+                             energy=jnp.asarray(params.energy_start, jnp.float32),
+                             time=jnp.zeros((), jnp.int32))
+
+    def transition(self, key: jax.Array, state: EnvState, action: jax.Array,
+                   params: EnvParams) -> tuple[EnvState, dict[str, jax.Array]]:
+        """One move, no reset and no step limit. Returns the new state and the step's events:
+        ate_food, ate_poison, died (bool) and shaping (float32)."""
+        g = self.grid_size
+        move = self._moves[action]
+        ay, ax = state.agent // g, state.agent % g
+        agent = ((ay + move[0]) % g) * g + (ax + move[1]) % g
+
+        active = self.active_mask(state)
+        hit = active & (state.item_pos == agent)
+        ate = jnp.any(hit)
+        j = jnp.argmax(hit)
+        ate_food = ate & (j < self.food_slots)
+        ate_poison = ate & (j >= self.food_slots)
+
+        # Respawn the eaten item j uniformly among cells free of active items and not the
+        # agent's: slot j still holds the agent's cell, so "occupied" = all active slots.
+        n_free = self.n_cells - state.n_food - state.n_poison
+        r = jax.random.randint(key, (), 0, jnp.maximum(n_free, 1), jnp.int32)
+        cell = _kth_free_cell(state.item_pos, active, r, self.n_cells)
+        # If a reserved (inactive) slot holds that cell, it moves to the cell j leaves, so all
+        # slot cells stay distinct.
+        clash = ~active & (state.item_pos == cell)
+        pos = jnp.where(clash, agent, state.item_pos)
+        pos = jnp.where(ate, pos.at[j].set(cell), state.item_pos)
+
+        delta = (-params.move_cost + jnp.where(ate_food, params.food_energy, 0.0)
+                 + jnp.where(ate_poison, params.poison_energy, 0.0))
+        energy = jnp.where(params.immortal, state.energy, state.energy + delta)
+        energy = energy.astype(jnp.float32)
+        died = jnp.logical_not(params.immortal) & (energy <= ENERGY_EPS)
+
+        new = state.replace(item_pos=pos, agent=agent, energy=energy, time=state.time + 1)
+        shaping = params.shaping_coef * (self.nearest_food_distance(state)
+                                         - self.nearest_food_distance(new))
+        events = dict(ate_food=ate_food, ate_poison=ate_poison, died=died,
+                      shaping=shaping.astype(jnp.float32))
+        return new, events
+
+    def training_reward(self, events: Mapping[str, jax.Array], params: EnvParams) -> jax.Array:
+        r = (jnp.where(events["ate_food"], params.reward_food, 0.0)
+             + jnp.where(events["ate_poison"], params.reward_poison, 0.0)
+             + params.reward_step
+             + jnp.where(events["died"], params.reward_death, 0.0)
+             + events["shaping"])
+        return jnp.clip(r, -params.reward_clip, params.reward_clip).astype(jnp.float32)
+
+    def true_metrics(self, events: Mapping[str, jax.Array], state: EnvState,
+                     params: EnvParams) -> dict[str, jax.Array]:
+        f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+        return {
+            "reward/food": f32(jnp.where(events["ate_food"], params.food_energy, 0.0)),
+            "reward/poison": f32(jnp.where(events["ate_poison"], params.poison_energy, 0.0)),
+            "reward/step_cost": f32(-params.move_cost),
+            "reward/death": f32(jnp.where(events["died"], params.reward_death, 0.0)),
+            "reward/shaping": f32(events["shaping"]),
+            "true/food_eaten": f32(events["ate_food"]),
+            "true/poison_eaten": f32(events["ate_poison"]),
+            "true/energy": f32(state.energy),
+            "true/deaths": f32(events["died"]),
+        }
+
+    # ---- gymnax API ------------------------------------------------------------------------
+    def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
+        """A fresh world: counts drawn, agent and every slot on distinct uniform cells."""
+        k_counts, k_cells = jax.random.split(key)
+        n_food, n_poison = self.draw_counts(k_counts, params)
+        cells = _distinct_cells(k_cells, self.n_slots + 1, self.n_cells)
+        state = EnvState(time=jnp.zeros((), jnp.int32), item_pos=cells[1:], n_food=n_food,
+                         n_poison=n_poison, agent=cells[0],
+                         energy=jnp.asarray(params.energy_start, jnp.float32))
+        return self.get_obs(state, params), state
+
+    def step_env(self, key, state, action, params):
+        """gymnax's hook (no auto-reset): used by gymnax's generic `Environment.step`."""
+        state, events = self.transition(key, state, action, params)
+        terminated = events["died"]
+        info = {"metrics": self.true_metrics(events, state, params)}
+        return (self.get_obs(state, params), state, self.training_reward(events, params),
+                terminated, info)
+
+    def is_truncated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        return state.time >= params.max_steps_in_episode
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        return jnp.logical_not(params.immortal) & (state.energy <= ENERGY_EPS)
+
+    @partial(jax.jit, static_argnames=("self",))
+    def step(self, key: jax.Array, state: EnvState, action: int | jax.Array,
+             params: EnvParams | None = None):
+        """gymnax 1.0 step with a cheap auto-reset (see the module docstring)."""
+        if params is None:
+            params = self.default_params
+        k_step, k_reset = jax.random.split(key)
+        state_st, events = self.transition(k_step, state, action, params)
+        terminated = events["died"]
+        truncated = ~terminated & self.is_truncated(state_st, params)
+        done = terminated | truncated
+        obs_st = self.get_obs(state_st, params)
+
+        if self.fresh_world_on_done:
+            obs_re, state_re = self.reset_env(k_reset, params)
+        else:
+            state_re = self.new_life(k_reset, state_st, params, redraw_counts=True)
+            obs_re = None
+        next_state = jax.tree.map(lambda r, s: jnp.where(done, r, s), state_re, state_st)
+        if obs_re is None:
+            # One observation from the selected state instead of two plus a select.
+            obs = self.get_obs(next_state, params)
+        else:
+            obs = jnp.where(done, obs_re, obs_st)
+        info = {
+            "metrics": self.true_metrics(events, state_st, params),
+            "terminated": terminated,
+            "truncated": truncated,
+            "final_observation": obs_st,
+            "discount": jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
+        }
+        return (obs, next_state, self.training_reward(events, params), terminated, truncated,
+                info)
+
+
+# ---- config -> (env, params) -----------------------------------------------------------------
+def _obs_vectors(kind: str, privileged: bool) -> tuple[jax.Array, jax.Array]:
+    food, poison = _OBS_TABLES[kind]
+    if privileged:
+        gt_food, gt_poison = _OBS_TABLES["one_hot"]
+        food, poison = food + gt_food, poison + gt_poison
+    return jnp.asarray(food, jnp.float32), jnp.asarray(poison, jnp.float32)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _read(cfg: Mapping, section: str, defaults: Mapping[str, Any],
+          ignore: tuple[str, ...] = ("name",)) -> dict[str, Any]:
+    unknown = sorted(set(cfg) - set(defaults) - set(ignore))
+    if unknown:
+        raise ConfigError(f"{section}.{unknown[0]}", cfg[unknown[0]],
+                          f"one of the known keys {sorted(defaults)}")
+    return {k: cfg.get(k, d) for k, d in defaults.items()}
+
+
+def _check(ok: bool, key: str, value, valid: str) -> None:
+    if not ok:
+        raise ConfigError(key, value, valid)
+
+
+def validate_env_cfg(env_cfg: Mapping) -> dict[str, Any]:
+    c = _read(env_cfg, "env", ENV_DEFAULTS)
+    for k in ("grid_size", "view_range", "food_min", "food_max", "poison_min", "poison_max",
+              "max_steps"):
+        _check(_is_int(c[k]), f"env.{k}", c[k], "an integer")
+    for k in ("energy_start", "move_cost", "food_energy", "poison_energy"):
+        _check(_is_num(c[k]), f"env.{k}", c[k], "a finite number")
+    _check(isinstance(c["fresh_world_on_done"], bool), "env.fresh_world_on_done",
+           c["fresh_world_on_done"], "true or false")
+    _check(c["view_range"] >= 1, "env.view_range", c["view_range"], "an integer >= 1")
+    _check(c["grid_size"] >= 2 * c["view_range"] + 1, "env.grid_size", c["grid_size"],
+           f"an integer >= 2*view_range+1 = {2 * c['view_range'] + 1} (the view must fit)")
+    for item in ("food", "poison"):
+        lo, hi = c[f"{item}_min"], c[f"{item}_max"]
+        _check(lo >= 0, f"env.{item}_min", lo, "an integer >= 0")
+        _check(hi >= lo, f"env.{item}_max", hi, f"an integer >= {item}_min = {lo}")
+    n_cells, n_items = c["grid_size"] ** 2, c["food_max"] + c["poison_max"]
+    _check(n_items + 1 <= n_cells, "env.food_max", c["food_max"],
+           f"food_max + poison_max + 1 (the agent) <= grid_size^2 = {n_cells}")
+    _check(n_cells * (n_items + 1) < 2**31, "env.grid_size", c["grid_size"],
+           "grid_size^2 * (food_max + poison_max + 1) < 2^31 (int32 cell keys)")
+    _check(c["max_steps"] >= 1, "env.max_steps", c["max_steps"], "an integer >= 1")
+    _check(c["energy_start"] > 0, "env.energy_start", c["energy_start"], "a number > 0")
+    _check(c["move_cost"] >= 0, "env.move_cost", c["move_cost"], "a number >= 0")
+    return c
+
+
+def validate_reward_cfg(reward_cfg: Mapping) -> dict[str, Any]:
+    mode = reward_cfg.get("name")
+    _check(mode in MODES, "reward.name", mode, f"one of {list(MODES)}")
+    c = _read(reward_cfg, "reward", MODE_DEFAULTS[mode])
+    c["name"] = mode
+    _check(c["observation"] in _OBS_TABLES, "reward.observation", c["observation"],
+           f"one of {sorted(_OBS_TABLES)}")
+    for k in ("food", "poison", "step", "death", "shaping_coef", "clip"):
+        _check(_is_num(c[k]), f"reward.{k}", c[k], "a finite number")
+    _check(isinstance(c["immortal"], bool), "reward.immortal", c["immortal"], "true or false")
+    _check(c["clip"] > 0, "reward.clip", c["clip"], "a number > 0")
+    _check(c["shaping_coef"] >= 0, "reward.shaping_coef", c["shaping_coef"], "a number >= 0")
+    return c
+
+
+def make_params(env: Foraging, e: Mapping[str, Any], r: Mapping[str, Any]) -> EnvParams:
+    food_obs, poison_obs = _obs_vectors(r["observation"], env.obs_channels == 4)
+    return EnvParams(
+        max_steps_in_episode=e["max_steps"], food_min=e["food_min"], food_max=e["food_max"],
+        poison_min=e["poison_min"], poison_max=e["poison_max"],
+        energy_start=float(e["energy_start"]), move_cost=float(e["move_cost"]),
+        food_energy=float(e["food_energy"]), poison_energy=float(e["poison_energy"]),
+        food_obs=food_obs, poison_obs=poison_obs, reward_food=float(r["food"]),
+        reward_poison=float(r["poison"]), reward_step=float(r["step"]),
+        reward_death=float(r["death"]), immortal=bool(r["immortal"]),
+        shaping_coef=float(r["shaping_coef"]), reward_clip=float(r["clip"]))
+
+
+@register_env("foraging")
+def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
+    """`(Foraging, EnvParams)` from the `env` and `reward` config sections; ConfigError on bad
+    values. With `privileged_critic`, observations get the ground-truth one-hot as channels 3-4
+    and `env.actor_obs_channels = 2`."""
+    e = validate_env_cfg(env_cfg)
+    r = validate_reward_cfg(reward_cfg)
+    env = Foraging(grid_size=e["grid_size"], view_range=e["view_range"],
+                   food_slots=e["food_max"], poison_slots=e["poison_max"],
+                   obs_channels=4 if privileged_critic else 2,
+                   actor_obs_channels=2 if privileged_critic else None,
+                   fresh_world_on_done=e["fresh_world_on_done"])
+    return env, make_params(env, e, r)
