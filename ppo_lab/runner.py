@@ -233,7 +233,8 @@ def run(cfg: RunConfig, run_dir: Path, resolved: dict, devices) -> dict:
     chunk_len = min(cfg.train.chunk_updates, num_updates)
     update, status, reason = start_update, "completed", "total_timesteps reached"
     train_wall = prior_wall
-    last_ckpt = time.monotonic()
+    loop_start = time.monotonic()  # training wall time = prior runs + this loop (host work included)
+    last_ckpt = loop_start
     steps_this_session, time_this_session = 0, 0.0
 
     def save_checkpoint():
@@ -256,7 +257,7 @@ def run(cfg: RunConfig, run_dir: Path, resolved: dict, devices) -> dict:
                 sps = count * comp.ppo.batch_size * cfg.num_seeds / elapsed
                 steps_this_session += count * comp.ppo.batch_size * cfg.num_seeds
                 time_this_session += elapsed
-                train_wall += elapsed
+                train_wall = prior_wall + time.monotonic() - loop_start
                 rows = rows_from_chunk(metrics, comp, cfg, update, count, train_wall, sps)
                 if not cfg.benchmark:
                     metrics_csv.append(rows)

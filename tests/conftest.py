@@ -1,0 +1,60 @@
+"""Shared helpers: run launch.py as a user would, on tiny configs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A CartPole run that compiles and trains in seconds on 2 cores.
+TINY = [
+    "env=cartpole",
+    "ppo.num_envs=4",
+    "ppo.num_steps=16",
+    "ppo.total_timesteps=2048",
+    "ppo.num_minibatches=2",
+    "ppo.update_epochs=2",
+    "train.chunk_updates=8",
+    "eval.episodes=4",
+    "eval.max_steps=64",
+    "hardware.host_devices=1",
+]
+
+
+def launch(args, run_dir: Path | None = None, timeout: float = 240, check: bool = True, **popen):
+    """Run `python launch.py ARGS` in the repo root; returns the CompletedProcess."""
+    cmd = [sys.executable, "launch.py", *args]
+    if run_dir is not None:
+        cmd.append(f"hydra.run.dir={run_dir}")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env, **popen)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"launch.py failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def start_launch(args, run_dir: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "launch.py", *args, f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def read_rows(run_dir: Path) -> list[dict]:
+    with (Path(run_dir) / "metrics.csv").open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read_summary(run_dir: Path) -> dict:
+    return json.loads((Path(run_dir) / "summary.json").read_text())
+
+
+@pytest.fixture
+def tiny():
+    return list(TINY)

@@ -1,0 +1,197 @@
+"""End to end through launch.py, as a user runs it: run dir contract, resume, stopping."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from conftest import ROOT, launch, read_rows, read_summary, start_launch
+
+pytestmark = pytest.mark.slow
+
+METRICS = [
+    "train/entropy", "train/approx_kl", "train/clip_frac", "train/pg_loss", "train/vf_loss",
+    "train/explained_variance", "train/mean_episode_return", "train/mean_episode_length",
+    "train/num_episodes", "train/learning_rate", "train/ent_coef", "train/clip_eps", "perf/sps",
+]
+
+
+def _keys(rows):
+    return [(int(r["update"]), int(r["seed"])) for r in rows]
+
+
+def _wait_for_rows(run_dir, n, proc, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if (run_dir / "metrics.csv").exists() and len(read_rows(run_dir)) >= n and list((run_dir / "checkpoints").glob("*.json")):
+            return
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.2)
+    raise TimeoutError("no rows")
+
+
+def test_run_directory_contract(tmp_path, tiny):
+    run_dir = tmp_path / "run"
+    proc = launch([*tiny, "num_seeds=2"], run_dir)
+    assert "devices: 1 x cpu" in proc.stderr + proc.stdout
+    for name in ("config.yaml", "metrics.csv", "summary.json", "checkpoints"):
+        assert (run_dir / name).exists(), name
+    assert "${" not in (run_dir / "config.yaml").read_text()  # resolved
+    rows = read_rows(run_dir)
+    assert list(rows[0])[:4] == ["update", "seed", "timesteps", "wall_s"]
+    assert set(METRICS) <= set(rows[0])
+    assert {"actions/0", "actions/1"} <= set(rows[0])
+    updates = 2048 // (4 * 16)
+    assert sorted(_keys(rows)) == [(u, s) for u in range(1, updates + 1) for s in (0, 1)]
+    s = read_summary(run_dir)
+    assert s["status"] == "completed" and s["seeds"] == [0, 1]
+    assert s["updates"] == updates and s["timesteps"] == updates * 64
+    for key in ("wall_s", "compile_s", "sps", "final", "eval", "resumed_from", "slurm_job_id", "versions"):
+        assert key in s
+    assert s["resumed_from"] is None and s["slurm_job_id"] is None
+    assert {"jax", "flax", "optax"} <= set(s["versions"])
+    assert len(s["eval"]["episode_return"]) == 2 and len(s["eval"]["episode_length"]) == 2
+    assert len(s["final"]["train/entropy"]) == 2
+
+
+def _comparable(rows):
+    drop = {"wall_s", "perf/sps"}
+    return [{k: v for k, v in r.items() if k not in drop} for r in rows]
+
+
+def test_kill_then_rerun_resumes_to_identical_rows(tmp_path, tiny):
+    args = [*tiny, "ppo.total_timesteps=8192", "train.chunk_updates=4", "checkpoint.every_min=0.0001"]
+    reference = tmp_path / "reference"
+    launch(args, reference)
+
+    run_dir = tmp_path / "interrupted"
+    proc = start_launch(args, run_dir)
+    _wait_for_rows(run_dir, 8, proc)
+    proc.kill()  # a crash: no clean shutdown at all
+    proc.wait(timeout=30)
+    assert read_summary(run_dir)["status"] == "running"
+
+    resumed = launch(args, run_dir)
+    assert "RESUMING from this run's checkpoint" in resumed.stdout + resumed.stderr
+    rows, ref_rows = read_rows(run_dir), read_rows(reference)
+    counts = Counter(_keys(rows))
+    assert max(counts.values()) == 1, "duplicate (update, seed) rows"
+    assert sorted(counts) == sorted(_keys(ref_rows))
+    s = read_summary(run_dir)
+    assert s["status"] == "completed" and s["updates"] == read_summary(reference)["updates"] == 128
+    assert s["resumed_from"] is not None and 0 < s["resumed_from"] < 128
+    # Same state, same keys: the resumed run continues bit for bit.
+    assert _comparable(rows) == _comparable(ref_rows)
+    assert s["eval"] == read_summary(reference)["eval"]
+
+
+def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny):
+    args = [*tiny, "ppo.total_timesteps=200000", "train.chunk_updates=4"]
+    run_dir = tmp_path / "run"
+    proc = start_launch(args, run_dir)
+    deadline = time.time() + 120
+    while not ((run_dir / "metrics.csv").exists() and len(read_rows(run_dir)) >= 4):
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out[-3000:]
+    s = read_summary(run_dir)
+    assert s["status"] == "stopped" and "SIGTERM" in s["stop_reason"]
+    assert s["eval"]["episode_return"], "a stopped run is still evaluated"
+    stopped_at = s["updates"]
+    assert stopped_at < 3125 and len(read_rows(run_dir)) == stopped_at
+
+    # Finishing it: re-run with a smaller budget that is still ahead of where it stopped.
+    total = (stopped_at + 4) * 64
+    launch([*tiny, f"ppo.total_timesteps={total}", "train.chunk_updates=4"], run_dir)
+    s = read_summary(run_dir)
+    assert s["status"] == "completed" and s["resumed_from"] == stopped_at and s["updates"] == stopped_at + 4
+    assert sorted(Counter(_keys(read_rows(run_dir)))) == [(u, 0) for u in range(1, stopped_at + 5)]
+
+
+def test_stop_file_stops_cleanly(tmp_path, tiny):
+    run_dir = tmp_path / "run"
+    proc = start_launch([*tiny, "ppo.total_timesteps=200000", "train.chunk_updates=4"], run_dir)
+    deadline = time.time() + 120
+    while not (run_dir / "metrics.csv").exists():
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    (run_dir / "STOP").touch()
+    proc.communicate(timeout=120)
+    s = read_summary(run_dir)
+    assert s["status"] == "stopped" and s["stop_reason"] == "STOP file"
+    assert list((run_dir / "checkpoints").glob("ckpt_*.json"))
+
+
+def test_resume_from_another_run_dir(tmp_path, tiny):
+    first = tmp_path / "first"
+    launch([*tiny, "ppo.total_timesteps=1024"], first)
+    second = tmp_path / "second"
+    proc = launch([*tiny, "ppo.total_timesteps=2048", f"resume={first}"], second)
+    assert "RESUMING from" in proc.stdout + proc.stderr
+    s = read_summary(second)
+    assert s["resumed_from"] == 16 and s["updates"] == 32
+    assert sorted(_keys(read_rows(second))) == [(u, 0) for u in range(1, 33)]
+
+
+def test_resume_refuses_a_different_env_shape(tmp_path, tiny):
+    run_dir = tmp_path / "run"
+    launch(tiny, run_dir)
+    proc = launch([*tiny, "ppo.num_envs=8", "ppo.total_timesteps=4096"], run_dir, check=False)
+    assert proc.returncode == 2 and "ppo.num_envs was 4" in proc.stderr
+
+
+def test_early_stopping_on_target_return(tmp_path, tiny):
+    run_dir = tmp_path / "run"
+    launch([*tiny, "ppo.total_timesteps=100000", "train.chunk_updates=2", "train.target_return=5", "train.patience=1", "train.return_window=2"], run_dir)
+    s = read_summary(run_dir)
+    assert s["status"] == "completed" and "target_return" in s["stop_reason"]
+    assert s["updates"] < 100000 // 64
+
+
+def test_timed_mode_stops_by_wall_time(tmp_path, tiny):
+    run_dir = tmp_path / "run"
+    launch([*tiny, "ppo.total_timesteps=10000000", "train.chunk_updates=2", "train.duration_min=0.05"], run_dir)
+    s = read_summary(run_dir)
+    assert s["status"] == "timed_out" and s["updates"] < 10000000 // 64
+    assert 2.9 <= s["wall_s"] < 30
+
+
+def test_deterministic_evaluation_repeats_bit_for_bit(tmp_path, tiny):
+    run_dir = tmp_path / "run"
+    launch(tiny, run_dir)
+    outs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-m", "ppo_lab.evaluate", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        outs.append(json.loads(proc.stdout)["eval"])
+    assert outs[0] == outs[1] == read_summary(run_dir)["eval"]
+
+
+@pytest.mark.timeout(300)
+def test_several_seeds_across_two_host_devices_complete(tmp_path, tiny):
+    """The batched-QR hang (notes/toolchain-facts.md) must not come back: init is per seed."""
+    run_dir = tmp_path / "run"
+    args = [a for a in tiny if not a.startswith("hardware.host_devices")]
+    proc = launch([*args, "num_seeds=4", "hardware.host_devices=2"], run_dir, timeout=240)
+    assert "devices: 2 x cpu" in proc.stdout + proc.stderr
+    s = read_summary(run_dir)
+    assert s["status"] == "completed" and s["layout"]["mode"] == "seeds" and s["layout"]["num_devices"] == 2
+    assert len(s["eval"]["episode_return"]) == 4
+
+
+@pytest.mark.timeout(300)
+def test_one_seed_shards_envs_across_two_devices(tmp_path, tiny):
+    run_dir = tmp_path / "run"
+    args = [a for a in tiny if not a.startswith("hardware.host_devices")]
+    launch([*args, "hardware.host_devices=2"], run_dir, timeout=240)
+    s = read_summary(run_dir)
+    assert s["status"] == "completed" and s["layout"] == {"mode": "envs", "num_devices": 2, "num_replicas": 2, "envs_per_replica": 2}
+    assert len(read_rows(run_dir)) == 32
