@@ -19,15 +19,21 @@ class Progress:
         self.use_bar = sys.stderr.isatty() if use_bar is None else use_bar
         self.bar = None
         if self.use_bar:
+            import shutil
+
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total_timesteps, initial=start_timesteps, unit="step", unit_scale=True, dynamic_ncols=True)
+            # A terminal that reports no size (a fresh pty, some CI runners) makes tqdm draw a
+            # zero-width bar or none at all (it reads -1 rows): fall back to 120x24.
+            size = shutil.get_terminal_size(fallback=(120, 24))
+            self.bar = tqdm(total=total_timesteps, initial=start_timesteps, unit="step", unit_scale=True,
+                            ncols=size.columns or 120, nrows=size.lines or 24)
 
     def update(self, *, update: int, num_updates: int, timesteps: int, sps: float, mean_return: float, entropy: float) -> None:
         text = f"return {_fmt(mean_return)} | entropy {_fmt(entropy, '.3f')} | sps {_fmt(sps, ',.0f')}"
         if self.bar is not None:
-            self.bar.n = timesteps
-            self.bar.set_postfix_str(text, refresh=True)
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.update(timesteps - self.bar.n)
         else:
             pct = 100.0 * timesteps / max(self.total, 1)
             log.info("update %d/%d | timesteps %d/%d (%.0f%%) | %s", update, num_updates, timesteps, self.total, pct, text)
