@@ -1,0 +1,160 @@
+"""Aggregate runs and sweeps across seeds.
+
+    python -m ppo_lab.aggregate DIR [DIR ...] [--out OUT] [--wait] [--include-stopped]
+
+Reads every run under the DIRs (completed or not; a sweep dir, a run dir, or any folder of
+them), groups runs by their overrides other than the seed, treats the vmapped seeds of a run
+as separate seeds, and writes into OUT (default: the one DIR given):
+
+- ``aggregate.csv``: per group and metric: n_seeds, mean, std, var, sem, 95% t interval
+  (ci_low, ci_high), interquartile mean with a seeded bootstrap interval (iqm, iqm_ci_low,
+  iqm_ci_high). Columns: ``group``, the swept keys, ``metric``, then those statistics.
+  Metrics: every ``eval/*`` and every final ``train/*`` (and ``reward/*``, ``actions/*``,
+  ``perf/*``) value of summary.json.
+- ``runs.csv``: one row per (run, seed) with its status, whether it is in the statistics, why
+  not, and its values.
+- ``curves.png``: mean learning curves with interval bands, per group.
+
+and prints a table. Failed, missing, stopped and still-running seeds are listed by name and
+left out of the statistics (``--include-stopped`` takes stopped ones in); they never stop the
+rest from being aggregated. ``--wait`` first waits until the jobs of a sweep submitted with
+``hydra.launcher.wait=false`` (its ``jobs.json``) have ended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from ppo_lab.analysis import sweep as sw
+
+log = logging.getLogger("ppo_lab.aggregate")
+
+DEFAULT_CURVES = ("train/mean_episode_return",)
+# The metrics the printed table shows (all of them are in aggregate.csv).
+PRINT_PREFIXES = ("eval/",)
+PRINT_EXTRA = ("train/mean_episode_return",)
+
+
+def wait_for_jobs(dirs: Sequence[Path], timeout_s: float | None = None, poll_s: float = 5.0) -> None:
+    """Block until every job listed in the dirs' jobs.json files is in a final sacct state."""
+    from ppo_lab.launchers import final_state, read_jobs, sacct_states
+
+    roots = sorted({p.parent for d in dirs for p in Path(d).rglob("jobs.json")})
+    t0 = time.monotonic()
+    while True:
+        pending = []
+        for root in roots:
+            record = read_jobs(root)
+            if record.get("launcher") != "slurm":
+                continue
+            ids = [j["job_id"] for j in record.get("jobs", {}).values()]
+            states = sacct_states(ids)
+            pending += [f"{jid} ({states.get(jid, 'unknown')})" for jid in ids if not final_state(states.get(jid))]
+        if not pending:
+            return
+        if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+            raise TimeoutError(f"jobs still not finished after {timeout_s:.0f} s: {', '.join(pending)}")
+        print(f"waiting for {len(pending)} job(s): {', '.join(pending[:8])}{' ...' if len(pending) > 8 else ''}", flush=True)
+        time.sleep(poll_s)
+
+
+def format_table(rows: list[dict], col: sw.Collection) -> str:
+    shown = [r for r in rows if r["metric"].startswith(PRINT_PREFIXES) or r["metric"] in PRINT_EXTRA]
+    if not shown:
+        shown = rows
+    head = ["group", "metric", "n", "mean", "95% CI", "IQM", "IQM 95% CI"]
+    body = []
+    for r in shown:
+        body.append([
+            r["group"], r["metric"], str(r["n_seeds"]), _f(r["mean"]),
+            f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]", _f(r["iqm"]), f"[{_f(r['iqm_ci_low'])}, {_f(r['iqm_ci_high'])}]",
+        ])
+    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
+    return "\n".join(lines)
+
+
+def _f(x) -> str:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if x != x:
+        return "nan"
+    return f"{x:.4g}"
+
+
+def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_stopped: bool = False,
+                  ignore: Sequence[str] = (), curve_metrics: Sequence[str] | None = None,
+                  confidence: float = 0.95, quiet: bool = False, plot: bool = True) -> dict:
+    """Aggregate `dirs` into `out_dir`; returns {collection, rows, paths, problems}."""
+    dirs = [Path(d) for d in dirs]
+    if out_dir is None:
+        out_dir = dirs[0] if len(dirs) == 1 else Path("outputs") / "aggregates" / time.strftime("%Y-%m-%d_%H-%M-%S")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    col = sw.collect(dirs, include_stopped=include_stopped, ignore=ignore)
+    rows = sw.aggregate_rows(col, confidence=confidence)
+    paths = {"aggregate": out_dir / "aggregate.csv", "runs": out_dir / "runs.csv"}
+    sw.write_csv(paths["aggregate"], rows, sw.aggregate_columns(col))
+    units = sw.unit_rows(col)
+    unit_cols = ["group", *col.swept_keys, "seed", "status", "used", "reason", "job", "job_id", "updates", "run_dir", *col.metrics]
+    sw.write_csv(paths["runs"], units, unit_cols)
+    if plot:
+        from ppo_lab.analysis.plots import plot_curves
+
+        metrics = list(curve_metrics or DEFAULT_CURVES)
+        fig = plot_curves(col, metrics, confidence=confidence, path=out_dir / "curves.png")
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        paths["curves"] = out_dir / "curves.png"
+    problems = sw.problem_lines(col)
+    if not quiet:
+        used = sum(u.used for u in col.units)
+        print(f"\naggregate of {len(col.runs)} run(s), {len(col.units)} seed(s) ({used} in the statistics) "
+              f"in {len(col.groups)} group(s){'; swept: ' + ', '.join(col.swept_keys) if col.swept_keys else ''}")
+        print(format_table(rows, col))
+        if problems:
+            print(f"\n{len(problems)} seed(s) NOT in the statistics:")
+            for line in problems:
+                print("  " + line)
+        print("\nwrote " + ", ".join(str(p) for p in paths.values()), flush=True)
+    return {"collection": col, "rows": rows, "paths": paths, "problems": problems}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ppo_lab.aggregate", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dirs", nargs="+", type=Path, help="sweep dirs, run dirs, or folders of them")
+    p.add_argument("--out", type=Path, default=None, help="where to write (default: the one DIR given)")
+    p.add_argument("--wait", action="store_true", help="first wait for the SLURM jobs listed in jobs.json to end")
+    p.add_argument("--wait-timeout", type=float, default=None, help="seconds --wait waits at most")
+    p.add_argument("--include-stopped", action="store_true", help="also use runs stopped early by a signal or STOP file")
+    p.add_argument("--ignore", action="append", default=[], metavar="KEY", help="an override key not to group by (repeatable)")
+    p.add_argument("--curve", action="append", default=None, metavar="METRIC", help="metric(s) for curves.png (default train/mean_episode_return)")
+    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--no-plot", action="store_true")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for d in args.dirs:
+        if not d.exists():
+            p.error(f"{d} does not exist")
+    if args.wait:
+        wait_for_jobs(args.dirs, timeout_s=args.wait_timeout)
+    result = run_aggregate(args.dirs, args.out, include_stopped=args.include_stopped, ignore=args.ignore,
+                           curve_metrics=args.curve, confidence=args.confidence, plot=not args.no_plot)
+    if not result["collection"].runs:
+        print(f"no runs found under {', '.join(map(str, args.dirs))}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

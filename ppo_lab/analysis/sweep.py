@@ -1,0 +1,430 @@
+"""Load runs and sweeps from disk and aggregate them across seeds.
+
+The unit is (run, seed): a run trained with ``num_seeds=4`` gives four units, exactly like four
+runs of one seed each (DESIGN.md, "Seeds"). Runs are grouped by their Hydra overrides other
+than the seed (``.hydra/overrides.yaml``); the keys whose values differ between groups are the
+"swept keys". Every unit that cannot contribute a value is kept and named, with its status and
+the reason:
+
+========== ================================================================================
+status      meaning
+========== ================================================================================
+completed   summary.json says completed: used
+timed_out   stopped by its own ``train.duration_min`` budget (a designed end): used
+stopped     stopped by a signal or STOP file before the end: listed, used only with
+            ``include_stopped``
+running     summary.json says running (still training, or killed without a trace): listed
+failed      summary.json says failed, or its job failed / was cancelled (``jobs.json``)
+missing     a job the sweep defines (``multirun.yaml``) has no run dir or no summary.json
+========== ================================================================================
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ppo_lab.analysis.stats import SUMMARY_KEYS, summarize
+
+SUMMARY = "summary.json"
+USED_STATUSES = ("completed", "timed_out")
+# Overrides that say which seeds a run trained (or where it resumed from), not what it trained.
+SEED_KEYS = ("seed", "num_seeds", "resume")
+DEFAULT_VALUE = "(default)"
+AGGREGATE_COLUMNS_TAIL = ["metric", *SUMMARY_KEYS]
+
+
+@dataclass
+class Run:
+    """One run directory (or one job of a sweep that never produced one)."""
+
+    path: Path
+    overrides: dict[str, str]
+    seeds: list[int]
+    status: str
+    reason: str | None = None
+    summary: dict = field(default_factory=dict)
+    job_num: int | None = None
+    job_id: str | None = None
+    experiment: str | None = None
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+
+@dataclass
+class Unit:
+    """One seed of one run: the unit of every statistic."""
+
+    run: Run
+    seed: int
+    group: str
+    values: dict[str, float]
+    used: bool
+
+    @property
+    def status(self) -> str:
+        return self.run.status
+
+
+@dataclass
+class Collection:
+    runs: list[Run]
+    units: list[Unit]
+    groups: list[str]                      # in order of first appearance
+    swept_keys: list[str]
+    group_keys: dict[str, dict[str, str]]  # group -> swept key -> value
+    metrics: list[str]
+
+    def problems(self) -> list[Unit]:
+        return [u for u in self.units if not u.used]
+
+
+# ----------------------------------------------------------------------------- reading
+def _strip_key(key: str) -> str:
+    return key.lstrip("+~")
+
+
+def parse_overrides(lines: Iterable[str]) -> dict[str, str]:
+    out = {}
+    for line in lines:
+        line = str(line)
+        if "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        out[_strip_key(key)] = value
+    return out
+
+
+def _read_yaml_list(path: Path) -> list[str]:
+    from omegaconf import OmegaConf
+
+    return [str(x) for x in OmegaConf.to_container(OmegaConf.load(path))] if path.exists() else []
+
+
+def _seeds_from(overrides: dict[str, str], default_seed: int = 0, default_num: int = 1) -> list[int]:
+    try:
+        seed = int(overrides.get("seed", default_seed))
+        num = int(overrides.get("num_seeds", default_num))
+    except ValueError:
+        return []
+    return list(range(seed, seed + num))
+
+
+def _job_num(path: Path) -> int | None:
+    try:
+        return int(path.name)
+    except ValueError:
+        return None
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Run dirs under `root` (itself included): dirs with summary.json or .hydra/overrides.yaml."""
+    root = Path(root)
+    found = set()
+    for marker in ("summary.json", ".hydra/overrides.yaml", "config.yaml"):
+        for p in root.rglob(marker):
+            run = p.parent.parent if marker.startswith(".hydra") else p.parent
+            if ".submitit" in run.parts or run.name == ".hydra":
+                continue
+            if marker == "config.yaml" and not (run / "metrics.csv").exists() and not (run / SUMMARY).exists():
+                continue
+            found.add(run)
+    # Sweep roots (multirun.yaml) are not runs, even if something wrote a config there.
+    return sorted(found, key=lambda p: (str(p.parent), _job_num(p) if _job_num(p) is not None else math.inf, p.name))
+
+
+def load_run(path: Path, job: dict | None = None, defaults: tuple[int, int] = (0, 1)) -> Run:
+    path = Path(path)
+    overrides = parse_overrides(_read_yaml_list(path / ".hydra" / "overrides.yaml"))
+    summary = {}
+    if (path / SUMMARY).exists():
+        try:
+            summary = json.loads((path / SUMMARY).read_text())
+        except ValueError as exc:
+            summary = {"status": "failed", "error": f"unreadable summary.json: {exc}"}
+    experiment = summary.get("experiment")
+    if experiment is None and (path / "config.yaml").exists():
+        try:
+            from omegaconf import OmegaConf
+
+            experiment = OmegaConf.load(path / "config.yaml").get("experiment")
+        except Exception:  # noqa: BLE001
+            experiment = None
+    seeds = [int(s) for s in summary.get("seeds") or []] or _seeds_from(overrides, *defaults)
+    status = summary.get("status") or "missing"
+    reason = summary.get("error") or summary.get("stop_reason")
+    if not summary:
+        reason = "no summary.json (the job never started training, or crashed before it)"
+    if status == "completed":
+        reason = None
+    if job:
+        state, outcome = job.get("state") or "", job.get("outcome")
+        job_failed = outcome == "failed" or (state.split() and state.split()[0] in ("CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"))
+        if job_failed and status != "completed":
+            status = "failed"
+            reason = f"job {job.get('job_id')} {state or 'failed'}" + (f": {job['error']}" if job.get("error") else "") + (f" (run dir: {summary.get('status')})" if summary else "")
+    return Run(path=path, overrides=overrides, seeds=seeds, status=status, reason=reason, summary=summary,
+               job_num=_job_num(path), job_id=(job or {}).get("job_id"), experiment=experiment)
+
+
+def _jobs_record(sweep_dir: Path, refresh: bool = True) -> dict[int, dict]:
+    from ppo_lab.launchers import final_state, read_jobs, sacct_states
+
+    record = read_jobs(sweep_dir)
+    jobs = {int(k): v for k, v in (record.get("jobs") or {}).items()}
+    pending = [j["job_id"] for j in jobs.values() if not final_state(j.get("state"))]
+    if refresh and pending and record.get("launcher") == "slurm":
+        for jid, state in sacct_states(pending).items():
+            for j in jobs.values():
+                if j["job_id"] == jid:
+                    j["state"] = state
+    return jobs
+
+
+def expected_jobs(sweep_dir: Path) -> list[list[str]]:
+    """The jobs (override lists, by job number) that `<sweep_dir>/multirun.yaml` defines."""
+    path = Path(sweep_dir) / "multirun.yaml"
+    if not path.exists():
+        return []
+    import ppo_lab.callbacks  # noqa: F401 - registers ${ppo_lab.scaled:...}
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(path)
+    try:
+        params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
+        args = [f"{k}={v}" for k, v in params.items()]
+        args += [str(x) for x in OmegaConf.select(cfg, "hydra.overrides.task") or []]
+        parsed = OverridesParser.create().parse_overrides(args)
+        return [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    except Exception:  # noqa: BLE001 - a sweeper we cannot replay: report only what exists
+        return []
+
+
+def _multirun_defaults(sweep_dir: Path) -> tuple[int, int]:
+    path = Path(sweep_dir) / "multirun.yaml"
+    if path.exists():
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.load(path)
+        try:
+            return int(cfg.get("seed", 0)), int(cfg.get("num_seeds", 1))
+        except (TypeError, ValueError):
+            pass
+    return 0, 1
+
+
+def load_runs(dirs: Sequence[Path]) -> list[Run]:
+    """Every run under `dirs`, plus one "missing" Run per job a sweep defines but never wrote."""
+    runs: list[Run] = []
+    seen: set[Path] = set()
+    for d in dirs:
+        d = Path(d)
+        if not d.exists():
+            raise FileNotFoundError(f"{d} does not exist")
+        sweep_roots = sorted({p.parent for p in d.rglob("multirun.yaml")} | ({d} if (d / "multirun.yaml").exists() else set()))
+        for root in sweep_roots:
+            jobs = _jobs_record(root)
+            defaults = _multirun_defaults(root)
+            expected = expected_jobs(root)
+            nums = set(range(len(expected))) | set(jobs)
+            for num in sorted(nums):
+                path = (root / str(num)).resolve()
+                overrides = parse_overrides(expected[num]) if num < len(expected) else parse_overrides(jobs[num].get("overrides", []))
+                if (path / SUMMARY).exists() or (path / ".hydra").exists():
+                    run = load_run(path, jobs.get(num), defaults)
+                    if not run.overrides:
+                        run.overrides = overrides
+                else:
+                    job = jobs.get(num) or {}
+                    reason = f"job {job['job_id']} {job.get('state')}" + (f": {job['error']}" if job.get("error") else "") if job else "no run dir"
+                    status = "failed" if job.get("outcome") == "failed" else "missing"
+                    run = Run(path=path, overrides=overrides, seeds=_seeds_from(overrides, *defaults), status=status,
+                              reason=reason, job_num=num, job_id=job.get("job_id"))
+                runs.append(run)
+                seen.add(path)
+        for path in find_run_dirs(d):
+            path = path.resolve()
+            if path in seen:
+                continue
+            runs.append(load_run(path))
+            seen.add(path)
+    return runs
+
+
+# ----------------------------------------------------------------------------- grouping
+def _fmt(v) -> str:
+    return DEFAULT_VALUE if v is None else str(v)
+
+
+def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequence[str] = ()) -> Collection:
+    runs = load_runs(dirs)
+    ignored = set(SEED_KEYS) | set(ignore)
+    keyed = []
+    for run in runs:
+        keys = {k: v for k, v in run.overrides.items() if k not in ignored and not k.startswith("hydra.")}
+        if "experiment" not in keys and run.experiment is not None:
+            keys["experiment"] = str(run.experiment)
+        keyed.append(keys)
+    all_keys = sorted({k for keys in keyed for k in keys})
+    swept = [k for k in all_keys if len({_fmt(keys.get(k)) for keys in keyed}) > 1]
+    # Keep the order in which the overrides were written (the sweep's own order) where possible.
+    first_order = [k for keys in keyed for k in keys]
+    swept.sort(key=lambda k: first_order.index(k))
+    groups: list[str] = []
+    group_keys: dict[str, dict[str, str]] = {}
+    units: list[Unit] = []
+    used_statuses = set(USED_STATUSES) | ({"stopped"} if include_stopped else set())
+    for run, keys in zip(runs, keyed):
+        if swept:
+            label = ",".join(f"{k}={_fmt(keys.get(k))}" for k in swept)
+        else:
+            label = keys.get("experiment") or "all"
+        if label not in group_keys:
+            groups.append(label)
+            group_keys[label] = {k: _fmt(keys.get(k)) for k in swept}
+        used = run.status in used_statuses
+        final = run.summary.get("final") or {}
+        evals = run.summary.get("eval") or {}
+        for i, seed in enumerate(run.seeds or [None]):
+            values = {}
+            if used:
+                for name, per_seed in evals.items():
+                    values[f"eval/{name}"] = _at(per_seed, i)
+                for name, per_seed in final.items():
+                    values[name] = _at(per_seed, i)
+            units.append(Unit(run=run, seed=seed, group=label, values=values, used=used))
+    metrics = sorted({m for u in units for m in u.values}, key=_metric_order)
+    return Collection(runs=runs, units=units, groups=groups, swept_keys=swept, group_keys=group_keys, metrics=metrics)
+
+
+def _at(values, i) -> float:
+    try:
+        v = values[i]
+    except (IndexError, KeyError, TypeError):
+        return math.nan
+    try:
+        return math.nan if v is None else float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _metric_order(name: str):
+    prefix = name.split("/", 1)[0]
+    rank = {"eval": 0, "train": 1, "reward": 2, "actions": 3, "perf": 4}.get(prefix, 5)
+    return rank, name
+
+
+# ----------------------------------------------------------------------------- tables
+def aggregate_rows(col: Collection, confidence: float = 0.95) -> list[dict]:
+    """aggregate.csv: per group and metric, `summarize` over the group's used units."""
+    rows = []
+    for group in col.groups:
+        units = [u for u in col.units if u.group == group and u.used]
+        for metric in col.metrics:
+            values = [u.values.get(metric, math.nan) for u in units]
+            stats = summarize(values, confidence=confidence)
+            rows.append({"group": group, **col.group_keys[group], "metric": metric, **stats})
+    return rows
+
+
+def aggregate_columns(col: Collection) -> list[str]:
+    return ["group", *col.swept_keys, *AGGREGATE_COLUMNS_TAIL]
+
+
+def unit_rows(col: Collection) -> list[dict]:
+    """runs.csv: one row per (run, seed), used or not, with status and reason."""
+    rows = []
+    for u in col.units:
+        rows.append({
+            "group": u.group, **col.group_keys[u.group], "seed": u.seed, "status": u.status, "used": u.used,
+            "reason": u.run.reason or "", "job": u.run.job_num if u.run.job_num is not None else "",
+            "job_id": u.run.job_id or "", "updates": u.run.summary.get("updates", ""), "run_dir": u.run.name,
+            **{m: u.values.get(m, math.nan) for m in col.metrics},
+        })
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})
+    tmp.replace(path)
+
+
+def problem_lines(col: Collection) -> list[str]:
+    """Every unit that is not in the statistics, by name."""
+    lines = []
+    for u in col.problems():
+        where = f"job {u.run.job_num}" if u.run.job_num is not None else ""
+        lines.append(f"{u.status.upper():9s} {u.group} seed={u.seed} ({where + ': ' if where else ''}{u.run.name})"
+                     + (f": {u.run.reason}" if u.run.reason else ""))
+    return lines
+
+
+# ----------------------------------------------------------------------------- curves
+def read_metric_curves(col: Collection, metric: str) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+    """Per group, the (timesteps, values) series of `metric`, one per used unit."""
+    out: dict[str, list] = {g: [] for g in col.groups}
+    cache: dict[Path, dict] = {}
+    for u in col.units:
+        if not u.used:
+            continue
+        path = u.run.path / "metrics.csv"
+        if path not in cache:
+            cache[path] = _read_columns(path)
+        by_seed = cache[path]
+        series = by_seed.get(u.seed, {})
+        if metric in series:
+            out[u.group].append((series["timesteps"], series[metric]))
+    return out
+
+
+def _read_columns(path: Path) -> dict[int, dict[str, np.ndarray]]:
+    if not path.exists():
+        return {}
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    if df.empty or "seed" not in df:
+        return {}
+    df = df.drop_duplicates(subset=["update", "seed"], keep="last").sort_values("update")
+    return {int(seed): {c: part[c].to_numpy(dtype=float) for c in part.columns if c not in ("seed",)}
+            for seed, part in df.groupby("seed")}
+
+
+def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], confidence: float = 0.95):
+    """Mean over units at each timestep that every contributing unit logged, with a Student-t
+    interval: returns (x, mean, low, high, n) arrays."""
+    from scipy import stats as st
+
+    if not series:
+        return (np.array([]),) * 5
+    xs = np.unique(np.concatenate([x for x, _ in series]))
+    grid = np.full((len(series), len(xs)), np.nan)
+    for i, (x, y) in enumerate(series):
+        grid[i, np.searchsorted(xs, x)] = y
+    n = np.sum(~np.isnan(grid), axis=0)
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(grid, axis=0)
+            std = np.nanstd(grid, axis=0, ddof=1)
+        half = st.t.ppf((1 + confidence) / 2, np.maximum(n - 1, 1)) * std / np.sqrt(np.maximum(n, 1))
+    half = np.where(n >= 2, half, np.nan)
+    return xs, mean, mean - half, mean + half, n

@@ -1,0 +1,119 @@
+"""Hydra glue for sweeps: end-of-multirun aggregation, skipping completed runs, one resolver.
+
+- ``SweepCallback`` (configured in ``conf/config.yaml`` under ``hydra.callbacks``) aggregates
+  the sweep dir when a multirun ends: from ``on_multirun_end`` when every job succeeded, and
+  from an ``atexit`` hook registered in ``on_multirun_start`` when it did not (Hydra's
+  BasicSweeper re-raises a failed job's error, the process exits 1, and ``on_multirun_end``
+  never fires). Either way it writes ``aggregate.csv``, ``runs.csv`` and ``curves.png`` into
+  the sweep dir and prints the table; an error in aggregation is logged, never raised. A sweep
+  submitted with ``hydra.launcher.wait=false`` is not aggregated (its jobs have not run yet);
+  the command to aggregate it later is printed instead.
+- ``completed_summary`` (called by ``launch.py``) makes a relaunched sweep skip its runs that
+  already completed with the same resolved config.
+- ``${ppo_lab.scaled:BASE,F1,F2,...}`` (an OmegaConf resolver, registered on import; Hydra
+  imports this module before it builds the sweeper) gives the sweep string "BASE*F1,BASE*F2",
+  e.g. ``ppo.lr: ${ppo_lab.scaled:${ppo.lr},1,0.5}`` sweeps an experiment's own learning rate
+  and its half. See ``sweeps/tuning.yaml``.
+
+No jax here: this module is imported in the launching process of every Hydra command.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+def _scaled(base, *factors) -> str:
+    """`${ppo_lab.scaled:0.001,1,0.5}` -> "0.001,0.0005" (a Hydra sweep over base * factor)."""
+    if not factors:
+        raise ValueError("ppo_lab.scaled needs a base value and at least one factor")
+    return ",".join(repr(float(base) * float(f)) for f in factors)
+
+
+if not OmegaConf.has_resolver("ppo_lab.scaled"):
+    OmegaConf.register_new_resolver("ppo_lab.scaled", _scaled)
+
+
+def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
+    """In a multirun, the summary of `run_dir` if it already completed with this exact
+    resolved config (a relaunched sweep), else None (train, or resume from a checkpoint)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    try:
+        if HydraConfig.get().mode != RunMode.MULTIRUN:
+            return None
+    except ValueError:  # not inside a Hydra app
+        return None
+    from ppo_lab import rundir
+
+    summary_path = Path(run_dir) / rundir.SUMMARY
+    if not (summary_path.exists() and (Path(run_dir) / rundir.CONFIG).exists()):
+        return None
+    try:
+        summary = json.loads(summary_path.read_text())
+        saved = rundir.read_config(run_dir)
+    except (OSError, ValueError) as exc:
+        log.warning("cannot read %s (%s): running it again", run_dir, exc)
+        return None
+    if summary.get("status") != "completed":
+        return None
+    now = OmegaConf.to_container(OmegaConf.create(resolved), resolve=True)
+    if saved != now:
+        log.warning("%s completed before with a different config: running it again in place", run_dir)
+        return None
+    log.info("SKIPPING %s: already completed with the same config (updates %s)", run_dir, summary.get("updates"))
+    print(f"skipped (already completed): {run_dir}", flush=True)
+    return {**summary, "skipped": True}
+
+
+class SweepCallback(Callback):
+    """Aggregate the sweep dir at the end of every multirun, also when jobs failed."""
+
+    def __init__(self, aggregate: bool = True, curve_metrics: Any = None) -> None:
+        self.enabled = bool(aggregate)
+        self.curve_metrics = list(curve_metrics) if curve_metrics else None
+        self.sweep_dir: Path | None = None
+        self.done = False
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        self.done = False
+        if self.enabled:
+            atexit.register(self._at_exit)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        self._aggregate()
+
+    def _at_exit(self) -> None:
+        if not self.done:
+            log.warning("the multirun ended early (a job failed?): aggregating what there is")
+            self._aggregate()
+
+    def _aggregate(self) -> None:
+        if self.done or not self.enabled or self.sweep_dir is None:
+            return
+        self.done = True
+        sweep_dir = self.sweep_dir
+        if not sweep_dir.is_dir():
+            return
+        from ppo_lab.launchers import read_jobs
+
+        if read_jobs(sweep_dir).get("wait") is False:
+            print(f"not aggregating yet (jobs submitted without waiting); later: python -m ppo_lab.aggregate {sweep_dir} --wait", flush=True)
+            return
+        try:
+            from ppo_lab.aggregate import run_aggregate
+
+            run_aggregate([sweep_dir], out_dir=sweep_dir, curve_metrics=self.curve_metrics)
+        except Exception:  # noqa: BLE001 - aggregation must never turn a sweep into an error
+            log.exception("aggregation of %s failed; run it by hand: python -m ppo_lab.aggregate %s", sweep_dir, sweep_dir)

@@ -1,0 +1,200 @@
+"""Submitit launchers for sweeps: `hydra/launcher=slurm` and `hydra/launcher=local`.
+
+They are hydra-submitit-launcher 1.2.0's launchers with four changes (see docs/sweeps.md):
+
+- **Failures never block the rest.** The plugin collects results one job after another and
+  stops at the first job that raised or was cancelled; here every job is waited for, a job
+  that failed or was cancelled becomes a FAILED JobReturn (so the multirun still exits 1), and
+  the sweep is aggregated anyway (by ``ppo_lab.callbacks.SweepCallback``).
+- **Submit and return at once** with ``hydra.launcher.wait=false``: the jobs are submitted,
+  their ids written to ``<sweep_dir>/jobs.json``, and the command returns. Aggregate later from
+  any shell: ``python -m ppo_lab.aggregate <sweep_dir> --wait``.
+- **``<sweep_dir>/jobs.json``** records every job (number, SLURM id, overrides, final state),
+  so the aggregate can name a cancelled job as failed even though its run dir says "stopped".
+- **The jobs can import this plugin:** Hydra only instantiates launchers from the
+  ``hydra_plugins`` package, and the pickled launcher (and Hydra's plugin registry) must be
+  importable in the job, so a ``setup`` line puts the repository root on ``PYTHONPATH``.
+
+Requeue and resume need nothing here: submitit's ``checkpoint()`` resubmits the same Hydra
+job, which starts again in its own run dir, where the runner resumes from its checkpoint.
+
+Import-light on purpose (no jax): Hydra imports every ``hydra_plugins`` module at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra_plugins.hydra_submitit_launcher import submitit_launcher as _plugin
+from omegaconf import OmegaConf
+
+log = logging.getLogger(__name__)
+
+JOBS_FILE = "jobs.json"
+# sacct states after which a job will not run again (a REQUEUED job will).
+FINAL_STATES = {
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
+    "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT",
+}
+# Our own keys in conf/hydra/launcher/*.yaml, not submitit parameters.
+OWN_KEYS = ("wait", "sizing", "poll_s")
+
+
+def repo_root(module_name: str) -> Path:
+    """The folder that holds `hydra_plugins/<plugin>/` (the repository root)."""
+    return Path(sys.modules[module_name].__file__).resolve().parents[2]
+
+
+def final_state(state: str | None) -> bool:
+    return bool(state) and state.split()[0] in FINAL_STATES
+
+
+def read_jobs(sweep_dir: Path) -> dict:
+    path = Path(sweep_dir) / JOBS_FILE
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def write_jobs(sweep_dir: Path, record: dict) -> None:
+    path = Path(sweep_dir) / JOBS_FILE
+    tmp = path.with_name(f".{JOBS_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def sacct_states(job_ids: Sequence[str]) -> dict[str, str]:
+    """Current sacct state of each job id (array ids like 12_3 included); {} without sacct."""
+    import subprocess
+
+    if not job_ids:
+        return {}
+    try:
+        out = subprocess.run(
+            ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(sorted({j.split("_")[0] for j in job_ids}))],
+            capture_output=True, text=True, timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    states = {}
+    for line in out.stdout.splitlines():
+        if "|" in line:
+            jid, state = line.split("|", 1)
+            states[jid.strip()] = state.strip()
+    # An array written as 12_[0-3] while pending: give each task that state.
+    for jid in job_ids:
+        if jid not in states:
+            base = jid.split("_")[0]
+            pending = [s for k, s in states.items() if k.startswith(base + "_[")]
+            if pending:
+                states[jid] = pending[0]
+    return {j: states[j] for j in job_ids if j in states}
+
+
+class SweepLauncherMixin:
+    """The changes described in the module docstring, over BaseSubmititLauncher."""
+
+    _EXECUTOR: str
+
+    def __init__(self, wait: bool = True, sizing: Any = None, poll_s: float = 1.0, **params: Any) -> None:
+        self.wait = bool(wait)
+        self.poll_s = float(poll_s)
+        super().__init__(**params)  # type: ignore[call-arg]
+
+    # -- submission --------------------------------------------------------------------
+    def _executor(self):
+        import submitit
+
+        params = dict(self.params)
+        setup = list(params.pop("setup", None) or [])
+        root = repo_root(type(self).__module__)
+        setup.insert(0, f"export PYTHONPATH={shlex.quote(str(root))}${{PYTHONPATH:+:$PYTHONPATH}}")
+        init = {"folder": params.pop("submitit_folder")}
+        if "max_num_timeout" in params:
+            init[f"{self._EXECUTOR}_max_num_timeout"] = params.pop("max_num_timeout")
+        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init)
+        base = set(OmegaConf.structured(_plugin.BaseQueueConf).keys())
+        kwargs = {k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in params.items() if v is not None}
+        kwargs[f"{self._EXECUTOR}_setup"] = setup
+        executor.update_parameters(**kwargs)
+        return executor
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        assert self.config is not None
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        executor = self._executor()
+        log.info("Submitit '%s' sweep output dir: %s", self._EXECUTOR, sweep_dir)
+        job_params = []
+        for i, overrides in enumerate(job_overrides):
+            idx = initial_job_idx + i
+            log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
+            job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
+        t0 = time.monotonic()
+        jobs = executor.map_array(self, *zip(*job_params))
+
+        record = read_jobs(sweep_dir) or {"launcher": self._EXECUTOR, "jobs": {}}
+        record.update(wait=self.wait, sweep_dir=str(sweep_dir.resolve()), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        for (overrides, _, idx, _, _), job in zip(job_params, jobs):
+            record["jobs"][str(idx)] = {"num": idx, "job_id": job.job_id, "overrides": overrides, "state": "SUBMITTED", "outcome": None, "error": None}
+        write_jobs(sweep_dir, record)
+        ids = ", ".join(j.job_id for j in jobs)
+        log.info("submitted %d job(s) in %.1f s: %s", len(jobs), time.monotonic() - t0, ids)
+
+        if not self.wait:
+            print(f"submitted {len(jobs)} job(s) ({ids}); not waiting (hydra.launcher.wait=false).\n"
+                  f"aggregate when they are done:  python -m ppo_lab.aggregate {sweep_dir} --wait", flush=True)
+            return [JobReturn(overrides=p[0], status=JobStatus.COMPLETED, _return_value={"submitted": j.job_id})
+                    for p, j in zip(job_params, jobs)]
+
+        # Wait for every job (a failed or cancelled one must not stop the waiting).
+        while not all(j.done() for j in jobs):
+            time.sleep(self.poll_s)
+        with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:  # missing results wait ~15 s each
+            returns = list(pool.map(self._collect, [p[0] for p in job_params], jobs))
+        for (overrides, _, idx, _, _), job, ret in zip(job_params, jobs, returns):
+            entry = record["jobs"][str(idx)]
+            entry["state"] = _state(job)
+            entry["outcome"] = "completed" if ret.status == JobStatus.COMPLETED else "failed"
+            if ret.status == JobStatus.FAILED:
+                entry["error"] = f"{type(ret._return_value).__name__}: {str(ret._return_value).strip().splitlines()[0] if str(ret._return_value).strip() else ''}"
+        write_jobs(sweep_dir, record)
+        failed = [e for e in record["jobs"].values() if e["outcome"] == "failed"]
+        log.info("%d job(s) ended in %.1f s; %d failed%s", len(jobs), time.monotonic() - t0, len(failed),
+                 "".join(f"\n\t#{e['num']} ({e['job_id']}, {e['state']}): {e['error']}" for e in failed))
+        return returns
+
+    @staticmethod
+    def _collect(overrides: list[str], job) -> JobReturn:
+        try:
+            ret = job.results()[0]
+        except Exception as exc:  # noqa: BLE001 - cancelled, killed, or raised in the job
+            return JobReturn(overrides=overrides, status=JobStatus.FAILED, _return_value=exc)
+        if ret.status == JobStatus.FAILED:
+            return ret
+        if not isinstance(ret, JobReturn):
+            return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=ret)
+        return ret
+
+
+def _state(job) -> str:
+    try:
+        return job.watcher.get_state(job.job_id, mode="force")
+    except Exception:  # noqa: BLE001 - local jobs, sacct hiccups
+        return "UNKNOWN"
+
+
+class SweepSlurmLauncher(SweepLauncherMixin, _plugin.SlurmLauncher):
+    pass
+
+
+class SweepLocalLauncher(SweepLauncherMixin, _plugin.LocalLauncher):
+    pass
