@@ -48,6 +48,11 @@ def main(cfg: DictConfig) -> dict | None:
     run_dir = _run_dir()
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)
+        from ppo_lab.callbacks import completed_summary
+
+        done = completed_summary(run_dir, resolved)  # a relaunched sweep skips finished runs
+        if done is not None:
+            return done
         from ppo_lab.config import _hardware, validate
 
         apply_hardware(_hardware(resolved["hardware"]))  # before anything imports jax
