@@ -281,6 +281,12 @@ def run(cfg: RunConfig, run_dir: Path, resolved: dict, devices) -> dict:
                     log.warning("stopping at update %d/%d: %s", update, num_updates, reason)
                     break
             progress.close()
+            if status == "stopped" and signals.received == "SIGTERM" and slurm_job_id():
+                # SLURM sends SIGTERM when it requeues, preempts or cancels a job. Exit without a
+                # result (the except below checkpoints the last chunk, status stopped): submitit
+                # then waits for the requeued job, which resumes here, instead of taking this
+                # half-run as the job's result. No evaluation: KillWait is short.
+                raise SystemExit(f"SIGTERM in SLURM job {slurm_job_id()}: checkpointed at update {update}, exiting for requeue")
             save_checkpoint()
             summary.update(status=status, stop_reason=reason)
             if not cfg.benchmark:
@@ -294,7 +300,8 @@ def run(cfg: RunConfig, run_dir: Path, resolved: dict, devices) -> dict:
         except Exception:  # noqa: BLE001 - never hide the original error
             log.exception("could not save a checkpoint after the failure")
         preempted = isinstance(exc, (SystemExit, KeyboardInterrupt))
-        summary.update(status="stopped" if preempted else "failed", stop_reason=type(exc).__name__,
+        summary.update(status="stopped" if preempted else "failed",
+                       stop_reason=reason if preempted and signals.received else type(exc).__name__,
                        error=None if preempted else "".join(traceback.format_exception_only(exc)).strip())
         _finish(summary, cfg, run_dir, update, comp, recent, train_wall, steps_this_session, time_this_session, devices, loggers)
         raise
