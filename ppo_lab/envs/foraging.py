@@ -227,13 +227,27 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
         super().__init__()
         self.grid_size = int(grid_size)
         self.view_range = int(view_range)
-        self.food_slots = int(food_slots)
+        # At least one slot in all (kept inactive when both max counts are 0), so that no
+        # reduction runs over an empty array.
+        self.food_slots = int(food_slots) if food_slots + poison_slots > 0 else 1
         self.poison_slots = int(poison_slots)
         self.obs_channels = int(obs_channels)
         self.actor_obs_channels = actor_obs_channels
         self.fresh_world_on_done = bool(fresh_world_on_done)
         self.action_names = list(ACTION_NAMES)
         self._moves = jnp.asarray(_MOVES, jnp.int32)
+
+    def _static_key(self) -> tuple:
+        return (type(self), self.grid_size, self.view_range, self.food_slots, self.poison_slots,
+                self.obs_channels, self.actor_obs_channels, self.fresh_world_on_done)
+
+    # Equal static shapes => equal envs, so jitted methods (static `self`) are compiled once per
+    # shape, not once per env object (every mode shares one compiled env).
+    def __hash__(self) -> int:
+        return hash(self._static_key())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Foraging) and self._static_key() == other._static_key()
 
     # ---- gymnax properties -------------------------------------------------------------------
     @property
@@ -301,6 +315,8 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
     def nearest_food_distance(self, state: EnvState) -> jax.Array:
         """King-move torus distance to the nearest active food (0.0 if there is none)."""
         g = self.grid_size
+        if self.food_slots == 0:
+            return jnp.zeros((), jnp.float32)
         fpos = state.item_pos[: self.food_slots]
         d = jnp.maximum(_torus_delta(fpos // g, state.agent // g, g),
                         _torus_delta(fpos % g, state.agent % g, g))
@@ -501,7 +517,8 @@ def validate_env_cfg(env_cfg: Mapping) -> dict[str, Any]:
         lo, hi = c[f"{item}_min"], c[f"{item}_max"]
         _check(lo >= 0, f"env.{item}_min", lo, "an integer >= 0")
         _check(hi >= lo, f"env.{item}_max", hi, f"an integer >= {item}_min = {lo}")
-    n_cells, n_items = c["grid_size"] ** 2, c["food_max"] + c["poison_max"]
+    n_cells = c["grid_size"] ** 2
+    n_items = max(c["food_max"] + c["poison_max"], 1)  # slots, see Foraging.__init__
     _check(n_items + 1 <= n_cells, "env.food_max", c["food_max"],
            f"food_max + poison_max + 1 (the agent) <= grid_size^2 = {n_cells}")
     _check(n_cells * (n_items + 1) < 2**31, "env.grid_size", c["grid_size"],
