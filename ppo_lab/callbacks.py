@@ -54,15 +54,15 @@ def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
             return None
     except ValueError:  # not inside a Hydra app
         return None
-    from ppo_lab import rundir
-
-    summary_path = Path(run_dir) / rundir.SUMMARY
-    if not (summary_path.exists() and (Path(run_dir) / rundir.CONFIG).exists()):
+    # Not ppo_lab.rundir: it imports jax, and jax must not be imported before launch.py
+    # applies the hardware settings.
+    summary_path, config_path = Path(run_dir) / "summary.json", Path(run_dir) / "config.yaml"
+    if not (summary_path.exists() and config_path.exists()):
         return None
     try:
         summary = json.loads(summary_path.read_text())
-        saved = rundir.read_config(run_dir)
-    except (OSError, ValueError) as exc:
+        saved = OmegaConf.to_container(OmegaConf.load(config_path), resolve=True)
+    except Exception as exc:  # noqa: BLE001 - unreadable: train again, never crash here
         log.warning("cannot read %s (%s): running it again", run_dir, exc)
         return None
     if summary.get("status") != "completed":
