@@ -194,12 +194,19 @@ def expected_jobs(sweep_dir: Path) -> list[list[str]]:
     path = Path(sweep_dir) / "multirun.yaml"
     if not path.exists():
         return []
+    from omegaconf import OmegaConf
+
+    return expected_jobs_from_config(OmegaConf.load(path))
+
+
+def expected_jobs_from_config(cfg) -> list[list[str]]:
+    """The jobs (override lists, by job number) that a full config (hydra node included, as in
+    multirun.yaml or `launch.py ... --cfg all`) sweeps: hydra.sweeper.params + the task overrides."""
     import ppo_lab.callbacks  # noqa: F401 - registers ${ppo_lab.scaled:...}
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.load(path)
     try:
         params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
         args = [f"{k}={v}" for k, v in params.items()]
