@@ -94,6 +94,21 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._aggregate()
 
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        """A job that raised before the runner wrote summary.json (a config error, say) leaves
+        `error.txt` in its run dir, so the aggregate names it as failed, with the reason."""
+        from hydra.core.utils import JobStatus
+
+        if job_return is None or job_return.status != JobStatus.FAILED:
+            return
+        try:
+            out = Path(str(job_return.hydra_cfg.hydra.runtime.output_dir))
+            if out.is_dir() and not (out / "summary.json").exists():
+                exc = job_return._return_value
+                (out / "error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+        except Exception:  # noqa: BLE001 - never turn a failed job into a crash here
+            log.exception("could not record the failure of job %s", getattr(job_return, "overrides", "?"))
+
     def _at_exit(self) -> None:
         if not self.done:
             log.warning("the multirun ended early (a job failed?): aggregating what there is")

@@ -141,7 +141,7 @@ def find_run_dirs(root: Path) -> list[Path]:
     return sorted(found, key=lambda p: (str(p.parent), _job_num(p) if _job_num(p) is not None else math.inf, p.name))
 
 
-def load_run(path: Path, job: dict | None = None, defaults: tuple[int, int] = (0, 1)) -> Run:
+def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)) -> Run:
     path = Path(path)
     overrides = parse_overrides(_read_yaml_list(path / ".hydra" / "overrides.yaml"))
     summary = {}
@@ -158,11 +158,14 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple[int, int] = (0
             experiment = OmegaConf.load(path / "config.yaml").get("experiment")
         except Exception:  # noqa: BLE001
             experiment = None
-    seeds = [int(s) for s in summary.get("seeds") or []] or _seeds_from(overrides, *defaults)
+    experiment = experiment if experiment is not None else defaults[2]
+    seeds = [int(s) for s in summary.get("seeds") or []] or _seeds_from(overrides, *defaults[:2])
     status = summary.get("status") or "missing"
     reason = summary.get("error") or summary.get("stop_reason")
     if not summary:
         reason = "no summary.json (the job never started training, or crashed before it)"
+        if (path / "error.txt").exists():
+            status, reason = "failed", (path / "error.txt").read_text().strip()
     if status == "completed":
         reason = None
     if job:
@@ -217,17 +220,22 @@ def expected_jobs_from_config(cfg) -> list[list[str]]:
         return []
 
 
-def _multirun_defaults(sweep_dir: Path) -> tuple[int, int]:
+def _multirun_defaults(sweep_dir: Path) -> tuple[int, int, str | None]:
+    """(seed, num_seeds, experiment) of the sweep's base config, for runs that did not say."""
     path = Path(sweep_dir) / "multirun.yaml"
     if path.exists():
         from omegaconf import OmegaConf
 
         cfg = OmegaConf.load(path)
         try:
-            return int(cfg.get("seed", 0)), int(cfg.get("num_seeds", 1))
+            experiment = OmegaConf.select(cfg, "experiment", default=None)
+        except Exception:  # noqa: BLE001 - an interpolation we cannot resolve here
+            experiment = None
+        try:
+            return int(cfg.get("seed", 0)), int(cfg.get("num_seeds", 1)), experiment
         except (TypeError, ValueError):
-            pass
-    return 0, 1
+            return 0, 1, experiment
+    return 0, 1, None
 
 
 def load_runs(dirs: Sequence[Path]) -> list[Run]:
@@ -255,8 +263,8 @@ def load_runs(dirs: Sequence[Path]) -> list[Run]:
                     job = jobs.get(num) or {}
                     reason = f"job {job['job_id']} {job.get('state')}" + (f": {job['error']}" if job.get("error") else "") if job else "no run dir"
                     status = "failed" if job.get("outcome") == "failed" else "missing"
-                    run = Run(path=path, overrides=overrides, seeds=_seeds_from(overrides, *defaults), status=status,
-                              reason=reason, job_num=num, job_id=job.get("job_id"))
+                    run = Run(path=path, overrides=overrides, seeds=_seeds_from(overrides, *defaults[:2]), status=status,
+                              reason=reason, job_num=num, job_id=job.get("job_id"), experiment=defaults[2])
                 runs.append(run)
                 seen.add(path)
         for path in find_run_dirs(d):
