@@ -26,6 +26,13 @@ def _run_dir() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
 
 
+def _multirun() -> bool:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def _forget_empty_run_dir(run_dir: Path) -> None:
     """After a config error, remove the run dir Hydra just made if it holds no result, so a
     bad command line leaves nothing that looks like a run (never touches an existing run)."""
@@ -69,6 +76,8 @@ def main(cfg: DictConfig) -> dict | None:
     except (ConfigError, HardwareError) as exc:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
+        if _multirun():
+            raise  # Hydra records this job as failed and the sweep goes on; the aggregate names it
         _forget_empty_run_dir(run_dir)
         sys.exit(2)
 
@@ -79,6 +88,8 @@ def main(cfg: DictConfig) -> dict | None:
     except ResumeError as exc:
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
+        if _multirun():
+            raise
         sys.exit(2)
 
 
