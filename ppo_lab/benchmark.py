@@ -1,0 +1,385 @@
+"""Performance suite: where the time goes, and what seeds, devices and the cache buy.
+
+    python -m ppo_lab.benchmark                      # full suite (a few minutes on 2 cores)
+    python -m ppo_lab.benchmark --quick --out b.json # small version (tests), JSON to b.json
+    python -m ppo_lab.benchmark --envs cartpole hardware.host_devices=1   # extra Hydra overrides
+
+Measured in this process, per environment (config composed by name with Hydra's compose API,
+`experiment=<name>` when that experiment exists, else `env=<name>`), all on ONE device at the
+env's configured `ppo.num_envs`, timed after compilation:
+- `env_sps`: the env alone, random actions, `lax.scan` over steps of `vmap`ped envs;
+- `rollout_sps`: policy + env (the trainer's rollout: forward pass, sampling, log-prob, value,
+  truncation bootstrap, stacked transitions);
+- `train_sps`: full PPO updates (the trainer's own jitted chunk);
+- their ratios and the time split of one training step: env / policy forward / update.
+
+Measured in fresh processes (`launch.py ... benchmark=true`, wall time from outside, i.e.
+start-up + compile + training, the way a user pays it), CartPole:
+- `seed_process_wall_s`: one seed, one process; `seeds16_vmapped_wall_s`: 16 seeds vmapped
+  in one process (both with an empty compilation cache); `seeds16_speedup` =
+  16 x seed_process_wall_s / seeds16_vmapped_wall_s;
+- `devices2_speedup`: training steps/s with the host split into 2 XLA devices (seeds sharded)
+  over 1 device, same config;
+- `compile_s_cold` / `compile_s_warm`: compile seconds of the same config in two fresh
+  processes sharing a fresh persistent compilation cache (first empty, then warm);
+- `purejaxrl_cartpole`: training steps/s with PureJaxRL's published CartPole defaults
+  (4 envs x 128 steps, 4 epochs, 4 minibatches, 64-64 tanh MLP, 5e5 steps, lr 2.5e-4 annealed,
+  no truncation bootstrap), one seed on one device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = PROJECT_ROOT / "conf"
+DEFAULT_ENVS = ("cartpole", "foraging")
+
+# Sizes of everything the suite runs. `min_s`: least timed seconds per in-process measure.
+SIZES = {
+    "full": dict(min_s=2.0, rollout_steps=128, train_chunk=1, env_overrides=[],
+                 seed_timesteps=500_000, seeds16_timesteps=500_000, devices_seeds=4, devices_timesteps=250_000,
+                 compile_timesteps=16 * 128 * 4, purejaxrl_timesteps=500_000, chunk_updates=25),
+    "quick": dict(min_s=0.3, rollout_steps=16, train_chunk=1, env_overrides=["ppo.num_envs=8", "ppo.num_steps=16"],
+                  seed_timesteps=16 * 128 * 8, seeds16_timesteps=16 * 128 * 8, devices_seeds=2, devices_timesteps=16 * 128 * 8,
+                  compile_timesteps=16 * 128 * 2, purejaxrl_timesteps=4 * 128 * 16, chunk_updates=4),
+}
+BAR = {"seeds16_speedup": 3.0, "devices2_speedup": 1.3, "compile_cache_speedup": 3.0}
+
+
+# --- configs by name --------------------------------------------------------------------
+# Used for an env only while it has no experiment config of its own.
+# Foraging: the reference CNN at 16 envs x 32 steps, because on XLA:CPU the CNN's gradient
+# inside the trainer's minibatch `lax.scan` is ~15x slower than outside a loop (see
+# docs/performance.md): at the reference's 64 x 128 one update takes minutes on 2 cores.
+FALLBACK_OVERRIDES = {"foraging": ["env=foraging", "reward=ground_truth", "network=cnn", "ppo.num_envs=16", "ppo.num_steps=32"]}
+
+
+def env_overrides(name: str) -> list[str]:
+    """How the suite selects an env: its experiment config if there is one, else env=<name>."""
+    if (CONF_DIR / "experiment" / f"{name}.yaml").exists():
+        return [f"experiment={name}"]
+    return list(FALLBACK_OVERRIDES.get(name, [f"env={name}"]))
+
+
+def compose(overrides: list[str]) -> dict:
+    """The resolved config for these overrides, composed exactly as launch.py would."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=list(overrides))
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def available_envs(names) -> list[str]:
+    from ppo_lab.envs.registry import ENV_BUILDERS, check_env_name
+    from ppo_lab.errors import ConfigError
+
+    out = []
+    for name in names:
+        try:
+            check_env_name(name)
+        except ConfigError:
+            print(f"[benchmark] skipping env {name!r}: not registered ({sorted(ENV_BUILDERS)})", file=sys.stderr)
+            continue
+        out.append(name)
+    return out
+
+
+# --- in-process measurements ----------------------------------------------------------------
+def _timed(fn, args, steps_per_call: int, min_s: float) -> tuple[float, float]:
+    """(compile seconds, steps/s): compile, one warm-up call (the first run of an executable
+    can be much slower: one-time kernel set-up), then calls until min_s has passed."""
+    import jax
+
+    t0 = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    jax.block_until_ready(compiled(*args))
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        jax.block_until_ready(compiled(*args))
+        calls += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_s:
+            return compile_s, calls * steps_per_call / elapsed
+
+
+def measure_env(name: str, extra: list[str], size: dict) -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    from ppo_lab.build import build
+    from ppo_lab.config import validate
+    from ppo_lab.ppo.losses import categorical_log_prob
+
+    overrides = env_overrides(name) + list(size["env_overrides"]) + list(extra) + ["num_seeds=1", "ppo.auto_scale=false"]
+    resolved = compose(overrides)
+    cfg = validate(resolved)
+    comp = build(cfg, 1)
+    env, params, network, ppo = comp.env, comp.env_params, comp.network, comp.ppo
+    n, steps = ppo.num_envs, size["rollout_steps"]
+    num_actions = env.action_space(params).n
+    vreset = jax.vmap(env.reset, in_axes=(0, None))
+    vstep = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    key = jax.random.PRNGKey(0)
+    obs, env_state = jax.jit(vreset)(jax.random.split(key, n), params)
+
+    def env_only(env_state, obs, key):
+        def body(carry, k):
+            env_state, obs = carry
+            ka, ks = jax.random.split(k)
+            action = jax.random.randint(ka, (n,), 0, num_actions)
+            obs, env_state, reward, term, trunc, _ = vstep(jax.random.split(ks, n), env_state, action, params)
+            return (env_state, obs), (reward, jnp.logical_or(term, trunc))
+
+        return jax.lax.scan(body, (env_state, obs), jax.random.split(key, steps))
+
+    net_params = jax.jit(network.init)(key, obs[:1])
+
+    def rollout(net_params, env_state, obs, key):
+        # Mirrors ppo.train's rollout_step (without the episode counters).
+        def body(carry, k):
+            env_state, obs = carry
+            ka, ks = jax.random.split(k)
+            logits, value = network.apply(net_params, obs)
+            action = jax.random.categorical(ka, logits)
+            log_prob = categorical_log_prob(logits, action)
+            next_obs, env_state, reward, term, trunc, info = vstep(jax.random.split(ks, n), env_state, action, params)
+            if ppo.bootstrap_truncation:
+                final_value = network.apply(net_params, info["final_observation"], method="value")
+                reward = reward + ppo.gamma * final_value * jnp.logical_and(trunc, jnp.logical_not(term))
+            return (env_state, next_obs), (obs, action, log_prob, value, reward, jnp.logical_or(term, trunc))
+
+        return jax.lax.scan(body, (env_state, obs), jax.random.split(key, steps))
+
+    from ppo_lab.ppo.train import make_trainer
+
+    k = size["train_chunk"]
+    trainer = make_trainer(ppo, env, params, network, num_envs=n, chunk_updates=k)
+    learner = jax.jit(trainer.init)(*jax.random.split(key))
+    start = jnp.asarray(0, jnp.int32)
+    if trainer.num_updates < k:
+        raise ValueError(f"{name}: ppo.total_timesteps gives {trainer.num_updates} updates, fewer than {k}")
+
+    env_compile, env_sps = _timed(env_only, (env_state, obs, key), n * steps, size["min_s"])
+    roll_compile, rollout_sps = _timed(rollout, (net_params, env_state, obs, key), n * steps, size["min_s"])
+    train_compile, train_sps = _timed(trainer.chunk, (learner, start), k * ppo.batch_size, size["min_s"])
+    t_env, t_roll, t_train = 1 / env_sps, 1 / rollout_sps, 1 / train_sps
+    return {
+        "overrides": overrides,
+        "num_envs": n, "num_steps": ppo.num_steps, "update_epochs": ppo.update_epochs,
+        "num_minibatches": ppo.num_minibatches, "network": cfg.network.kind,
+        "env_sps": env_sps, "rollout_sps": rollout_sps, "train_sps": train_sps,
+        "train_over_rollout": train_sps / rollout_sps, "rollout_over_env": rollout_sps / env_sps,
+        # Share of one training step's time: env stepping, policy in the rollout, PPO update.
+        "time_share": {"env": t_env / t_train, "policy": max(t_roll - t_env, 0.0) / t_train,
+                       "update": max(t_train - t_roll, 0.0) / t_train},
+        "compile_s": {"env": env_compile, "rollout": roll_compile, "train_chunk": train_compile},
+    }
+
+
+# --- fresh-process measurements ----------------------------------------------------------
+class Launcher:
+    """Runs `launch.py ... benchmark=true` in fresh processes and reads their benchmark.json."""
+
+    def __init__(self, workdir: Path, base_env: dict, extra: list[str], verbose: bool):
+        self.workdir, self.base_env, self.extra, self.verbose = workdir, base_env, extra, verbose
+        self.count = 0
+
+    def run(self, label: str, overrides: list[str], cache: Path | None) -> dict:
+        self.count += 1
+        run_dir = self.workdir / f"{self.count:02d}_{label}"
+        cache_arg = f"hardware.compilation_cache_dir={cache}" if cache else "hardware.compilation_cache_dir=null"
+        cmd = [sys.executable, str(PROJECT_ROOT / "launch.py"), *overrides, *self.extra, "benchmark=true",
+               cache_arg, f"hydra.run.dir={run_dir}"]
+        if self.verbose:
+            print("[benchmark] $", " ".join(cmd), file=sys.stderr)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=self.base_env, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"{label} failed (exit {proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+        bench = json.loads((run_dir / "benchmark.json").read_text())
+        bench.pop("config", None)
+        bench["process_wall_s"] = wall
+        bench["overrides"] = overrides
+        return bench
+
+
+def measure_processes(launcher: Launcher, size: dict, cpu: bool) -> dict:
+    base = ["experiment=cartpole", f"train.chunk_updates={size['chunk_updates']}"]
+    w = launcher.workdir
+    out: dict = {}
+
+    # One seed, one fresh process, empty cache (cold compile); then again with the cache warm.
+    seed_cfg = base + [f"ppo.total_timesteps={size['seed_timesteps']}", "num_seeds=1"]
+    cold = launcher.run("seed1_cold", seed_cfg, w / "cache_seed1")
+    warm = launcher.run("seed1_warm", seed_cfg, w / "cache_seed1")
+    out["seed_process"] = cold
+    out["seed_process_warm_cache"] = warm
+    out["seed_process_wall_s"] = cold["process_wall_s"]
+    out["seed_process_wall_s_warm_cache"] = warm["process_wall_s"]
+    out["compile_s_cold"] = cold["compile_s"]
+    out["compile_s_warm"] = warm["compile_s"]
+    out["compile_cache_speedup"] = cold["compile_s"] / warm["compile_s"]
+
+    # 16 seeds vmapped in one fresh process, default hardware, empty cache.
+    s16 = launcher.run("seeds16", base + [f"ppo.total_timesteps={size['seeds16_timesteps']}", "num_seeds=16"], w / "cache_seeds16")
+    out["seeds16"] = s16
+    out["seeds16_vmapped_wall_s"] = s16["process_wall_s"]
+    out["seeds16_speedup"] = 16 * out["seed_process_wall_s"] / s16["process_wall_s"]
+    out["seeds16_speedup_vs_warm_cache_processes"] = (
+        (out["seed_process_wall_s"] + 15 * out["seed_process_wall_s_warm_cache"]) / s16["process_wall_s"])
+
+    # 1 vs 2 host devices, seeds sharded, same config (steps/s after compile).
+    if cpu:
+        dev_cfg = base + [f"ppo.total_timesteps={size['devices_timesteps']}", f"num_seeds={size['devices_seeds']}"]
+        d1 = launcher.run("devices1", dev_cfg + ["hardware.host_devices=1"], w / "cache_devices")
+        d2 = launcher.run("devices2", dev_cfg + ["hardware.host_devices=2"], w / "cache_devices")
+        out["devices1"], out["devices2"] = d1, d2
+        out["devices2_speedup"] = d2["sps"] / d1["sps"]
+    else:
+        out["devices2_speedup"] = None
+
+    # PureJaxRL's CartPole defaults, one seed on one device.
+    pj = ["env=cartpole", "num_seeds=1", "ppo.num_envs=4", "ppo.num_steps=128", "ppo.update_epochs=4",
+          "ppo.num_minibatches=4", "network=mlp", "network.hidden_sizes=[64,64]", "network.activation=tanh",
+          "network.shared_torso=false", "ppo.lr=2.5e-4", "ppo.anneal_lr=true", "ppo.lr_final=0.0",
+          "ppo.ent_coef_initial=0.01", "ppo.ent_coef_final=0.01", "ppo.clip_eps=0.2", "ppo.clip_eps_final=0.2",
+          "ppo.bootstrap_truncation=false", "ppo.auto_scale=false",
+          f"ppo.total_timesteps={size['purejaxrl_timesteps']}", f"train.chunk_updates={size['chunk_updates']}"]
+    if cpu:
+        pj.append("hardware.host_devices=1")
+    p = launcher.run("purejaxrl_defaults", pj, w / "cache_purejaxrl")
+    out["purejaxrl_cartpole"] = {
+        "train_sps": p["sps"], "train_wall_s": p["wall_s"], "compile_s": p["compile_s"],
+        "process_wall_s": p["process_wall_s"], "timesteps": p["timesteps"],
+        "final_return": _mean((p.get("final") or {}).get("train/mean_episode_return")),
+    }
+    return out
+
+
+def _mean(values):
+    xs = [v for v in (values or []) if isinstance(v, (int, float)) and math.isfinite(v)]
+    return sum(xs) / len(xs) if xs else None
+
+
+# --- report ---------------------------------------------------------------------------------
+def _fmt(x, spec=",.0f"):
+    return "n/a" if x is None else format(x, spec)
+
+
+def format_table(result: dict) -> str:
+    lines = ["", f"ppo_lab benchmark ({'quick' if result['quick'] else 'full'}) on {result['machine']['description']}", ""]
+    lines.append(f"{'env':<10} {'num_envs':>8} {'env sps':>12} {'rollout sps':>12} {'train sps':>10} "
+                 f"{'train/roll':>10} {'roll/env':>9}  time share env/policy/update")
+    for name, r in result["envs"].items():
+        share = r["time_share"]
+        lines.append(f"{name:<10} {r['num_envs']:>8} {_fmt(r['env_sps']):>12} {_fmt(r['rollout_sps']):>12} "
+                     f"{_fmt(r['train_sps']):>10} {r['train_over_rollout']:>10.3f} {r['rollout_over_env']:>9.4f}  "
+                     f"{share['env']:.1%} / {share['policy']:.1%} / {share['update']:.1%}")
+    lines.append("")
+    bar = result.get("bar", {})
+    rows = [
+        ("one seed, one process (wall s)", _fmt(result.get("seed_process_wall_s"), ".1f"), ""),
+        ("  same, compilation cache warm (wall s)", _fmt(result.get("seed_process_wall_s_warm_cache"), ".1f"), ""),
+        ("16 seeds vmapped, one process (wall s)", _fmt(result.get("seeds16_vmapped_wall_s"), ".1f"), ""),
+        ("  speedup vs 16 one-seed processes", _fmt(result.get("seeds16_speedup"), ".2f") + "x", bar.get("seeds16_speedup")),
+        ("  speedup vs 1 cold + 15 warm-cache processes", _fmt(result.get("seeds16_speedup_vs_warm_cache_processes"), ".2f") + "x", ""),
+        ("2 host devices vs 1 (train sps)", _fmt(result.get("devices2_speedup"), ".2f") + "x", bar.get("devices2_speedup")),
+        ("compile s cold / warm cache", f"{_fmt(result.get('compile_s_cold'), '.2f')} / {_fmt(result.get('compile_s_warm'), '.2f')}", ""),
+        ("  compile speedup from the cache", _fmt(result.get("compile_cache_speedup"), ".2f") + "x", bar.get("compile_cache_speedup")),
+        ("PureJaxRL CartPole defaults (train sps)", _fmt((result.get("purejaxrl_cartpole") or {}).get("train_sps")), ""),
+    ]
+    for label, value, check in rows:
+        mark = "" if not isinstance(check, dict) else f"  [{'PASS' if check['pass'] else 'FAIL'}: bar {check['bar']}x]"
+        lines.append(f"{label:<48} {value:>14}{mark}")
+    return "\n".join(lines)
+
+
+def machine_info(devices) -> dict:
+    import jax
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    from ppo_lab.hardware import host_core_count
+
+    cores = host_core_count()
+    return {"cpu": cpu, "cores": cores, "platform": devices[0].platform, "jax": jax.__version__,
+            "python": platform.python_version(), "description": f"{cores} cores, {cpu}, {devices[0].platform}, jax {jax.__version__}"}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every measurement (e.g. hardware=gpu)")
+    parser.add_argument("--quick", action="store_true", help="small sizes (tests): well under 2 minutes")
+    parser.add_argument("--out", type=Path, default=None, help="write the JSON result here")
+    parser.add_argument("--envs", default=",".join(DEFAULT_ENVS), help="comma-separated env names (default: %(default)s)")
+    parser.add_argument("--no-processes", action="store_true", help="skip the fresh-process measurements")
+    parser.add_argument("--keep", action="store_true", help="keep the benchmark run directories")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    size = SIZES["quick" if args.quick else "full"]
+    t_start = time.perf_counter()
+    base_env = dict(os.environ)
+
+    # Hardware before jax: the in-process measures use ONE device (the per-device figures).
+    from ppo_lab.config import _hardware
+    from ppo_lab.hardware import apply_hardware, check_devices
+
+    hw = _hardware(compose(list(args.overrides))["hardware"])
+    hw = {**hw, "host_devices": 1, "compilation_cache_dir": None}
+    apply_hardware(hw)
+    devices = check_devices(hw)
+
+    result: dict = {"quick": args.quick, "sizes": size, "machine": machine_info(devices), "overrides": args.overrides, "envs": {}}
+    for name in available_envs([e for e in args.envs.split(",") if e]):
+        print(f"[benchmark] {name}: env / rollout / train steps/s in this process ...", file=sys.stderr)
+        result["envs"][name] = r = measure_env(name, list(args.overrides), size)
+        result[name] = {k: r[k] for k in ("env_sps", "rollout_sps", "train_sps", "train_over_rollout", "rollout_over_env")}
+
+    if not args.no_processes:
+        workdir = Path(tempfile.mkdtemp(prefix="ppo_lab_bench_"))
+        try:
+            print(f"[benchmark] fresh-process runs (CartPole) in {workdir} ...", file=sys.stderr)
+            launcher = Launcher(workdir, base_env, list(args.overrides), args.verbose)
+            result.update(measure_processes(launcher, size, devices[0].platform == "cpu"))
+        finally:
+            if args.keep:
+                print(f"[benchmark] kept {workdir}", file=sys.stderr)
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
+        result["bar"] = {
+            k: {"value": result.get(k), "bar": v, "pass": result.get(k) is not None and result[k] >= v} for k, v in BAR.items()
+        }
+    result["suite_wall_s"] = time.perf_counter() - t_start
+    print(format_table(result))
+    print(f"\nsuite wall time {result['suite_wall_s']:.0f} s")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, default=str))
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""A PNG panel of one run's training curves (the same curves as `ppo_lab.watch`).
+
+    python -m ppo_lab.plots RUN_DIR                 # writes RUN_DIR/curves.png
+    python -m ppo_lab.plots RUN_DIR --out fig.png
+
+One panel per metric over environment steps, one thin line per seed and the mean over seeds
+in bold: return, episode length, entropy, approx KL, clip fraction, policy and value losses,
+explained variance, every `true/*` counter and `reward/*` component the env logs, and the
+action distribution (stacked, mean over seeds). Health thresholds from the run's config are
+drawn as dashed lines (entropy, KL, clip fraction).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from ppo_lab import rundir
+
+PANELS = [
+    ("train/mean_episode_return", "episode return"),
+    ("train/mean_episode_length", "episode length"),
+    ("train/entropy", "entropy"),
+    ("train/approx_kl", "approx KL"),
+    ("train/clip_frac", "clip fraction"),
+    ("train/pg_loss", "policy loss"),
+    ("train/vf_loss", "value loss"),
+    ("train/explained_variance", "explained variance"),
+]
+THRESHOLDS = {"train/entropy": "entropy_min", "train/approx_kl": "kl_max", "train/clip_frac": "clip_frac_max"}
+
+
+def load_metrics(run_dir: Path):
+    import pandas as pd
+
+    path = Path(run_dir) / rundir.METRICS
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} has no {rundir.METRICS} (not a run directory, or no chunk finished yet)")
+    return pd.read_csv(path)
+
+
+def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    df = load_metrics(run_dir)
+    try:
+        config = rundir.read_config(run_dir)
+    except FileNotFoundError:
+        config = {}
+    health = config.get("health") or {}
+    columns = set(df.columns)
+    panels = [(m, t) for m, t in PANELS if m in columns]
+    panels += [(c, c) for c in sorted(columns) if c.startswith("true/")]
+    panels += [(c, c) for c in sorted(columns) if c.startswith("reward/")]
+    actions = sorted(c for c in columns if c.startswith("actions/"))
+    n = len(panels) + (1 if actions else 0)
+    ncols = min(4, max(n, 1))
+    nrows = max(1, math.ceil(n / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
+    flat = axes.ravel()
+    seeds = sorted(int(s) for s in df["seed"].unique())
+    x = "timesteps"
+    for ax, (metric, title) in zip(flat, panels):
+        # Episode means are NaN in updates where no episode ended: bridge those gaps.
+        wide = df.pivot_table(index=x, columns="seed", values=metric, aggfunc="mean", dropna=False).sort_index()
+        wide = wide.interpolate(limit_area="inside")
+        if smooth > 1:
+            wide = wide.rolling(smooth, min_periods=1).mean()
+        for seed in wide.columns:
+            ax.plot(wide.index, wide[seed], lw=0.8, alpha=0.45 if len(seeds) > 1 else 1.0, label=f"seed {seed}" if len(seeds) <= 8 else None)
+        if len(seeds) > 1:
+            mean = wide.mean(axis=1)
+            ax.plot(mean.index, mean.values, lw=2.0, color="black", label="mean")
+        if metric in THRESHOLDS and THRESHOLDS[metric] in health:
+            ax.axhline(float(health[THRESHOLDS[metric]]), ls="--", lw=1, color="red")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("env steps", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    if actions:
+        ax = flat[len(panels)]
+        mean = df.groupby(x)[actions].mean()
+        ax.stackplot(mean.index, [mean[a].values for a in actions], labels=[a.split("/", 1)[1] for a in actions], alpha=0.85)
+        ax.set_ylim(0, 1)
+        ax.set_title("action distribution", fontsize=10)
+        ax.set_xlabel("env steps", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6, loc="upper right", ncol=2)
+    for ax in flat[n:]:
+        ax.axis("off")
+    if panels and len(seeds) > 1 and len(seeds) <= 8:
+        flat[0].legend(fontsize=6)
+    summary = {}
+    try:
+        import json
+
+        summary = json.loads((run_dir / rundir.SUMMARY).read_text())
+    except (OSError, ValueError):
+        pass
+    title = f"{run_dir.name}: {summary.get('env') or (config.get('env') or {}).get('name', '')} / " \
+            f"{summary.get('reward') or (config.get('reward') or {}).get('name', '')}, seeds {seeds}, status {summary.get('status', '?')}"
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    out = Path(out) if out else run_dir / "curves.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Write a PNG panel of a run's training curves.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--out", type=Path, default=None, help="PNG path (default RUN_DIR/curves.png)")
+    parser.add_argument("--smooth", type=int, default=1, help="rolling mean over this many updates")
+    args = parser.parse_args(argv)
+    try:
+        out = plot_run(args.run_dir, args.out, args.smooth)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

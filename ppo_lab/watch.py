@@ -1,0 +1,425 @@
+"""Live dashboard of a run or a whole sweep, read from what the runs write.
+
+    python -m ppo_lab.watch outputs/runs/cartpole/2026-11-21/10-05-00-123456   # one run
+    python -m ppo_lab.watch outputs/sweeps/foraging/2026-11-21                 # every run below
+    python -m ppo_lab.watch DIR --once                                         # one snapshot (logs, tests)
+
+It only reads each run's `metrics.csv` (new lines since the last refresh), `summary.json`
+and `config.yaml`, so it works on a run training on this machine, on a SLURM node writing to
+a shared file system, or on a finished sweep, and it never slows training down.
+
+Per run: status, progress, steps/s, return, episode length, entropy, approx KL, clip fraction,
+policy and value losses, the env's true-objective counters (`true/*`) and reward components
+(`reward/*`) where it has them, the action distribution, a return sparkline, and health
+warnings (entropy collapse, KL, clip fraction; thresholds from the run's `health` config).
+
+Keys: up/down (or k/j) select a run, `s` then `y` writes the selected run's STOP file (it
+stops cleanly after its current chunk, with a checkpoint and evaluation), `q` quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ppo_lab import rundir
+
+SKIP_DIRS = {"checkpoints", "wandb", "tb", ".hydra", ".submitit", "__pycache__"}
+MAIN = [  # (column, metric, format)
+    ("return", "train/mean_episode_return", ".1f"),
+    ("ep len", "train/mean_episode_length", ".0f"),
+    ("entropy", "train/entropy", ".3f"),
+    ("kl", "train/approx_kl", ".4f"),
+    ("clip", "train/clip_frac", ".3f"),
+    ("pg loss", "train/pg_loss", ".4f"),
+    ("vf loss", "train/vf_loss", ".3g"),
+]
+SPARK = "▁▂▃▄▅▆▇█"
+DEFAULT_HEALTH = {"entropy_min": 0.01, "kl_min": 1.0e-4, "kl_max": 0.06, "clip_frac_max": 0.30}
+
+
+def find_runs(root: Path) -> list[Path]:
+    """`root` if it is a run directory, else every run directory below it."""
+    root = Path(root)
+    markers = (rundir.CONFIG, rundir.METRICS, rundir.SUMMARY)
+    if any((root / m).exists() for m in markers):
+        return [root]
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
+        if rundir.CONFIG in filenames or rundir.METRICS in filenames:
+            found.append(Path(dirpath))
+            dirnames[:] = []
+    return found
+
+
+def _num(value: str):
+    if value in ("", None):
+        return math.nan
+    try:
+        return float(value)
+    except ValueError:
+        return math.nan
+
+
+def _mean(values) -> float:
+    xs = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+@dataclass
+class RunView:
+    """What the dashboard knows about one run; `refresh()` reads only what is new."""
+
+    path: Path
+    offset: int = 0
+    columns: list[str] | None = None
+    latest: dict = field(default_factory=dict)  # seed -> last row
+    finite: dict = field(default_factory=dict)  # seed -> {metric: last finite value}
+    history: deque = field(default_factory=lambda: deque(maxlen=400))  # (update, mean return)
+    _pending: dict = field(default_factory=dict)  # update -> [returns] of the newest update
+    summary: dict = field(default_factory=dict)
+    config: dict = field(default_factory=dict)
+    mtime: float | None = None
+
+    def refresh(self) -> None:
+        if not self.config and (self.path / rundir.CONFIG).exists():
+            try:
+                from omegaconf import OmegaConf
+
+                self.config = OmegaConf.to_container(OmegaConf.load(self.path / rundir.CONFIG), resolve=False) or {}
+            except Exception:  # noqa: BLE001 - half-written file: try again next time
+                self.config = {}
+        try:
+            self.summary = json.loads((self.path / rundir.SUMMARY).read_text())
+        except (OSError, ValueError):
+            pass
+        self._read_metrics()
+
+    def _read_metrics(self) -> None:
+        path = self.path / rundir.METRICS
+        try:
+            stat = path.stat()
+        except OSError:
+            return
+        if stat.st_size < self.offset:  # cut back on resume: read it again
+            self.offset, self.columns, self.latest, self.finite, self._pending = 0, None, {}, {}, {}
+            self.history.clear()
+        self.mtime = stat.st_mtime
+        with path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # only complete lines
+        if end == 0:
+            return
+        self.offset += end
+        lines = data[:end].decode().splitlines()
+        if self.columns is None:
+            self.columns, lines = next(csv.reader([lines[0]])), lines[1:]
+        for values in csv.reader(io.StringIO("\n".join(lines))):
+            if len(values) != len(self.columns):
+                continue
+            row = {k: (int(float(v)) if k in ("update", "seed", "timesteps") and v else _num(v)) for k, v in zip(self.columns, values)}
+            self.latest[row["seed"]] = row
+            last = self.finite.setdefault(row["seed"], {})
+            last.update({k: v for k, v in row.items() if isinstance(v, (int, float)) and not math.isnan(v)})
+            self._add_history(row)
+
+    def _add_history(self, row: dict) -> None:
+        update = row["update"]
+        if self._pending and update not in self._pending:
+            (old, returns), = self._pending.items()
+            self.history.append((old, _mean(returns)))
+            self._pending = {}
+        self._pending.setdefault(update, []).append(row.get("train/mean_episode_return", math.nan))
+
+    # --- derived values -------------------------------------------------------------------
+    def returns(self) -> list[float]:
+        pending = [(u, _mean(r)) for u, r in self._pending.items()]
+        return [r for _, r in list(self.history) + pending]
+
+    def metric(self, name: str) -> float:
+        """Mean over seeds of each seed's last finite value (episode means are NaN in updates
+        where no episode ended)."""
+        return _mean(values.get(name, math.nan) for values in self.finite.values())
+
+    def names(self, prefix: str) -> list[str]:
+        return [c for c in (self.columns or []) if c.startswith(prefix)]
+
+    @property
+    def update(self) -> int:
+        return max((r["update"] for r in self.latest.values()), default=int(self.summary.get("updates") or 0))
+
+    @property
+    def total_updates(self) -> int | None:
+        return self.summary.get("total_updates")
+
+    @property
+    def status(self) -> str:
+        status = self.summary.get("status") or ("starting" if not self.latest else "running")
+        if status == "running" and (self.path / rundir.STOP_FILE).exists():
+            return "stopping"
+        if status == "running" and self.mtime is not None and time.time() - self.mtime > 600:
+            return "running?"  # no metrics for 10 minutes: killed, or a very long chunk
+        return status
+
+    def health(self) -> list[str]:
+        from ppo_lab.config import HealthConfig
+        from ppo_lab.health import health_warnings
+
+        limits = {**DEFAULT_HEALTH, **{k: v for k, v in (self.config.get("health") or {}).items() if k in DEFAULT_HEALTH}}
+        return health_warnings(list(self.latest.values()), HealthConfig(**{k: float(v) for k, v in limits.items()}))
+
+    def label(self, root: Path) -> str:
+        try:
+            rel = self.path.relative_to(root)
+            return str(rel) if str(rel) != "." else self.path.name
+        except ValueError:
+            return str(self.path)
+
+
+def sparkline(values, width: int = 30) -> str:
+    xs = [v for v in values if not math.isnan(v)][-width:]
+    if not xs:
+        return ""
+    lo, hi = min(xs), max(xs)
+    span = hi - lo or 1.0
+    return "".join(SPARK[min(len(SPARK) - 1, int((x - lo) / span * (len(SPARK) - 1) + 0.5))] for x in xs)
+
+
+def _fmt(x, spec: str) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def write_stop(run_dir: Path) -> Path:
+    path = Path(run_dir) / rundir.STOP_FILE
+    path.write_text(f"stop requested by ppo_lab.watch at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    return path
+
+
+# --- rendering ----------------------------------------------------------------------------
+STATUS_STYLE = {"running": "green", "completed": "bold blue", "stopped": "yellow", "stopping": "yellow",
+                "timed_out": "magenta", "failed": "bold red", "running?": "red", "starting": "dim"}
+
+
+def render(root: Path, runs: list[RunView], selected: int, message: str = "", all_details: bool = False):
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"ppo_lab.watch {root}  ({len(runs)} run(s), {time.strftime('%H:%M:%S')})", expand=True, show_lines=False)
+    table.add_column("", width=1)
+    table.add_column("run", overflow="fold")
+    table.add_column("env/reward")
+    table.add_column("status")
+    table.add_column("update", justify="right")
+    table.add_column("sps", justify="right")
+    for col, _, _ in MAIN:
+        table.add_column(col, justify="right")
+    table.add_column("return curve")
+    table.add_column("warn", justify="right")
+    for i, run in enumerate(runs):
+        warnings = run.health()
+        status = run.status
+        total = run.total_updates
+        env = f"{run.summary.get('env') or (run.config.get('env') or {}).get('name', '?')}/{run.summary.get('reward') or (run.config.get('reward') or {}).get('name', '-')}"
+        table.add_row(
+            ">" if i == selected else "",
+            run.label(root), env, Text(status, style=STATUS_STYLE.get(status, "")),
+            f"{run.update}/{total}" if total else str(run.update),
+            _fmt(run.metric("perf/sps"), ",.0f"),
+            *[_fmt(run.metric(name), spec) for _, name, spec in MAIN],
+            sparkline(run.returns(), 24),
+            Text(str(len(warnings)), style="bold red") if warnings else "",
+            style="reverse" if i == selected else None,
+        )
+    parts = [table]
+    if all_details:
+        parts.extend(detail(run, root) for run in runs)
+    elif runs:
+        parts.append(detail(runs[selected], root))
+    keys = "keys: up/down select | s stop selected run (STOP file) | q quit"
+    parts.append(Panel(Text(message or keys, style="bold yellow" if message else "dim"), expand=True))
+    return Group(*parts)
+
+
+def detail(run: RunView, root: Path):
+    from rich.columns import Columns
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    seeds = sorted(run.latest)
+    per_seed = Table(title="latest update, per seed", expand=False)
+    per_seed.add_column("metric")
+    for seed in seeds:
+        per_seed.add_column(f"seed {seed}", justify="right")
+    names = [n for _, n, _ in MAIN] + ["train/explained_variance"] + run.names("true/") + run.names("reward/")
+    for name in names:
+        if name in (run.columns or []):
+            per_seed.add_row(name, *[_fmt(run.finite.get(s, {}).get(name, math.nan), ".4g") for s in seeds])
+    actions = Table(title="action distribution (mean over seeds)", expand=False)
+    actions.add_column("action")
+    actions.add_column("fraction", justify="right")
+    actions.add_column("")
+    for name in run.names("actions/"):
+        frac = run.metric(name)
+        bar = "█" * int(round((0 if math.isnan(frac) else frac) * 30))
+        actions.add_row(name.split("/", 1)[1], _fmt(frac, ".3f"), bar)
+    lines = []
+    if run.summary.get("eval"):
+        lines.append("eval: " + ", ".join(f"{k} {_mean(v):.4g}" for k, v in run.summary["eval"].items()))
+    if run.summary.get("stop_reason"):
+        lines.append(f"stop reason: {run.summary['stop_reason']}")
+    if run.summary.get("error"):
+        lines.append(f"error: {run.summary['error']}")
+    warnings = run.health()
+    body = [Columns([per_seed, actions])]
+    if lines:
+        body.append(Text("\n".join(lines)))
+    if warnings:
+        body.append(Text("\n".join(warnings), style="bold red"))
+    else:
+        body.append(Text("health: ok", style="green"))
+    from rich.console import Group
+
+    return Panel(Group(*body), title=f"{run.label(root)}  ({run.path})", expand=True)
+
+
+# --- loop -----------------------------------------------------------------------------------
+class Dashboard:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.runs: dict[Path, RunView] = {}
+        self.selected = 0
+
+    def refresh(self) -> list[RunView]:
+        for path in find_runs(self.root):
+            self.runs.setdefault(path, RunView(path))
+        for run in self.runs.values():
+            run.refresh()
+        views = [self.runs[p] for p in sorted(self.runs)]
+        self.selected = min(self.selected, max(len(views) - 1, 0))
+        return views
+
+
+def snapshot(root: Path, width: int = 200) -> str:
+    """The dashboard as plain text, once (`--once`)."""
+    from rich.console import Console
+
+    dash = Dashboard(root)
+    views = dash.refresh()
+    console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None, record=True)
+    many = len(views) > 8
+    console.print(render(dash.root, views, 0, message="snapshot (--once)", all_details=not many))
+    if many:  # a big sweep: the table, then every warning
+        for run in views:
+            for warning in run.health():
+                console.print(f"{run.label(dash.root)}: {warning}")
+    return console.export_text()
+
+
+class _Keys:
+    """Single key presses from a terminal (cbreak mode), without blocking."""
+
+    def __enter__(self):
+        import termios
+        import tty
+
+        self.fd = sys.stdin.fileno()
+        self.old = termios.tcgetattr(self.fd)
+        tty.setcbreak(self.fd)
+        return self
+
+    def __exit__(self, *exc):
+        import termios
+
+        termios.tcsetattr(self.fd, termios.TCSADRAIN, self.old)
+
+    def read(self, timeout: float) -> str | None:
+        import select
+
+        ready, _, _ = select.select([sys.stdin], [], [], timeout)
+        if not ready:
+            return None
+        ch = os.read(self.fd, 1).decode(errors="ignore")
+        if ch == "\x1b":  # arrow keys: ESC [ A/B
+            more, _, _ = select.select([sys.stdin], [], [], 0.01)
+            if more:
+                seq = os.read(self.fd, 2).decode(errors="ignore")
+                return {"[A": "up", "[B": "down"}.get(seq)
+        return ch
+
+
+def live(root: Path, interval: float) -> int:
+    from rich.console import Console
+    from rich.live import Live
+
+    dash = Dashboard(root)
+    console = Console()
+    message, confirm = "", False
+    with _Keys() as keys, Live(console=console, auto_refresh=False, screen=False, transient=False) as screen:
+        next_refresh = 0.0
+        views = []
+        while True:
+            now = time.monotonic()
+            if now >= next_refresh:
+                views = dash.refresh()
+                next_refresh = now + interval
+            screen.update(render(dash.root, views, dash.selected, message), refresh=True)
+            key = keys.read(max(0.05, next_refresh - time.monotonic()))
+            if key is None:
+                continue
+            if confirm:
+                confirm = False
+                if key in ("y", "Y") and views:
+                    path = write_stop(views[dash.selected].path)
+                    message = f"wrote {path}: the run stops after its current chunk"
+                else:
+                    message = "stop cancelled"
+            elif key in ("q", "Q"):
+                return 0
+            elif key in ("up", "k"):
+                dash.selected, message = max(0, dash.selected - 1), ""
+            elif key in ("down", "j"):
+                dash.selected, message = min(len(views) - 1, dash.selected + 1), ""
+            elif key in ("s", "S") and views:
+                confirm = True
+                message = f"stop {views[dash.selected].label(dash.root)}? press y to write its STOP file, any other key to cancel"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Live dashboard of a run or a sweep (reads metrics.csv/summary.json).")
+    parser.add_argument("dir", type=Path, help="a run directory, or a folder of runs (a sweep, outputs/)")
+    parser.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    parser.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    parser.add_argument("--width", type=int, default=200, help="text width of --once")
+    parser.add_argument("--stop", metavar="RUN_DIR", type=Path, help="write RUN_DIR's STOP file and exit")
+    args = parser.parse_args(argv)
+    if args.stop is not None:
+        print(f"wrote {write_stop(args.stop)}")
+        return 0
+    if not args.dir.exists():
+        print(f"error: {args.dir} does not exist", file=sys.stderr)
+        return 2
+    if args.once or not sys.stdin.isatty():
+        print(snapshot(args.dir, args.width))
+        return 0
+    try:
+        return live(args.dir, args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
