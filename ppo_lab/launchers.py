@@ -160,9 +160,10 @@ class SweepLauncherMixin:
             time.sleep(self.poll_s)
         with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:  # missing results wait ~15 s each
             returns = list(pool.map(self._collect, [p[0] for p in job_params], jobs))
+        states = self._final_states(jobs)
         for (overrides, _, idx, _, _), job, ret in zip(job_params, jobs, returns):
             entry = record["jobs"][str(idx)]
-            entry["state"] = _state(job)
+            entry["state"] = states.get(job.job_id) or _state(job)
             entry["outcome"] = "completed" if ret.status == JobStatus.COMPLETED else "failed"
             if ret.status == JobStatus.FAILED:
                 entry["error"] = f"{type(ret._return_value).__name__}: {str(ret._return_value).strip().splitlines()[0] if str(ret._return_value).strip() else ''}"
@@ -171,6 +172,19 @@ class SweepLauncherMixin:
         log.info("%d job(s) ended in %.1f s; %d failed%s", len(jobs), time.monotonic() - t0, len(failed),
                  "".join(f"\n\t#{e['num']} ({e['job_id']}, {e['state']}): {e['error']}" for e in failed))
         return returns
+
+    def _final_states(self, jobs, timeout_s: float = 15.0) -> dict[str, str]:
+        """sacct states once final: a job's result file appears a moment before SLURM
+        marks it COMPLETED (the process still exits), so wait briefly for that."""
+        if self._EXECUTOR != "slurm":
+            return {}
+        ids = [j.job_id for j in jobs]
+        deadline = time.monotonic() + timeout_s
+        states = sacct_states(ids)
+        while not all(final_state(states.get(i)) for i in ids) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            states = sacct_states(ids)
+        return states
 
     @staticmethod
     def _collect(overrides: list[str], job) -> JobReturn:

@@ -90,8 +90,7 @@ def test_three_seed_sweep_completes_in_sacct_and_aggregates(cluster, tmp_path):
     jobs = jobs_of(sweep)
     assert len(jobs) == 3
     for job in jobs.values():
-        rows = sacct(job["job_id"])
-        assert rows and rows[-1]["State"] == "COMPLETED", rows
+        wait_until(lambda: (rows := sacct(job["job_id"])) and rows[-1]["State"] == "COMPLETED", 30, f"sacct: {job['job_id']} COMPLETED")
         assert job["state"] == "COMPLETED" and job["outcome"] == "completed"
         s = read_summary(sweep / str(job["num"]))
         assert s["status"] == "completed" and s["slurm_job_id"] == job["job_id"]
@@ -123,8 +122,7 @@ def test_one_job_round_trip(cluster, tmp_path):
     wall = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr[-3000:]
     job = next(iter(jobs_of(sweep).values()))
-    acct = sacct(job["job_id"])[-1]
-    assert acct["State"] == "COMPLETED"
+    acct = wait_until(lambda: (rows := sacct(job["job_id"])) and rows[-1]["State"] == "COMPLETED" and rows[-1], 30, "sacct COMPLETED")
     print(f"\none job round trip (launch.py -m ... seed=0, tiny CartPole): {wall:.1f} s wall; "
           f"SLURM: submit {acct['Submit']}, start {acct['Start']}, end {acct['End']}, elapsed {acct['Elapsed']}")
 
