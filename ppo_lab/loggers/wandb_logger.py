@@ -12,9 +12,11 @@
 - The final evaluation (`eval/*`), the `final/*` metrics, status and compile time go into the
   run summary.
 - Never blocks: offline by default, silent, no git/code/system-stats collection, no login.
-- Resume: the W&B run ids and the last update logged per seed live in
-  `<run_dir>/wandb/ppo_lab_runs.json`; a resumed run (same run dir) continues the same ids
-  (`resume="allow"`) and skips updates it already logged, so no update is logged twice.
+- Resume: the W&B run ids live in `<run_dir>/wandb/ppo_lab_runs.json`; a resumed run (same
+  run dir) continues the same ids (`resume="allow"`). Each update is logged exactly once: the
+  updates W&B already holds are read back from its own transaction logs in `<run_dir>/wandb/`
+  and skipped; updates it lost (a SIGKILLed process never flushes its W&B buffer) but that
+  metrics.csv kept are logged again from metrics.csv before the new ones.
 """
 
 from __future__ import annotations
@@ -79,7 +81,9 @@ class WandbLogger:
         self.state_path = self.dir / STATE_FILE
         state = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
         self.ids: dict[str, str] = state.get("ids", {})
-        self.last_logged: dict[str, int] = {k: int(v) for k, v in state.get("last_logged", {}).items()}
+        # What W&B really holds (not what we sent): a killed process loses its unflushed tail.
+        self.last_logged: dict[str, int] = {k: persisted_step(self.dir, v) for k, v in self.ids.items()}
+        self.backfilled: set[int] = set()
         group = opts["group"] or _sweep_group(self.run_dir) or cfg.experiment
         job_type = str(cfg.reward.get("name") or "default")
         settings = wandb.Settings(
@@ -105,8 +109,33 @@ class WandbLogger:
         tmp.write_text(json.dumps({"ids": self.ids, "last_logged": self.last_logged}, indent=1))
         os.replace(tmp, self.state_path)
 
+    def _backfill(self, seed: int, first_update: int) -> list[dict]:
+        """metrics.csv rows of `seed` that W&B lost, before the first update of this session."""
+        import csv
+
+        self.backfilled.add(seed)
+        last = self.last_logged.get(str(seed), 0)
+        path = self.run_dir / "metrics.csv"
+        if first_update <= last + 1 or not path.exists():
+            return []
+        with path.open(newline="") as f:
+            rows = [r for r in csv.DictReader(f) if int(r["seed"]) == seed and last < int(r["update"]) < first_update]
+        out = []
+        for r in rows:
+            row = {}
+            for k, v in r.items():
+                if v in ("", None):
+                    continue
+                row[k] = int(v) if k in ("update", "seed", "timesteps") else float(v)
+            out.append(row)
+        return sorted(out, key=lambda r: r["update"])
+
     def log_rows(self, rows: list[dict]) -> None:
         logged = False
+        firsts: dict[int, int] = {}
+        for row in rows:
+            firsts.setdefault(int(row["seed"]), int(row["update"]))
+        rows = [b for seed, first in firsts.items() if seed not in self.backfilled for b in self._backfill(seed, first)] + list(rows)
         for row in rows:
             seed, update = int(row["seed"]), int(row["update"])
             run = self.runs.get(seed)
@@ -135,6 +164,19 @@ class WandbLogger:
             run.summary.update({k: v for k, v in values.items() if v is not None})
             run.finish(exit_code=1 if failed else 0)
         self._save_state()
+
+
+def persisted_step(wandb_dir: Path, run_id: str) -> int:
+    """The last history step W&B's transaction logs of run `run_id` hold (0 if none)."""
+    last = 0
+    for path in Path(wandb_dir).glob(f"*run-*-{run_id}/run-{run_id}.wandb"):
+        try:
+            for rec in read_records(path):
+                if rec.WhichOneof("record_type") == "history":
+                    last = max(last, max((int(json.loads(i.value_json)) for i in rec.history.item if i.key == "_step"), default=0))
+        except (OSError, ValueError) as exc:
+            log.warning("could not read %s: %s", path, exc)
+    return last
 
 
 def make_logger(run_dir: Path, cfg, resolved: dict, options: dict) -> WandbLogger:
