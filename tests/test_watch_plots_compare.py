@@ -1,0 +1,157 @@
+"""The dashboard, the curves panel and the comparison, against real tiny runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import ROOT, launch, read_summary, start_launch
+
+from ppo_lab import compare, plots, watch
+
+pytestmark = pytest.mark.slow
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A sweep-like folder: a finished 2-seed run and a benchmark of the same config."""
+    from conftest import TINY
+
+    root = tmp_path_factory.mktemp("sweep")
+    launch([*TINY, "num_seeds=2"], root / "run_a")
+    launch([*TINY, "num_seeds=2", "benchmark=true"], root / "bench_b")
+    return root
+
+
+def test_watch_once_shows_every_curve_of_a_run(runs):
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.watch", str(runs / "run_a"), "--once", "--width", "220"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    for text in ("completed", "32/32", "return", "ep len", "entropy", "kl", "clip", "pg loss", "vf loss",
+                 "seed 0", "seed 1", "train/approx_kl", "action distribution", "eval: episode_length"):
+        assert text in out, text
+    assert "health: ok" in out or "health:" in out
+
+
+def test_watch_follows_a_sweep_folder(runs):
+    text = watch.snapshot(runs, width=200)
+    assert "run_a" in text and "bench_b" in text
+    views = watch.Dashboard(runs).refresh()
+    run = next(v for v in views if v.path.name == "run_a")
+    assert run.status == "completed" and run.update == 32 and sorted(run.latest) == [0, 1]
+    assert len(run.returns()) == 32
+    assert run.names("actions/") == ["actions/0", "actions/1"]
+
+
+def test_watch_reads_only_new_lines_and_warns(tmp_path):
+    """A run being written: partial lines are left for the next refresh; health warnings."""
+    run = tmp_path / "live"
+    run.mkdir()
+    (run / "config.yaml").write_text("env: {name: foraging}\nhealth: {entropy_min: 0.01, kl_min: 1.0e-4, kl_max: 0.06, clip_frac_max: 0.3}\n")
+    header = "update,seed,timesteps,wall_s,actions/up,train/approx_kl,train/clip_frac,train/entropy,true/energy\n"
+    (run / "metrics.csv").write_text(header + "1,0,64,0.1,0.5,0.01,0.1,1.2,3.0\n2,0,")
+    view = watch.RunView(run)
+    view.refresh()
+    assert view.update == 1 and view.metric("true/energy") == 3.0
+    with (run / "metrics.csv").open("a") as f:
+        f.write("128,0.2,0.5,0.2,0.5,0.001,0.0\n")  # completes the row: entropy collapse, high KL and clip
+    view.refresh()
+    assert view.update == 2 and view.names("true/") == ["true/energy"]
+    warnings = "\n".join(view.health())
+    assert "approx_kl high" in warnings and "clip_frac high" in warnings
+    assert "true/energy" in watch.snapshot(run)
+
+
+def _drain(fd, sink):
+    try:
+        while True:
+            data = os.read(fd, 65536)
+            if not data:
+                return
+            sink.append(data)
+    except OSError:
+        return
+
+
+@pytest.mark.timeout(240)
+def test_watch_key_stops_the_selected_run_cleanly(tmp_path, tiny):
+    run_dir = tmp_path / "long"
+    trainer = start_launch([*tiny, "ppo.total_timesteps=5000000", "train.chunk_updates=4"], run_dir)
+    try:
+        deadline = time.time() + 150
+        while not (run_dir / "metrics.csv").exists():
+            assert trainer.poll() is None and time.time() < deadline, trainer.stdout.read() if trainer.poll() is not None else "timeout"
+            time.sleep(0.3)
+        master, slave = pty.openpty()
+        screen = []
+        ui = subprocess.Popen([sys.executable, "-m", "ppo_lab.watch", str(tmp_path), "--interval", "0.5"],
+                              cwd=ROOT, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        threading.Thread(target=_drain, args=(master, screen), daemon=True).start()
+        time.sleep(4)
+        os.write(master, b"s")
+        time.sleep(0.5)
+        os.write(master, b"y")
+        deadline = time.time() + 20
+        while not (run_dir / "STOP").exists() and time.time() < deadline:
+            time.sleep(0.2)
+        assert (run_dir / "STOP").exists(), b"".join(screen)[-3000:]
+        os.write(master, b"q")
+        assert ui.wait(timeout=20) == 0
+        assert trainer.wait(timeout=120) == 0
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+    summary = read_summary(run_dir)
+    assert summary["status"] == "stopped" and summary["stop_reason"] == "STOP file"
+    assert summary["eval"]["episode_return"]  # a clean stop: checkpoint and evaluation
+    assert b"long" in b"".join(screen)
+
+
+def test_plots_write_a_png_panel(runs, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.plots", str(runs / "run_a"), "--out", str(tmp_path / "c.png")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data = (tmp_path / "c.png").read_bytes()
+    assert data.startswith(PNG) and len(data) > 20_000
+    import matplotlib.image
+
+    height, width, _ = matplotlib.image.imread(tmp_path / "c.png").shape
+    assert width > 1000 and height > 500
+    assert plots.plot_run(runs / "run_a") == runs / "run_a" / "curves.png"
+
+
+def test_compare_a_run_and_a_benchmark(runs, tmp_path):
+    out = tmp_path / "comparison.png"
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.compare", str(runs / "run_a"), str(runs / "bench_b"),
+                           "--out", str(out), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    for header in ("train s", "timesteps", "steps/s", "speedup", "host MB", "final return", "run_a", "bench_b"):
+        assert header in text
+    assert out.read_bytes().startswith(PNG)
+    records = compare.compare([runs / "run_a", runs / "bench_b"])
+    a, b = records
+    assert a["kind"] == "run" and b["kind"] == "benchmark"
+    assert a["speedup"] == 1.0 and b["speedup"] > 0
+    assert a["timesteps"] == 2 * 2048 and b["timesteps"] == 2 * 2048
+    assert a["final_return"] == pytest.approx(sum(read_summary(runs / "run_a")["eval"]["episode_return"]) / 2)
+    assert b["final_return"] is not None and b["peak_host_memory_mb"] > 0
+    bench = json.loads((runs / "bench_b" / "benchmark.json").read_text())
+    assert b["sps"] == bench["sps"]
+
+
+def test_compare_needs_run_or_benchmark_dirs(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.compare", str(tmp_path), str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "neither summary.json nor benchmark.json" in proc.stderr
