@@ -182,7 +182,7 @@ def test_requeued_job_resumes_and_finishes_without_duplicate_rows(cluster, tmp_p
 @pytest.mark.timeout(300)
 def test_cancelled_job_is_failed_in_the_aggregate_and_the_launcher_returns(cluster, tmp_path):
     sweep = tmp_path / "sweep"
-    args = ["seed=0,1", "ppo.total_timesteps=204800", "train.chunk_updates=16"]  # job 1 is cancelled
+    args = ["seed=0,1", "ppo.total_timesteps=102400", "train.chunk_updates=16"]  # job 1 is cancelled
     t0 = time.monotonic()
     proc = subprocess.Popen(launch_cmd(args, sweep), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
