@@ -125,22 +125,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
 
-    from ppo_lab.rundir import load_run_config
+    from ppo_lab.trained import load_trained
 
-    cfg = load_run_config(args.run_dir, eval_episodes=args.episodes, deterministic=False if args.sampled else None)
-    from ppo_lab.hardware import apply_hardware
-
-    apply_hardware(cfg.hardware)
-    from ppo_lab import checkpoint
-    from ppo_lab.build import build
-    from ppo_lab.hardware import check_devices
-    from ppo_lab.parallel import init_replicas, make_mesh
-
-    devices = check_devices(cfg.hardware)
-    comp = build(cfg, len(devices))
-    mesh = make_mesh(comp.layout, devices)
-    template = init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh)
-    state, meta = checkpoint.load(Path(args.run_dir) / "checkpoints", template)
+    cfg, comp, state, meta = load_trained(args.run_dir, eval_episodes=args.episodes, deterministic=False if args.sampled else None)
     result = evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(state, comp.layout, cfg.num_seeds))
     out = {"run_dir": str(args.run_dir), "update": meta["update"], "seeds": cfg.seeds, "eval": result}
     print(json.dumps(out, indent=2))

@@ -1,0 +1,39 @@
+"""Load a trained run back from its run directory: config, built components, latest checkpoint.
+
+Shared by `python -m ppo_lab.evaluate` and `python -m ppo_lab.replay`. Applies the run's
+`hardware` settings first, so call it before anything in the process imports jax.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
+    """`(cfg, comp, state, meta)` for the latest checkpoint in `run_dir`.
+
+    `cfg` is the run's validated RunConfig (optionally with other evaluation settings),
+    `comp` the `build.Components`, `state` the replica-stacked learner state (pass it to
+    `evaluate.params_per_seed`), `meta` the checkpoint's JSON (`update`, `timesteps`, ...).
+    Raises FileNotFoundError when the directory has no config.yaml or no complete checkpoint.
+    """
+    from ppo_lab import rundir
+    from ppo_lab.hardware import apply_hardware
+
+    run_dir = Path(run_dir)
+    cfg = rundir.load_run_config(run_dir, eval_episodes=eval_episodes, deterministic=deterministic)
+    apply_hardware(cfg.hardware)
+    from ppo_lab import checkpoint
+    from ppo_lab.build import build
+    from ppo_lab.hardware import check_devices
+    from ppo_lab.parallel import init_replicas, make_mesh
+
+    if not checkpoint.list_checkpoints(run_dir / rundir.CHECKPOINTS):
+        # Checked before building anything: fail in a second, not after a compile.
+        raise FileNotFoundError(f"no complete checkpoint in {run_dir / rundir.CHECKPOINTS}")
+    devices = check_devices(cfg.hardware)
+    comp = build(cfg, len(devices))
+    mesh = make_mesh(comp.layout, devices)
+    template = init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh)
+    state, meta = checkpoint.load(run_dir / rundir.CHECKPOINTS, template)
+    return cfg, comp, state, meta
