@@ -50,7 +50,7 @@ SIZES = {
     "full": dict(min_s=2.0, rollout_steps=128, train_chunk=1, env_overrides=[],
                  seed_timesteps=500_000, seeds16_timesteps=500_000, devices_seeds=4, devices_timesteps=250_000,
                  compile_timesteps=16 * 128 * 4, purejaxrl_timesteps=500_000, chunk_updates=25),
-    "quick": dict(min_s=0.3, rollout_steps=16, train_chunk=1, env_overrides=["ppo.num_envs=8", "ppo.num_steps=16"],
+    "quick": dict(min_s=0.3, rollout_steps=16, train_chunk=1, env_overrides=["ppo.num_envs=8", "ppo.num_steps=16", "ppo.update_epochs=1", "ppo.num_minibatches=1"],
                   seed_timesteps=16 * 128 * 8, seeds16_timesteps=16 * 128 * 8, devices_seeds=2, devices_timesteps=16 * 128 * 8,
                   compile_timesteps=16 * 128 * 2, purejaxrl_timesteps=4 * 128 * 16, chunk_updates=4),
 }
