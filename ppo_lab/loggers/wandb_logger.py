@@ -33,6 +33,8 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 STATE_FILE = "ppo_lab_runs.json"
+# W&B folders the user set before any run of this process touched them.
+_USER_ENV = {var: os.environ.get(var) for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR")}
 DEFAULTS = {"project": "ppo_lab", "mode": "offline", "entity": None, "group": None, "tags": None}
 
 
@@ -71,10 +73,10 @@ class WandbLogger:
         # Everything W&B writes (run files, debug logs, its own cache/config) stays in the run dir.
         os.environ.setdefault("WANDB_SILENT", "true")
         os.environ["WANDB_DIR"] = str(self.run_dir)
-        if mode != "online":
-            os.environ.setdefault("WANDB_CONFIG_DIR", str(self.dir / ".config"))
-            os.environ.setdefault("WANDB_CACHE_DIR", str(self.dir / ".cache"))
-            os.environ.setdefault("WANDB_DATA_DIR", str(self.dir / ".data"))
+        if mode != "online":  # the user's own settings win; else this run's folder (per job in a multirun)
+            for var, sub in (("WANDB_CONFIG_DIR", ".config"), ("WANDB_CACHE_DIR", ".cache"), ("WANDB_DATA_DIR", ".data")):
+                if _USER_ENV.get(var) is None:
+                    os.environ[var] = str(self.dir / sub)
 
         import wandb
 
