@@ -87,7 +87,7 @@ def test_performance_suite_quick(tmp_path):
         assert all(math.isfinite(v) and v >= 0 for v in share.values())  # noisy on a loaded machine
     for key in TOP_KEYS:
         assert _positive(result[key]), key
-    assert _positive(result["purejaxrl_cartpole"]["train_sps"])
+    assert result["purejaxrl_cartpole"] is None  # full suite only
     assert set(result["bar"]) == {"seeds16_speedup", "devices2_speedup", "compile_cache_speedup"}
     for env in expected_envs:
         assert env in proc.stdout  # the table
