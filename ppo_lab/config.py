@@ -79,6 +79,8 @@ class EvalConfig:
     episodes: int
     deterministic: bool
     max_steps: int | None
+    survival_envs: int = 256
+    survival_steps: int = 2048
 
 
 @dataclass(frozen=True)
@@ -253,7 +255,11 @@ def _eval(s: Mapping) -> EvalConfig:
         episodes=_number(s, "eval", "episodes", int),
         deterministic=_flag(s, "eval", "deterministic"),
         max_steps=_optional(s, "eval", "max_steps", int),
+        survival_envs=_number(s, "eval", "survival_envs", int) if "survival_envs" in s else 256,
+        survival_steps=_number(s, "eval", "survival_steps", int) if "survival_steps" in s else 2048,
     )
+    _require(e.survival_envs >= 1, "eval.survival_envs", e.survival_envs, "an integer >= 1")
+    _require(e.survival_steps >= 1, "eval.survival_steps", e.survival_steps, "an integer >= 1")
     _require(e.episodes >= 1, "eval.episodes", e.episodes, "an integer >= 1")
     if e.max_steps is not None:
         _require(e.max_steps >= 1, "eval.max_steps", e.max_steps, "null or an integer >= 1")

@@ -531,6 +531,10 @@ def validate_env_cfg(env_cfg: Mapping) -> dict[str, Any]:
 
 def validate_reward_cfg(reward_cfg: Mapping) -> dict[str, Any]:
     mode = reward_cfg.get("name")
+    if mode == "default":
+        # `reward=default` means "the env's own reward"; this world's own is its true
+        # objective, the ground_truth mode (so `python launch.py` needs no reward=...).
+        reward_cfg, mode = {**MODE_DEFAULTS["ground_truth"], "name": "ground_truth"}, "ground_truth"
     _check(mode in MODES, "reward.name", mode, f"one of {list(MODES)}")
     c = _read(reward_cfg, "reward", MODE_DEFAULTS[mode])
     c["name"] = mode

@@ -34,6 +34,7 @@ Totals are over all agents and steps; `agent_steps = num_envs * num_steps`.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import jax
@@ -43,8 +44,11 @@ import numpy as np
 PolicyFn = Callable[[jax.Array, jax.Array], jax.Array]
 
 
-def _make_run(env, policy_fn: PolicyFn, num_envs: int, num_steps: int):
-    def run(key, params):
+def _make_run(env, policy_fn, num_envs: int, num_steps: int):
+    """`run(key, env_params, policy_params)`; `policy_fn(policy_params, obs, key)`. The policy's
+    parameters are an argument, not a closed-over constant, so one compile serves every seed."""
+
+    def run(key, params, policy_params):
         k_reset, k_run = jax.random.split(key)
         _, state = jax.vmap(env.reset_env, in_axes=(0, None))(
             jax.random.split(k_reset, num_envs), params)
@@ -59,7 +63,7 @@ def _make_run(env, policy_fn: PolicyFn, num_envs: int, num_steps: int):
             state, acc = carry
             k_pol, k_env, k_life = jax.random.split(key, 3)
             obs = jax.vmap(env.get_obs, in_axes=(0, None))(state, params)
-            actions = policy_fn(obs, k_pol)
+            actions = policy_fn(policy_params, obs, k_pol)
             state, ev = jax.vmap(env.transition, in_axes=(0, 0, 0, None))(
                 jax.random.split(k_env, num_envs), state, actions, params)
             died = ev["died"]
@@ -98,8 +102,12 @@ def survival_evaluation(env, env_params, policy_fn: PolicyFn, key: jax.Array, nu
     """
     if num_envs < 1 or num_steps < 1:
         raise ValueError(f"num_envs and num_steps must be >= 1, got {num_envs}, {num_steps}")
-    params = env_params.replace(immortal=False)
-    acc, energy = _make_run(env, policy_fn, num_envs, num_steps)(key, params)
+    run = _make_run(env, lambda _, obs, k: policy_fn(obs, k), num_envs, num_steps)
+    return _summarize(run, env_params, key, None, num_envs, num_steps)
+
+
+def _summarize(run, env_params, key, policy_params, num_envs: int, num_steps: int) -> dict[str, float]:
+    acc, energy = run(key, env_params.replace(immortal=False), policy_params)
     acc = jax.tree.map(np.asarray, acc)
     energy = np.asarray(energy)
 
@@ -149,3 +157,18 @@ def survival_evaluation(env, env_params, policy_fn: PolicyFn, key: jax.Array, nu
         "efficiency_agents_excluded": float((~ate).sum()),
         "mean_final_energy": float(energy.mean()),
     }
+
+
+def evaluate_policy(cfg, env, env_params, network, params, key) -> dict[str, float]:
+    """The runner's hook (`ppo_lab.evaluate.EXTRA_EVALUATIONS`): the survival protocol for one
+    seed's parameters, sized by `eval.survival_envs` x `eval.survival_steps`, greedy unless
+    `eval.deterministic=false`. Metrics not in the protocol's headline set keep their names."""
+    run = _policy_run(env, network, cfg.eval.deterministic, cfg.eval.survival_envs, cfg.eval.survival_steps)
+    return _summarize(run, env_params, jax.random.fold_in(key, 1), params, cfg.eval.survival_envs, cfg.eval.survival_steps)
+
+
+@functools.lru_cache(maxsize=8)
+def _policy_run(env, network, deterministic: bool, num_envs: int, num_steps: int):
+    from ppo_lab.evaluate import make_policy
+
+    return _make_run(env, make_policy(network, deterministic), num_envs, num_steps)
