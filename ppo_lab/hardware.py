@@ -52,10 +52,28 @@ def cache_dir(hw: Mapping) -> Path | None:
     return path if path.is_absolute() else PROJECT_ROOT / path
 
 
+_APPLIED: dict | None = None  # what this process's JAX was started with
+
+
+def _startup_settings(hw: Mapping) -> dict:
+    keys = ("platform", "host_devices", "preallocate", "mem_fraction")
+    return {k: hw.get(k) for k in keys}
+
+
 def apply_hardware(hw: Mapping) -> None:
-    """Set the environment variables JAX reads at import. Call before `import jax`."""
+    """Set the environment variables JAX reads at import. Call before `import jax`.
+
+    Several jobs in one process (Hydra's basic launcher) share one JAX: a later job can only
+    run with the settings the first one applied, so it is told when it asks for others."""
+    global _APPLIED
+    wanted = _startup_settings(hw)
     if "jax" in sys.modules:
-        log.warning("jax was imported before the hardware settings were applied; they may not take effect")
+        if _APPLIED is None:
+            log.warning("jax was imported before the hardware settings were applied; they may not take effect")
+        elif wanted != _APPLIED:
+            log.warning("this process's JAX started with %s; %s cannot take effect here (run it in its own process)", _APPLIED, wanted)
+        return
+    _APPLIED = wanted
     platform = hw["platform"]
     if platform == "cpu":
         os.environ["JAX_PLATFORMS"] = "cpu"
