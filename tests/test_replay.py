@@ -1,0 +1,104 @@
+"""`python -m ppo_lab.replay RUN_DIR`: one episode of a trained foraging agent as a GIF."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import ROOT, launch
+from ppo_lab.replay import COLOURS, PAD, PANEL_W
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+GRID = 16
+FORAGING = [
+    "env=foraging", "reward=ground_truth", "network=mlp",
+    f"env.grid_size={GRID}", "env.food_min=4", "env.food_max=8", "env.poison_min=4", "env.poison_max=8",
+    "env.max_steps=32",
+    "ppo.num_envs=4", "ppo.num_steps=16", "ppo.total_timesteps=1024", "ppo.num_minibatches=2",
+    "train.chunk_updates=8", "eval.episodes=2", "hardware.host_devices=1",
+    # The survival evaluation at a token size ("++": set whether or not the key exists).
+    "++eval.survival_envs=4", "++eval.survival_steps=32",
+]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("replay") / "run"
+    launch(FORAGING, run_dir=path)
+    return path
+
+
+def replay(*args, timeout: float = 120):
+    return subprocess.run([sys.executable, "-m", "ppo_lab.replay", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def frames(path):
+    with Image.open(path) as im:
+        out = []
+        for i in range(im.n_frames):
+            im.seek(i)
+            out.append(np.asarray(im.convert("RGB")))
+        return out
+
+
+def has_colour(frame: np.ndarray, colour) -> bool:
+    return bool(np.all(frame == np.asarray(colour, np.uint8), axis=-1).any())
+
+
+def test_replay_gif(run_dir, tmp_path):
+    proc = replay(run_dir, "--steps", 20, "--cell-px", 12)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    gif = run_dir / "replay_seed0.gif"
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == str(gif) and gif.exists()
+    m = re.search(r"(\d+) steps, (\d+) frames, food (\d+), poison (\d+), .*died: (yes|no)", lines[-1])
+    assert m, lines[-1]
+    steps = int(m.group(1))
+    # At most 20 steps; fewer only if the agent died (the episode cap is 32).
+    assert steps == 20 or (steps < 20 and m.group(5) == "yes")
+
+    imgs = frames(gif)
+    assert len(imgs) == steps + 1  # frame 0: the state after reset, then one frame per step
+    world_px = GRID * 12
+    height, width = imgs[0].shape[:2]
+    assert width == PAD + world_px + PAD + PANEL_W + PAD
+    assert height >= PAD + world_px + PAD
+    # The whole 16x16 grid is drawn: every item, the agent and the view are in the first frame.
+    for name in ("food", "poison", "agent", "view_outline"):
+        assert has_colour(imgs[0], COLOURS[name]), name
+    # The world area of the first frame holds food and poison (not only the legend).
+    world = imgs[0][PAD:PAD + world_px, PAD:PAD + world_px]
+    for name in ("food", "poison", "agent"):
+        assert has_colour(world, COLOURS[name]), name
+
+    # Deterministic: the same command writes the same bytes.
+    again = tmp_path / "again.gif"
+    proc2 = replay(run_dir, "--steps", 20, "--cell-px", 12, "--out", again)
+    assert proc2.returncode == 0, proc2.stderr[-3000:]
+    assert again.read_bytes() == gif.read_bytes()
+
+
+def test_no_checkpoint_is_a_clear_error(run_dir, tmp_path):
+    empty = tmp_path / "no_ckpt"
+    empty.mkdir()
+    shutil.copy(run_dir / "config.yaml", empty / "config.yaml")
+    proc = replay(empty)
+    assert proc.returncode != 0
+    assert "no checkpoint" in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(empty.glob("*.gif"))
+
+
+def test_not_a_run_dir_and_not_foraging_are_clear_errors(tmp_path):
+    proc = replay(tmp_path)
+    assert proc.returncode != 0 and "not a run directory" in proc.stderr and "Traceback" not in proc.stderr
+    (tmp_path / "config.yaml").write_text("env:\n  name: cartpole\nhardware:\n  platform: cpu\n")
+    proc = replay(tmp_path)
+    assert proc.returncode != 0 and "foraging" in proc.stderr and "Traceback" not in proc.stderr
