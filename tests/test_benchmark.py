@@ -59,7 +59,8 @@ def test_timed_mode_stops_by_wall_time(tmp_path, tiny):
     launch([*tiny, "ppo.total_timesteps=50000000", "train.chunk_updates=4", "train.duration_min=0.05"], run_dir)
     summary = read_summary(run_dir)
     assert summary["status"] == "timed_out" and "duration_min" in summary["stop_reason"]
-    assert 3.0 <= summary["wall_s"] < 60 and summary["updates"] < summary["total_updates"]
+    # wall_s sums the chunks' training time; the budget also counts the host loop between them.
+    assert 2.0 <= summary["wall_s"] < 60 and summary["updates"] < summary["total_updates"]
     assert summary["eval"]["episode_return"]  # evaluated like any other ending
 
 

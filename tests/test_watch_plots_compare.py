@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, launch, read_summary, start_launch
+from conftest import ROOT, launch, read_summary
 
 from ppo_lab import compare, plots, watch
 
@@ -86,11 +86,14 @@ def _drain(fd, sink):
 @pytest.mark.timeout(240)
 def test_watch_key_stops_the_selected_run_cleanly(tmp_path, tiny):
     run_dir = tmp_path / "long"
-    trainer = start_launch([*tiny, "ppo.total_timesteps=5000000", "train.chunk_updates=4"], run_dir)
+    # Its log goes to a file: an unread pipe fills up and blocks the trainer.
+    log = (tmp_path / "train.log").open("w")
+    trainer = subprocess.Popen([sys.executable, "launch.py", *tiny, "ppo.total_timesteps=5000000", "train.chunk_updates=4",
+                                f"hydra.run.dir={run_dir}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 150
         while not (run_dir / "metrics.csv").exists():
-            assert trainer.poll() is None and time.time() < deadline, trainer.stdout.read() if trainer.poll() is not None else "timeout"
+            assert trainer.poll() is None and time.time() < deadline, (tmp_path / "train.log").read_text()[-3000:]
             time.sleep(0.3)
         master, slave = pty.openpty()
         screen = []
