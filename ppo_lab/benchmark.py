@@ -59,10 +59,10 @@ BAR = {"seeds16_speedup": 3.0, "devices2_speedup": 1.3, "compile_cache_speedup":
 
 # --- configs by name --------------------------------------------------------------------
 # Used for an env only while it has no experiment config of its own.
-# Foraging: the reference CNN at 16 envs x 32 steps, because on XLA:CPU the CNN's gradient
-# inside the trainer's minibatch `lax.scan` is ~15x slower than outside a loop (see
-# docs/performance.md): at the reference's 64 x 128 one update takes minutes on 2 cores.
-FALLBACK_OVERRIDES = {"foraging": ["env=foraging", "reward=ground_truth", "network=cnn", "ppo.num_envs=16", "ppo.num_steps=32"]}
+# Foraging: the project's default foraging scale for this hardware (conf/scale). For the
+# reference CNN add `network=cnn` (and keep the batch small: on XLA:CPU the CNN's gradient inside
+# the trainer's minibatch `lax.scan` is ~15x slower than outside a loop, docs/performance.md).
+FALLBACK_OVERRIDES = {"foraging": ["env=foraging", "reward=ground_truth"]}
 
 
 def env_overrides(name: str) -> list[str]:
