@@ -35,6 +35,30 @@ class MLPTorso(nn.Module):
         return x
 
 
+class Conv3x3(nn.Module):
+    """A 3x3 SAME convolution written as shifted slices and one matmul (im2col).
+
+    Same function and parameter shapes as `nn.Conv(features, (3, 3), padding="SAME")`, built
+    from pad/slice/concat/dot only. Why: XLA on CPU runs the gradient of a real convolution
+    about 15x slower when it sits inside a loop, and the trainer's updates, epochs and
+    minibatches are all loops (docs/performance.md); matmuls do not have that problem. On small
+    observations (11x11) the 9x larger patch tensor costs little.
+    """
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x):
+        height, width, channels = x.shape[-3:]
+        kernel = self.param("kernel", nn.initializers.orthogonal(np.sqrt(2)), (3, 3, channels, self.features))
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        padded = jnp.pad(x, [(0, 0)] * (x.ndim - 3) + [(1, 1), (1, 1), (0, 0)])
+        patches = jnp.concatenate(
+            [padded[..., dy : dy + height, dx : dx + width, :] for dy in range(3) for dx in range(3)], axis=-1
+        )
+        return patches @ kernel.reshape(9 * channels, self.features) + bias
+
+
 class CNNTorso(nn.Module):
     """3x3 convolutions (padding SAME), flatten, one dense layer. Input NHWC."""
 
@@ -48,7 +72,7 @@ class CNNTorso(nn.Module):
             x = x[:, None, None, :]
         act = ACTIVATIONS[self.activation]
         for channels in self.conv_channels:
-            x = act(nn.Conv(channels, (3, 3), padding="SAME", kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+            x = act(Conv3x3(channels)(x))
         x = x.reshape((x.shape[0], -1))
         return act(_dense(self.dense_size, np.sqrt(2))(x))
 

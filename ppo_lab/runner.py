@@ -142,6 +142,14 @@ def _read_recent_rows(path: Path, window: int) -> list[dict]:
 
 
 def peak_host_memory_mb() -> float:
+    """This process's peak resident memory. VmHWM, not ru_maxrss: a child process inherits
+    its parent's ru_maxrss on Linux, so a launched run would report its launcher's peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -169,7 +177,6 @@ def run(cfg: RunConfig, run_dir: Path, resolved: dict, devices) -> dict:
     mesh = make_mesh(comp.layout, devices)
     ckpt_dir = run_dir / rundir.CHECKPOINTS
     metrics_csv = rundir.MetricsCSV(run_dir / rundir.METRICS)
-    loggers = [] if cfg.benchmark else make_loggers(run_dir, cfg, resolved)
 
     # --- resume: our own checkpoint first (a requeued job), else resume=PATH -------------
     source = None
@@ -220,6 +227,12 @@ def run(cfg: RunConfig, run_dir: Path, resolved: dict, devices) -> dict:
     }
     if not cfg.benchmark:
         rundir.update_summary(run_dir, summary)
+    try:
+        loggers = [] if cfg.benchmark else make_loggers(run_dir, cfg, resolved)
+    except Exception as exc:
+        if not cfg.benchmark:  # say so in the run dir, not only on the console
+            rundir.update_summary(run_dir, {"status": "failed", "stop_reason": "logger", "error": f"{type(exc).__name__}: {exc}"})
+        raise
 
     t_compile = time.perf_counter()
     compiled = sharded_chunk(comp.trainer.chunk, mesh).lower(state, start_update_arg(0)).compile()
@@ -326,7 +339,8 @@ def _finish(summary, cfg, run_dir, update, comp, recent, train_wall, steps, seco
             logger.finish(summary)
         except Exception:  # noqa: BLE001
             log.exception("logger %s failed to finish", type(logger).__name__)
-    log.info("%s after %d updates (%s); summary: %s", summary["status"], update, summary["stop_reason"], run_dir / rundir.SUMMARY)
+    written = run_dir / ("benchmark.json" if cfg.benchmark else rundir.SUMMARY)
+    log.info("%s after %d updates (%s); results: %s", summary["status"], update, summary["stop_reason"], written)
     if summary.get("eval"):
         for name, values in summary["eval"].items():
             log.info("eval/%s per seed: %s", name, ", ".join(f"{v:.3f}" for v in values))

@@ -41,9 +41,15 @@ def launch(args, run_dir: Path | None = None, timeout: float = 240, check: bool 
 
 
 def start_launch(args, run_dir: Path) -> subprocess.Popen:
+    """Start launch.py in the background; its output goes to `<run_dir>.out` (a file, not a
+    pipe: an unread pipe fills up and blocks a long run). `proc.output()` reads it."""
     cmd = [sys.executable, "launch.py", *args, f"hydra.run.dir={run_dir}"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    log_path = Path(f"{run_dir}.out")
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
+    proc.output = log_path.read_text
+    return proc
 
 
 def read_rows(run_dir: Path) -> list[dict]:

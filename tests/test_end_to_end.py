@@ -31,7 +31,7 @@ def _wait_for_rows(run_dir, n, proc, timeout=120):
     while time.time() < deadline:
         if (run_dir / "metrics.csv").exists() and len(read_rows(run_dir)) >= n and list((run_dir / "checkpoints").glob("*.json")):
             return
-        assert proc.poll() is None, proc.stdout.read()
+        assert proc.poll() is None, proc.output()
         time.sleep(0.2)
     raise TimeoutError("no rows")
 
@@ -100,8 +100,8 @@ def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny):
         assert time.time() < deadline and proc.poll() is None
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 0, out[-3000:]
+    proc.wait(timeout=120)
+    assert proc.returncode == 0, proc.output()[-3000:]
     s = read_summary(run_dir)
     assert s["status"] == "stopped" and "SIGTERM" in s["stop_reason"]
     assert s["eval"]["episode_return"], "a stopped run is still evaluated"
@@ -124,7 +124,7 @@ def test_stop_file_stops_cleanly(tmp_path, tiny):
         assert time.time() < deadline and proc.poll() is None
         time.sleep(0.2)
     (run_dir / "STOP").touch()
-    proc.communicate(timeout=120)
+    proc.wait(timeout=120)
     s = read_summary(run_dir)
     assert s["status"] == "stopped" and s["stop_reason"] == "STOP file"
     assert list((run_dir / "checkpoints").glob("ckpt_*.json"))

@@ -1,0 +1,46 @@
+"""Networks: the im2col convolution equals a real one; the privileged critic's input split."""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ppo_lab.config import NetworkConfig
+from ppo_lab.networks import ActorCritic, Conv3x3
+
+
+def test_conv3x3_equals_flax_conv_same_padding():
+    x = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 7, 3))
+    conv = Conv3x3(4)
+    params = conv.init(jax.random.PRNGKey(1), x)
+    reference = nn.Conv(4, (3, 3), padding="SAME").apply(params, x)
+    np.testing.assert_allclose(conv.apply(params, x), reference, atol=1e-5)
+    grads = jax.grad(lambda p: jnp.sum(conv.apply(p, x) ** 2))(params)
+    ref_grads = jax.grad(lambda p: jnp.sum(nn.Conv(4, (3, 3), padding="SAME").apply(p, x) ** 2))(params)
+    np.testing.assert_allclose(grads["params"]["kernel"], ref_grads["params"]["kernel"], rtol=1e-4, atol=1e-4)
+
+
+def _cfg(kind, shared=False):
+    return NetworkConfig(kind=kind, activation="relu", shared_torso=shared, hidden_sizes=(8,), conv_channels=(4,), dense_size=8)
+
+
+def test_privileged_critic_actor_ignores_extra_channels():
+    net = ActorCritic(3, _cfg("cnn"), actor_obs_channels=2)
+    obs = jax.random.normal(jax.random.PRNGKey(0), (1, 5, 5, 4))
+    params = net.init(jax.random.PRNGKey(1), obs)
+    changed = obs.at[..., 2:].add(1.0)  # only the critic's privileged channels differ
+    logits, value = net.apply(params, obs)
+    logits2, value2 = net.apply(params, changed)
+    np.testing.assert_array_equal(logits, logits2)
+    assert not np.allclose(value, value2)
+
+
+def test_shared_torso_has_one_tower():
+    obs = jnp.ones((1, 5, 5, 2))
+    shared = ActorCritic(3, _cfg("cnn", shared=True)).init(jax.random.PRNGKey(0), obs)["params"]
+    separate = ActorCritic(3, _cfg("cnn")).init(jax.random.PRNGKey(0), obs)["params"]
+    assert "critic_torso" not in shared and "critic_torso" in separate
+    logits, value = ActorCritic(3, _cfg("mlp")).apply(ActorCritic(3, _cfg("mlp")).init(jax.random.PRNGKey(0), obs), obs)
+    assert logits.shape == (1, 3) and value.shape == (1,)
