@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import math
 import os
@@ -130,7 +129,3 @@ def copy_rows_until(src: Path, dst: Path, update: int) -> None:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-
-
-def config_dict(cfg) -> dict:
-    return dataclasses.asdict(cfg)

@@ -19,26 +19,11 @@ PURGE=0
 
 say() { echo "[slurm_down] $*"; }
 
-# A zombie still answers kill -0, so look at its state instead.
-alive() {
-    local st
-    st=$(ps -o stat= -p "$1" 2>/dev/null | tr -d ' ') || return 1
-    [ -n "$st" ] && [ "${st#Z}" = "$st" ]
-}
-
-recorded() {   # recorded NAME -> pid if the recorded process still runs as NAME
-    local f=$PIDS/$1.pid pid
-    [ -f "$f" ] || return 1
-    pid=$(cat "$f")
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    alive "$pid" || return 1
-    [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = "$1" ] || return 1
-    echo "$pid"
-}
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pids.sh"   # alive, our_pid
 
 stop() {   # stop NAME
     local name=$1 pid i
-    if ! pid=$(recorded "$name"); then
+    if ! pid=$(our_pid "$name"); then
         [ -f "$PIDS/$name.pid" ] && say "$name (pid $(cat "$PIDS/$name.pid")) already gone"
         rm -f "$PIDS/$name.pid"
         return 0
@@ -64,7 +49,7 @@ stop() {   # stop NAME
 rc=0
 if [ -d "$PIDS" ]; then
     # Jobs first, while slurmctld and slurmd still run, so their steps are torn down.
-    if recorded slurmctld >/dev/null && command -v squeue >/dev/null; then
+    if our_pid slurmctld >/dev/null && command -v squeue >/dev/null; then
         jobs=$(squeue -h -o %i 2>/dev/null | tr '\n' ' ')
         if [ -n "${jobs// /}" ]; then
             say "cancelling jobs: $jobs"

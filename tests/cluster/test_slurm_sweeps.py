@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, read_rows, read_summary
+from slurm_helpers import cluster_not_ready_reason, run, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -29,30 +29,18 @@ SLURM = ["hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launch
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
 
 
-def _run(*cmd: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
 @pytest.fixture(scope="module")
 def cluster():
-    if shutil.which("sinfo") is None or shutil.which("sacct") is None:
-        pytest.skip("no SLURM client here: run `bash tests/cluster/slurm_up.sh` first")
-    try:
-        out = _run("sinfo", "-h", "-o", "%T", timeout=15)
-    except subprocess.TimeoutExpired:
-        pytest.skip("sinfo did not answer (slurmctld down?): run `bash tests/cluster/slurm_up.sh`")
-    states = {s.strip().rstrip("*~#") for s in out.stdout.split()}
-    if out.returncode != 0 or not states & {"idle", "mixed", "allocated"}:
-        pytest.skip(f"SLURM node not ready ({(out.stdout or out.stderr).strip()[:100]}): run `bash tests/cluster/slurm_up.sh`")
-    if _run("sacct", "-n", "-X", "-S", "now", timeout=15).returncode != 0:
-        pytest.skip("sacct fails (no accounting): run `bash tests/cluster/slurm_up.sh`")
+    reason = cluster_not_ready_reason()
+    if reason:
+        pytest.skip(reason)
 
 
 def sacct(job_id: str, all_attempts: bool = False) -> list[dict]:
     args = ["sacct", "-n", "-X", "-P", "-o", "JobID,State,Submit,Start,End,Elapsed", "-j", job_id]
     if all_attempts:
         args.insert(1, "-D")
-    out = _run(*args)
+    out = run(*args)
     keys = ["JobID", "State", "Submit", "Start", "End", "Elapsed"]
     return [dict(zip(keys, line.split("|"))) for line in out.stdout.splitlines() if line.strip()]
 
@@ -68,16 +56,6 @@ def jobs_of(sweep_dir: Path) -> dict:
 def aggregate_rows(sweep_dir: Path) -> list[dict]:
     with (sweep_dir / "aggregate.csv").open(newline="") as f:
         return list(csv.DictReader(f))
-
-
-def wait_until(pred, timeout_s: float, what: str, poll_s: float = 0.2):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 @pytest.mark.timeout(300)
@@ -149,22 +127,22 @@ def test_requeued_job_resumes_and_finishes_without_duplicate_rows(cluster, tmp_p
         wait_until(lambda: len(read_rows(run_dir)) >= 400, 120, "400 metric rows")
         rows_before = len(read_rows(run_dir))
         assert rows_before < total_updates, "training finished before the requeue: make it longer"
-        assert _run("scontrol", "requeue", job_id).returncode == 0
+        assert run("scontrol", "requeue", job_id).returncode == 0
         timeline.append(f"{stamp()} scontrol requeue {job_id} at ~{rows_before} rows")
         wait_until(lambda: read_summary(run_dir)["status"] == "stopped", 60, "the first attempt to stop")
         stopped = read_summary(run_dir)
         timeline.append(f"{stamp()} first attempt stopped at update {stopped['updates']} ({stopped['stop_reason']})")
         # SLURM holds a requeued job for ~120 s (BeginTime); release it now to keep the test short.
-        wait_until(lambda: _run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() == "PENDING", 60, "requeued job pending")
-        _run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
-        wait_until(lambda: _run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() == "RUNNING", 60, "requeued job running")
+        wait_until(lambda: run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() == "PENDING", 60, "requeued job pending")
+        run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+        wait_until(lambda: run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() == "RUNNING", 60, "requeued job running")
         timeline.append(f"{stamp()} requeued job running again")
         out, _ = proc.communicate(timeout=300)
         timeline.append(f"{stamp()} launcher returned (rc {proc.returncode})")
     finally:
         if proc.poll() is None:
             proc.kill()
-            _run("scancel", *[j["job_id"] for j in jobs_of(sweep).values()]) if (sweep / "jobs.json").exists() else None
+            run("scancel", *[j["job_id"] for j in jobs_of(sweep).values()]) if (sweep / "jobs.json").exists() else None
     assert proc.returncode == 0, out[-4000:]
     s = read_summary(run_dir)
     assert s["status"] == "completed" and s["updates"] == total_updates
@@ -189,13 +167,13 @@ def test_cancelled_job_is_failed_in_the_aggregate_and_the_launcher_returns(clust
         wait_until(lambda: (sweep / "jobs.json").exists(), 60, "jobs.json")
         victim = jobs_of(sweep)["1"]["job_id"]
         wait_until(lambda: (sweep / "1" / "metrics.csv").exists(), 180, "job 1 training")
-        assert _run("scancel", victim).returncode == 0
+        assert run("scancel", victim).returncode == 0
         t_cancel = time.monotonic()
         out, _ = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
             proc.kill()
-            _run("scancel", *[j["job_id"] for j in jobs_of(sweep).values()])
+            run("scancel", *[j["job_id"] for j in jobs_of(sweep).values()])
     returned_s = time.monotonic() - t_cancel
     assert proc.returncode == 1, out[-3000:]  # a failed job makes the multirun fail...
     assert sacct(victim)[-1]["State"].startswith("CANCELLED")
