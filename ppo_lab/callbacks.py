@@ -54,14 +54,14 @@ def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
             return None
     except ValueError:  # not inside a Hydra app
         return None
-    # Not ppo_lab.rundir: it imports jax, and jax must not be imported before launch.py
-    # applies the hardware settings.
-    summary_path, config_path = Path(run_dir) / "summary.json", Path(run_dir) / "config.yaml"
-    if not (summary_path.exists() and config_path.exists()):
+    from ppo_lab import rundir  # jax-free: safe before the hardware settings are applied
+
+    summary_path = Path(run_dir) / rundir.SUMMARY
+    if not (summary_path.exists() and (Path(run_dir) / rundir.CONFIG).exists()):
         return None
     try:
         summary = json.loads(summary_path.read_text())
-        saved = OmegaConf.to_container(OmegaConf.load(config_path), resolve=True)
+        saved = rundir.read_config(run_dir)
     except Exception as exc:  # noqa: BLE001 - unreadable: train again, never crash here
         log.warning("cannot read %s (%s): running it again", run_dir, exc)
         return None

@@ -506,9 +506,9 @@ def render_gif(scene: Scene, records: list[Record], path: Path, fps: float) -> N
 def _check_run_dir(run_dir: Path) -> dict:
     """Fail fast, before jax is imported (the run's hardware settings come first), on what
     cannot be replayed: not a run directory, not a foraging run, no checkpoint."""
-    from ppo_lab.trained import read_raw_config
+    from ppo_lab.rundir import read_config
 
-    raw = read_raw_config(run_dir)  # FileNotFoundError: not a run directory
+    raw = read_config(run_dir)  # FileNotFoundError: not a run directory
     env_name = (raw.get("env") or {}).get("name")
     if env_name != "foraging":
         raise ReplayError(f"{run_dir} is a '{env_name}' run; replay renders only the foraging world (env=foraging)")

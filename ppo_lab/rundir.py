@@ -1,4 +1,7 @@
-"""The run directory contract (DESIGN.md): config.yaml, metrics.csv, summary.json, checkpoints/."""
+"""The run directory contract (DESIGN.md): config.yaml, metrics.csv, summary.json, checkpoints/.
+
+Imports no jax, so launchers and start-up code may read run dirs before `apply_hardware`.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from ppo_lab.checkpoint import write_json_atomic
+from ppo_lab.atomic import write_json_atomic
 
 CONFIG = "config.yaml"
 METRICS = "metrics.csv"

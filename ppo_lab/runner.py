@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 from ppo_lab import checkpoint, rundir
+from ppo_lab.atomic import write_json_atomic
 from ppo_lab.build import Components, build
 from ppo_lab.config import RunConfig
 from ppo_lab.evaluate import evaluate_seeds, params_per_seed
@@ -330,7 +331,7 @@ def _finish(summary, cfg, run_dir, update, comp, recent, train_wall, steps, seco
     if cfg.benchmark:
         bench = {k: summary[k] for k in ("status", "stop_reason", "env", "reward", "seeds", "sps", "compile_s", "wall_s", "peak_host_memory_mb", "device_memory_mb", "updates", "timesteps", "layout", "devices", "versions", "final")}
         bench["config"] = rundir.read_config(run_dir) if (run_dir / rundir.CONFIG).exists() else None
-        checkpoint.write_json_atomic(run_dir / "benchmark.json", bench)
+        write_json_atomic(run_dir / "benchmark.json", bench)
         log.info("benchmark: %.0f steps/s, compile %.1f s -> %s", summary["sps"] or 0, summary["compile_s"] or 0, run_dir / "benchmark.json")
     else:
         rundir.update_summary(run_dir, summary)

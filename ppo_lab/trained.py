@@ -9,16 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def read_raw_config(run_dir: Path) -> dict:
-    """A run's config.yaml as plain dicts, without importing jax."""
-    from omegaconf import OmegaConf
-
-    path = Path(run_dir) / "config.yaml"
-    if not path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a run directory: it has no config.yaml")
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-
-
 def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
     """`(cfg, comp, state, meta)` for the latest checkpoint in `run_dir`.
 
@@ -30,11 +20,12 @@ def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic:
     from ppo_lab.config import _hardware
     from ppo_lab.hardware import apply_hardware
 
+    from ppo_lab import rundir
+
     run_dir = Path(run_dir)
-    # The hardware settings first, from the raw config: `ppo_lab.rundir` and the config's
-    # validation import jax (as in launch.py).
-    apply_hardware(_hardware(read_raw_config(run_dir)["hardware"]))
-    from ppo_lab import checkpoint, rundir
+    # The hardware settings first: validating the config imports the env modules, and jax.
+    apply_hardware(_hardware(rundir.read_config(run_dir)["hardware"]))
+    from ppo_lab import checkpoint
 
     cfg = rundir.load_run_config(run_dir, eval_episodes=eval_episodes, deterministic=deterministic)
     from ppo_lab.build import build
