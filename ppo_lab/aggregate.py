@@ -108,12 +108,11 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
     sw.write_csv(paths["runs"], units, unit_cols)
     if plot:
         from ppo_lab.analysis.plots import plot_curves
+        from ppo_lab.figures import pyplot
 
         metrics = list(curve_metrics or DEFAULT_CURVES)
         fig = plot_curves(col, metrics, confidence=confidence, path=out_dir / "curves.png")
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)
+        pyplot().close(fig)
         paths["curves"] = out_dir / "curves.png"
     problems = sw.problem_lines(col)
     if not quiet:

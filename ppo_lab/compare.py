@@ -106,11 +106,9 @@ def format_table(records: list[dict]) -> str:
 
 
 def plot(records: list[dict], out: Path) -> Path:
-    import matplotlib
+    from ppo_lab.figures import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     panels = [("sps", "steps/s (all seeds)"), ("duration_s", "training seconds"), ("compile_s", "compile seconds"),
               ("peak_host_memory_mb", "peak host memory (MB)"), ("final_return", "final return")]
     if any(r.get("device_memory_mb") for r in records):
@@ -132,11 +130,7 @@ def plot(records: list[dict], out: Path) -> Path:
         ax.tick_params(axis="y", labelsize=7)
         ax.margins(y=0.2)
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out, close=True)
 
 
 def main(argv=None) -> int:

@@ -42,11 +42,9 @@ def load_metrics(run_dir: Path):
 
 
 def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
-    import matplotlib
+    from ppo_lab.figures import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     run_dir = Path(run_dir)
     df = load_metrics(run_dir)
     try:
@@ -107,11 +105,7 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
             f"{summary.get('reward') or (config.get('reward') or {}).get('name', '')}, seeds {seeds}, status {summary.get('status', '?')}"
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
-    out = Path(out) if out else run_dir / "curves.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return save_figure(fig, out or run_dir / "curves.png", close=True)
 
 
 def main(argv=None) -> int:

@@ -12,22 +12,13 @@ from typing import Sequence
 import numpy as np
 
 from ppo_lab.analysis.sweep import Collection, mean_curve, read_metric_curves
-
-
-def _plt():
-    import matplotlib
-
-    if "matplotlib.pyplot" not in __import__("sys").modules:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from ppo_lab.figures import pyplot, save_figure
 
 
 def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.95, path: Path | None = None):
     """One panel per metric; per group the mean over its seeds against env steps, with the
     Student-t `confidence` band (where at least two seeds logged that step)."""
-    plt = _plt()
+    plt = pyplot()
     metrics = list(metrics) or ["train/mean_episode_return"]
     fig, axes = plt.subplots(1, len(metrics), figsize=(6.0 * len(metrics), 4.0), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
@@ -51,13 +42,13 @@ def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.9
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center")
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path)
     return fig
 
 
 def plot_seed_spread(col: Collection, metric: str, path: Path | None = None):
     """Per group: every used seed's value of `metric` (dots), the mean and the IQM."""
-    plt = _plt()
+    plt = pyplot()
     from ppo_lab.analysis.stats import iqm
 
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(col.groups) + 2), 4.0))
@@ -78,14 +69,14 @@ def plot_seed_spread(col: Collection, metric: str, path: Path | None = None):
         ax.legend(fontsize=8)
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path)
     return fig
 
 
 def plot_bars(labels: Sequence[str], means: Sequence[float], lows: Sequence[float], highs: Sequence[float],
               ylabel: str, title: str, reference: Sequence[float] | None = None, path: Path | None = None):
     """Bars with interval whiskers; `reference` (optional) drawn as hollow bars beside them."""
-    plt = _plt()
+    plt = pyplot()
     x = np.arange(len(labels))
     means = np.asarray(means, dtype=float)
     err = np.vstack([means - np.asarray(lows, dtype=float), np.asarray(highs, dtype=float) - means])
@@ -104,5 +95,5 @@ def plot_bars(labels: Sequence[str], means: Sequence[float], lows: Sequence[floa
     ax.legend(fontsize=8)
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path)
     return fig
