@@ -60,9 +60,9 @@ def main(cfg: DictConfig) -> dict | None:
         done = completed_summary(run_dir, resolved)  # a relaunched sweep skips finished runs
         if done is not None:
             return done
-        from ppo_lab.config import _hardware, validate
+        from ppo_lab.config import validate_hardware, validate
 
-        apply_hardware(_hardware(resolved["hardware"]))  # before anything imports jax
+        apply_hardware(validate_hardware(resolved["hardware"]))  # before anything imports jax
         run_cfg = validate(resolved)
         from ppo_lab.hardware import check_devices, configure_jax
         from ppo_lab.loggers import check_logger_names

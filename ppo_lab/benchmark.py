@@ -351,10 +351,10 @@ def main(argv=None) -> int:
     base_env = dict(os.environ)
 
     # Hardware before jax: the in-process measures use ONE device (the per-device figures).
-    from ppo_lab.config import _hardware
+    from ppo_lab.config import validate_hardware
     from ppo_lab.hardware import apply_hardware, check_devices
 
-    hw = _hardware(compose(list(args.overrides))["hardware"])
+    hw = validate_hardware(compose(list(args.overrides))["hardware"])
     hw = {**hw, "host_devices": 1, "compilation_cache_dir": None}
     apply_hardware(hw)
     devices = check_devices(hw)

@@ -270,7 +270,8 @@ def _health(s: Mapping) -> HealthConfig:
     return HealthConfig(**{k: _number(s, "health", k) for k in ("entropy_min", "kl_min", "kl_max", "clip_frac_max")})
 
 
-def _hardware(s: Mapping) -> dict:
+def validate_hardware(s: Mapping) -> dict:
+    """Check the `hardware` section alone: launchers apply it before anything imports jax."""
     platform = s.get("platform")
     _require(platform in ("cpu", "gpu", "tpu"), "hardware.platform", platform, "one of ['cpu', 'gpu', 'tpu']")
     hd = s.get("host_devices", 1)
@@ -313,7 +314,7 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
         eval=_eval(cfg["eval"]),
         health=_health(cfg["health"]),
         checkpoint_every_min=every,
-        hardware=_hardware(cfg["hardware"]),
+        hardware=validate_hardware(cfg["hardware"]),
         logger=logger,
         extra={k: v for k, v in cfg.items() if k not in known},
     )

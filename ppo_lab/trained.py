@@ -17,14 +17,14 @@ def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic:
     `evaluate.params_per_seed`), `meta` the checkpoint's JSON (`update`, `timesteps`, ...).
     Raises FileNotFoundError when the directory has no config.yaml or no complete checkpoint.
     """
-    from ppo_lab.config import _hardware
+    from ppo_lab.config import validate_hardware
     from ppo_lab.hardware import apply_hardware
 
     from ppo_lab import rundir
 
     run_dir = Path(run_dir)
     # The hardware settings first: validating the config imports the env modules, and jax.
-    apply_hardware(_hardware(rundir.read_config(run_dir)["hardware"]))
+    apply_hardware(validate_hardware(rundir.read_config(run_dir)["hardware"]))
     from ppo_lab import checkpoint
 
     cfg = rundir.load_run_config(run_dir, eval_episodes=eval_episodes, deterministic=deterministic)
