@@ -102,5 +102,17 @@ def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):
     return jax.device_put(stacked, replica_sharding(mesh))
 
 
+def replica_template(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):
+    """The replica-stacked state's structure, shapes and dtypes (zeros), for restoring a
+    checkpoint into. Traced with `jax.eval_shape`: nothing is compiled or run (~0.5 s instead
+    of a jitted init per replica); falls back to a real init if a leaf is not a numpy dtype."""
+    param_key, env_key = replica_keys(layout, seeds)[0]
+    shapes = jax.eval_shape(init_fn, param_key, env_key)
+    try:
+        return jax.tree.map(lambda s: np.zeros((layout.num_replicas, *s.shape), s.dtype), shapes)
+    except TypeError:  # e.g. typed PRNG keys
+        return init_replicas(init_fn, layout, seeds, mesh)
+
+
 def start_update_arg(update: int):
     return jnp.asarray(update, dtype=jnp.int32)

@@ -28,7 +28,7 @@ from ppo_lab.evaluate import evaluate_seeds, params_per_seed
 from ppo_lab.health import health_warnings
 from ppo_lab.loggers import make_loggers
 from ppo_lab.loggers.console import Progress
-from ppo_lab.parallel import init_replicas, make_mesh, replica_sharding, sharded_chunk, start_update_arg
+from ppo_lab.parallel import init_replicas, make_mesh, replica_sharding, replica_template, sharded_chunk, start_update_arg
 from ppo_lab.stopping import EarlyStopping, StopConditions, StopSignals
 
 log = logging.getLogger(__name__)
@@ -191,12 +191,15 @@ def run(cfg: RunConfig, run_dir: Path, resolved: dict, devices) -> dict:
         check_resume_compatible(rundir.read_config(source), resolved, source)
 
     rundir.write_config(run_dir, resolved)
-    state = init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh)
+    resuming = source is not None and not cfg.benchmark
     start_update, prior_wall, meta = 0, 0.0, {}
     early = EarlyStopping(cfg.train.target_return, cfg.train.patience)
     recent = RecentReturns(cfg.train.return_window)
-    if source is not None and not cfg.benchmark:
-        host_state, meta = checkpoint.load(source / rundir.CHECKPOINTS, state)
+    if not resuming:
+        state = init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh)
+    else:
+        template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
+        host_state, meta = checkpoint.load(source / rundir.CHECKPOINTS, template)
         saved_layout = meta.get("layout") or {}
         # Seed layouts do not depend on the device count; a split of one seed's envs does.
         if "envs" in (saved_layout.get("mode"), comp.layout.mode) and saved_layout != comp.layout.as_dict():
@@ -219,7 +222,7 @@ def run(cfg: RunConfig, run_dir: Path, resolved: dict, devices) -> dict:
         "reward": cfg.reward.get("name"), "seeds": cfg.seeds, "updates": start_update,
         "timesteps": start_update * comp.ppo.batch_size, "total_updates": num_updates,
         "wall_s": prior_wall, "compile_s": None, "sps": None, "final": {}, "eval": {},
-        "resumed_from": start_update if source is not None and not cfg.benchmark else None,
+        "resumed_from": start_update if resuming else None,
         "resume_source": str(source) if source is not None and source != run_dir else None,
         "slurm_job_id": slurm_job_id(), "layout": comp.layout.as_dict(),
         "devices": [str(d) for d in devices[: comp.layout.num_devices]], "ppo_effective": {
@@ -239,12 +242,12 @@ def run(cfg: RunConfig, run_dir: Path, resolved: dict, devices) -> dict:
     compiled = sharded_chunk(comp.trainer.chunk, mesh).lower(state, start_update_arg(0)).compile()
     compile_s = time.perf_counter() - t_compile
     summary["compile_s"] = round(compile_s, 3)
-    log.info("compiled a chunk of %d updates in %.1f s", min(cfg.train.chunk_updates, num_updates), compile_s)
+    chunk_len = comp.trainer.chunk_updates
+    log.info("compiled a chunk of %d updates in %.1f s", chunk_len, compile_s)
 
     signals = StopSignals()
     stops = StopConditions(run_dir, cfg.train.duration_min, early, signals, elapsed_s=prior_wall)
     progress = Progress(num_updates * comp.ppo.batch_size, start_update * comp.ppo.batch_size)
-    chunk_len = min(cfg.train.chunk_updates, num_updates)
     update, status, reason = start_update, "completed", "total_timesteps reached"
     train_wall = prior_wall
     loop_start = time.monotonic()  # training wall time = prior runs + this loop (host work included)

@@ -30,30 +30,14 @@ def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic:
     cfg = rundir.load_run_config(run_dir, eval_episodes=eval_episodes, deterministic=deterministic)
     from ppo_lab.build import build
     from ppo_lab.hardware import check_devices
+    from ppo_lab.parallel import make_mesh, replica_template
 
     if not checkpoint.list_checkpoints(run_dir / rundir.CHECKPOINTS):
         # Checked before building anything: fail in a second, not after a compile.
         raise FileNotFoundError(f"no complete checkpoint in {run_dir / rundir.CHECKPOINTS}")
     devices = check_devices(cfg.hardware)
     comp = build(cfg, len(devices))
-    state, meta = checkpoint.load(run_dir / rundir.CHECKPOINTS, state_template(cfg, comp, devices))
+    mesh = make_mesh(comp.layout, devices)
+    state, meta = checkpoint.load(run_dir / rundir.CHECKPOINTS, replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh))
     return cfg, comp, state, meta
 
-
-def state_template(cfg, comp, devices):
-    """The replica-stacked learner state's structure, shapes and dtypes, for `checkpoint.load`.
-
-    Traced with `jax.eval_shape` (nothing compiled or run: ~0.5 s instead of ~6 s for a
-    jitted init on CPU); falls back to a real init when a leaf cannot be a numpy array.
-    """
-    import jax
-    import numpy as np
-
-    from ppo_lab.parallel import init_replicas, make_mesh, replica_keys
-
-    param_key, env_key = replica_keys(comp.layout, cfg.seeds)[0]
-    shapes = jax.eval_shape(comp.trainer.init, param_key, env_key)
-    try:
-        return jax.tree.map(lambda s: np.zeros((comp.layout.num_replicas, *s.shape), s.dtype), shapes)
-    except TypeError:  # e.g. typed PRNG keys
-        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, make_mesh(comp.layout, devices))

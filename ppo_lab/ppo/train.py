@@ -69,6 +69,7 @@ class Trainer(NamedTuple):
     update: Callable  # (state, update_index) -> (state, metrics), one replica
     chunk: Callable  # (state, start_update) -> (state, metrics[K]), one replica
     num_updates: int
+    chunk_updates: int  # K: updates per call of `chunk`
 
 
 def make_trainer(
@@ -224,7 +225,7 @@ def make_trainer(
         shapes = jax.eval_shape(update, state, index)[1]
         return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
 
-    return Trainer(init=init, update=update, chunk=chunk, num_updates=num_updates)
+    return Trainer(init=init, update=update, chunk=chunk, num_updates=num_updates, chunk_updates=chunk_updates)
 
 
 def rollout_metrics(traj: Transition, num_actions: int) -> dict:
