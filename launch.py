@@ -55,7 +55,7 @@ def main(cfg: DictConfig) -> dict | None:
     run_dir = _run_dir()
     try:
         resolved = OmegaConf.to_container(cfg, resolve=True)
-        from ppo_lab.callbacks import completed_summary
+        from ppo_lab.launching.callbacks import completed_summary
 
         done = completed_summary(run_dir, resolved)  # a relaunched sweep skips finished runs
         if done is not None:
@@ -65,12 +65,12 @@ def main(cfg: DictConfig) -> dict | None:
         apply_hardware(validate_hardware(resolved["hardware"]))  # before anything imports jax
         run_cfg = validate(resolved)
         from ppo_lab.hardware import check_devices, configure_jax
-        from ppo_lab.loggers import check_logger_names
+        from ppo_lab.run.recorders import check_logger_names
 
         check_logger_names(run_cfg.logger)
         configure_jax(run_cfg.hardware)
         devices = check_devices(run_cfg.hardware)
-        from ppo_lab.build import build_env_and_network
+        from ppo_lab.run.build import build_env_and_network
 
         build_env_and_network(run_cfg)  # env-specific config errors, before any compile
     except (ConfigError, HardwareError) as exc:
@@ -81,7 +81,7 @@ def main(cfg: DictConfig) -> dict | None:
         _forget_empty_run_dir(run_dir)
         sys.exit(2)
 
-    from ppo_lab.runner import ResumeError, run
+    from ppo_lab.run.loop import ResumeError, run
 
     try:
         return run(run_cfg, run_dir, resolved, devices)

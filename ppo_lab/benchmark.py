@@ -1,8 +1,8 @@
 """Performance suite: where the time goes, and what seeds, devices and the cache buy.
 
-    python -m ppo_lab.benchmark                      # full suite (a few minutes on 2 cores)
-    python -m ppo_lab.benchmark --quick --out b.json # small version (tests), JSON to b.json
-    python -m ppo_lab.benchmark --envs cartpole hardware.host_devices=1   # extra Hydra overrides
+    ppo-lab benchmark                      # full suite (a few minutes on 2 cores)
+    ppo-lab benchmark --quick --out b.json # small version (tests), JSON to b.json
+    ppo-lab benchmark --envs cartpole hardware.host_devices=1   # extra Hydra overrides
 
 Measured in this process, per environment (config composed by name with Hydra's compose API,
 `experiment=<name>` when that experiment exists, else `env=<name>`), all on ONE device at the
@@ -126,7 +126,7 @@ def measure_env(name: str, extra: list[str], size: dict) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from ppo_lab.build import build
+    from ppo_lab.run.build import build
     from ppo_lab.config import validate
     from ppo_lab.ppo.losses import categorical_log_prob
 

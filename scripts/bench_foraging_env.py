@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments.environment import Environment
 
-from ppo_lab.envs.foraging import build
+from ppo_lab.envs.foraging.world import build
 
 
 def make_rollout(env, params, num_envs: int, num_steps: int, step_fn):

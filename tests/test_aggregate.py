@@ -1,4 +1,4 @@
-"""ppo_lab.aggregate on sweep dirs written by hand (the run dir contract), no training.
+"""ppo_lab.analysis.aggregate on sweep dirs written by hand (the run dir contract), no training.
 
 `make_sweep` writes what Hydra + the runner write (multirun.yaml, <n>/.hydra/overrides.yaml,
 <n>/summary.json, <n>/metrics.csv, optionally jobs.json); test_notebooks.py reuses it.
@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from ppo_lab.aggregate import run_aggregate
+from ppo_lab.analysis.aggregate import run_aggregate
 from ppo_lab.analysis.stats import SUMMARY_KEYS, summarize
 
 CONTRACT_TAIL = ["metric", *SUMMARY_KEYS]
@@ -181,12 +181,12 @@ def test_several_dirs_and_plain_run_dirs(tmp_path):
 def test_cli_prints_table_and_writes_files(tmp_path):
     sweep = make_sweep(tmp_path / "sw", [[f"seed={s}", f"reward={m}"] for m in ("a", "b") for s in (0, 1)],
                        task_overrides=["seed=0,1", "reward=a,b"], group_of=lambda ov: 0 if ov[1].endswith("a") else 1)
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.aggregate", str(sweep)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "aggregate", str(sweep)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "reward=a" in proc.stdout and "reward=b" in proc.stdout and "eval/episode_return" in proc.stdout
     for name in ("aggregate.csv", "runs.csv", "curves.png"):
         assert (sweep / name).exists(), name
-    bad = subprocess.run([sys.executable, "-m", "ppo_lab.aggregate", str(tmp_path / "nope")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "aggregate", str(tmp_path / "nope")], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "does not exist" in bad.stderr
 
 
@@ -194,7 +194,7 @@ def test_scaled_resolver_and_expected_jobs(tmp_path):
     from omegaconf import OmegaConf
 
     from ppo_lab.analysis.sweep import expected_jobs_from_config
-    from ppo_lab.callbacks import _scaled
+    from ppo_lab.launching.callbacks import _scaled
 
     assert _scaled(0.001, 1, 0.5) == "0.001,0.0005"
     cfg = OmegaConf.create({"ppo": {"lr": 0.002}, "hydra": {"sweeper": {"params": {"ppo.lr": "${ppo_lab.scaled:${ppo.lr},1,0.5}", "seed": "range(0,8,4)"}},

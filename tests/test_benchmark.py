@@ -69,7 +69,7 @@ def test_performance_suite_quick(tmp_path):
     from ppo_lab.envs.registry import ENV_BUILDERS, check_env_name
 
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.benchmark", "--quick", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "benchmark", "--quick", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=290)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(out.read_text())

@@ -169,7 +169,7 @@ def test_deterministic_evaluation_repeats_bit_for_bit(tmp_path, tiny):
     launch(tiny, run_dir)
     outs = []
     for _ in range(2):
-        proc = subprocess.run([sys.executable, "-m", "ppo_lab.evaluate", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "evaluate", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr[-2000:]
         outs.append(json.loads(proc.stdout)["eval"])
     assert outs[0] == outs[1] == read_summary(run_dir)["eval"]

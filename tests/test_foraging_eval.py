@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from ppo_lab.envs.foraging import build
-from ppo_lab.envs.foraging_eval import survival_evaluation
+from ppo_lab.envs.foraging.world import build
+from ppo_lab.envs.foraging.survival import survival_evaluation
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,9 +12,9 @@ import pytest
 
 from conftest import ROOT, launch, read_rows, read_summary
 
-from ppo_lab.loggers import LOGGERS, make_loggers
-from ppo_lab.loggers.tensorboard_logger import read_scalars
-from ppo_lab.loggers.wandb_logger import STATE_FILE, read_offline_run
+from ppo_lab.run.recorders import LOGGERS, make_loggers
+from ppo_lab.run.recorders.tensorboard_logger import read_scalars
+from ppo_lab.run.recorders.wandb_logger import STATE_FILE, read_offline_run
 
 
 def _cfg(tmp_path, extra=()):
@@ -71,7 +71,7 @@ def test_loggers_write_and_resume_without_double_logging(tmp_path):
 import os, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_loggers import _cfg, _rows
-from ppo_lab.loggers import make_loggers
+from ppo_lab.run.recorders import make_loggers
 from pathlib import Path
 cfg, resolved = _cfg(None, {["reward=default", "logger.wandb.group=mygroup"]!r})
 loggers = make_loggers(Path({str(run_dir)!r}), cfg, resolved)

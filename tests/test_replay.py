@@ -1,4 +1,4 @@
-"""`python -m ppo_lab.replay RUN_DIR`: one episode of a trained foraging agent as a GIF."""
+"""`ppo-lab replay RUN_DIR`: one episode of a trained foraging agent as a GIF."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from conftest import ROOT, launch
-from ppo_lab.replay import COLOURS, PAD, PANEL_W
+from ppo_lab.envs.foraging.replay import COLOURS, PAD, PANEL_W
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -36,7 +36,7 @@ def run_dir(tmp_path_factory):
 
 
 def replay(*args, timeout: float = 120):
-    return subprocess.run([sys.executable, "-m", "ppo_lab.replay", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "ppo_lab.cli", "replay", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -61,7 +61,7 @@ def aggregate_rows(sweep_dir: Path) -> list[dict]:
 def test_basic_launcher_stays_the_default():
     cfg = compose_in(CONF, [])
     assert cfg.hydra.launcher._target_.endswith("BasicLauncher")
-    assert cfg.hydra.callbacks.sweep._target_ == "ppo_lab.callbacks.SweepCallback"
+    assert cfg.hydra.callbacks.sweep._target_ == "ppo_lab.launching.callbacks.SweepCallback"
 
 
 def test_slurm_preset_sizes_from_hardware_and_requeues():

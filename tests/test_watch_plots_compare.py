@@ -14,7 +14,8 @@ import pytest
 
 from conftest import ROOT, launch, read_summary
 
-from ppo_lab import compare, plots, watch
+from ppo_lab.analysis import compare, watch
+from ppo_lab.analysis import run_plots as plots
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +34,7 @@ def runs(tmp_path_factory):
 
 
 def test_watch_once_shows_every_curve_of_a_run(runs):
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.watch", str(runs / "run_a"), "--once", "--width", "220"],
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "watch", str(runs / "run_a"), "--once", "--width", "220"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -97,7 +98,7 @@ def test_watch_key_stops_the_selected_run_cleanly(tmp_path, tiny):
             time.sleep(0.3)
         master, slave = pty.openpty()
         screen = []
-        ui = subprocess.Popen([sys.executable, "-m", "ppo_lab.watch", str(tmp_path), "--interval", "0.5"],
+        ui = subprocess.Popen([sys.executable, "-m", "ppo_lab.cli", "watch", str(tmp_path), "--interval", "0.5"],
                               cwd=ROOT, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
         os.close(slave)
         threading.Thread(target=_drain, args=(master, screen), daemon=True).start()
@@ -122,7 +123,7 @@ def test_watch_key_stops_the_selected_run_cleanly(tmp_path, tiny):
 
 
 def test_plots_write_a_png_panel(runs, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.plots", str(runs / "run_a"), "--out", str(tmp_path / "c.png")],
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "plots", str(runs / "run_a"), "--out", str(tmp_path / "c.png")],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     data = (tmp_path / "c.png").read_bytes()
@@ -136,7 +137,7 @@ def test_plots_write_a_png_panel(runs, tmp_path):
 
 def test_compare_a_run_and_a_benchmark(runs, tmp_path):
     out = tmp_path / "comparison.png"
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.compare", str(runs / "run_a"), str(runs / "bench_b"),
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "compare", str(runs / "run_a"), str(runs / "bench_b"),
                            "--out", str(out), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
@@ -155,6 +156,6 @@ def test_compare_a_run_and_a_benchmark(runs, tmp_path):
 
 
 def test_compare_needs_run_or_benchmark_dirs(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.compare", str(tmp_path), str(tmp_path)],
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "compare", str(tmp_path), str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "neither summary.json nor benchmark.json" in proc.stderr

@@ -1,9 +1,9 @@
 """ppo_lab's sweep launchers as Hydra plugins (Hydra instantiates launchers only from the
-`hydra_plugins` package). The logic lives in `ppo_lab.launchers`; configs:
+`hydra_plugins` package). The logic lives in `ppo_lab.launching.launchers`; configs:
 `conf/hydra/launcher/slurm.yaml` and `local.yaml`. This folder sits at the repository root,
 which is on sys.path when you run `python launch.py` (and in the jobs, via a setup line)."""
 
-from ppo_lab.launchers import SweepLocalLauncher, SweepSlurmLauncher
+from ppo_lab.launching.launchers import SweepLocalLauncher, SweepSlurmLauncher
 
 
 class SlurmLauncher(SweepSlurmLauncher):

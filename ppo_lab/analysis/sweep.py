@@ -179,7 +179,7 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
 
 
 def _jobs_record(sweep_dir: Path, refresh: bool = True) -> dict[int, dict]:
-    from ppo_lab.launchers import final_state, read_jobs, sacct_states
+    from ppo_lab.launching.launchers import final_state, read_jobs, sacct_states
 
     record = read_jobs(sweep_dir)
     jobs = {int(k): v for k, v in (record.get("jobs") or {}).items()}
@@ -205,7 +205,7 @@ def expected_jobs(sweep_dir: Path) -> list[list[str]]:
 def expected_jobs_from_config(cfg) -> list[list[str]]:
     """The jobs (override lists, by job number) that a full config (hydra node included, as in
     multirun.yaml or `launch.py ... --cfg all`) sweeps: hydra.sweeper.params + the task overrides."""
-    import ppo_lab.callbacks  # noqa: F401 - registers ${ppo_lab.scaled:...}
+    import ppo_lab.launching.callbacks  # noqa: F401 - registers ${ppo_lab.scaled:...}
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf

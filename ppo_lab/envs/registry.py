@@ -38,9 +38,9 @@ def _load_builtin_envs() -> None:
     import ppo_lab.envs.gymnax_envs  # noqa: F401
 
     try:
-        import ppo_lab.envs.foraging  # noqa: F401
+        import ppo_lab.envs.foraging.world  # noqa: F401
     except ImportError as exc:  # pragma: no cover - only while the module is absent
-        if "ppo_lab.envs.foraging" not in str(exc):
+        if "ppo_lab.envs.foraging.world" not in str(exc):
             raise
 
 

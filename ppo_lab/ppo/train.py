@@ -5,7 +5,7 @@ of a PRNG key, built PureJaxRL-style from nested `lax.scan`s: updates -> rollout
 epochs -> minibatches. The host calls `train_chunk` repeatedly and logs, checkpoints and
 checks stop conditions between chunks (the HackMatrix idea: jit a chunk, not the run).
 
-Replicas are laid out by `ppo_lab.parallel`: either one replica per seed (seeds sharded
+Replicas are laid out by `ppo_lab.ppo.parallel`: either one replica per seed (seeds sharded
 across devices) or, for a single seed on several devices, one replica per device with
 gradients averaged across devices (`grad_axis`).
 """

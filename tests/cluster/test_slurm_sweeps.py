@@ -192,12 +192,12 @@ def test_submit_and_return_then_aggregate_later_from_any_shell(cluster, tmp_path
     proc = subprocess.run(launch_cmd(["seed=0,1", "hydra.launcher.wait=false"], sweep), cwd=ROOT, capture_output=True, text=True, timeout=120)
     returned_s = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "not waiting" in proc.stdout and "python -m ppo_lab.aggregate" in proc.stdout
+    assert "not waiting" in proc.stdout and "ppo-lab aggregate" in proc.stdout
     assert not (sweep / "aggregate.csv").exists()
     jobs = jobs_of(sweep)
     assert all(not sacct(j["job_id"]) or sacct(j["job_id"])[-1]["State"] not in FINAL for j in jobs.values()), "returned before the jobs ran"
     # Later, from another shell (another cwd): wait for the jobs, then aggregate.
-    agg = subprocess.run([sys.executable, "-m", "ppo_lab.aggregate", str(sweep), "--wait"], cwd=tmp_path,
+    agg = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "aggregate", str(sweep), "--wait"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=240)
     assert agg.returncode == 0, agg.stderr[-3000:]
     assert all(sacct(j["job_id"])[-1]["State"] == "COMPLETED" for j in jobs.values())

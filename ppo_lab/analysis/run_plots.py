@@ -1,7 +1,7 @@
-"""A PNG panel of one run's training curves (the same curves as `ppo_lab.watch`).
+"""A PNG panel of one run's training curves (the same curves as `ppo_lab.analysis.watch`).
 
-    python -m ppo_lab.plots RUN_DIR                 # writes RUN_DIR/curves.png
-    python -m ppo_lab.plots RUN_DIR --out fig.png
+    ppo-lab plots RUN_DIR                 # writes RUN_DIR/curves.png
+    ppo-lab plots RUN_DIR --out fig.png
 
 One panel per metric over environment steps, one thin line per seed and the mean over seeds
 in bold: return, episode length, entropy, approx KL, clip fraction, policy and value losses,
@@ -42,7 +42,7 @@ def load_metrics(run_dir: Path):
 
 
 def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
-    from ppo_lab.figures import pyplot, save_figure
+    from ppo_lab.analysis.figures import pyplot, save_figure
 
     plt = pyplot()
     run_dir = Path(run_dir)

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from ppo_lab.atomic import write_json_atomic
+from ppo_lab.rundir.atomic import write_json_atomic
 
 CONFIG = "config.yaml"
 METRICS = "metrics.csv"

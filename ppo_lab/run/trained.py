@@ -1,6 +1,6 @@
 """Load a trained run back from its run directory: config, built components, latest checkpoint.
 
-Shared by `python -m ppo_lab.evaluate` and `python -m ppo_lab.replay`. Applies the run's
+Shared by `ppo-lab evaluate` and `ppo-lab replay`. Applies the run's
 `hardware` settings first, so call it before anything in the process imports jax.
 """
 
@@ -25,12 +25,12 @@ def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic:
     run_dir = Path(run_dir)
     # The hardware settings first: validating the config imports the env modules, and jax.
     apply_hardware(validate_hardware(rundir.read_config(run_dir)["hardware"]))
-    from ppo_lab import checkpoint
+    from ppo_lab.run import checkpoint
 
     cfg = rundir.load_run_config(run_dir, eval_episodes=eval_episodes, deterministic=deterministic)
-    from ppo_lab.build import build
+    from ppo_lab.run.build import build
     from ppo_lab.hardware import check_devices
-    from ppo_lab.parallel import make_mesh, replica_template
+    from ppo_lab.ppo.parallel import make_mesh, replica_template
 
     if not checkpoint.list_checkpoints(run_dir / rundir.CHECKPOINTS):
         # Checked before building anything: fail in a second, not after a compile.

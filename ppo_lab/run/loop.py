@@ -20,16 +20,17 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from ppo_lab import checkpoint, rundir
-from ppo_lab.atomic import write_json_atomic
-from ppo_lab.build import Components, build
+from ppo_lab import rundir
+from ppo_lab.run import checkpoint
+from ppo_lab.rundir.atomic import write_json_atomic
+from ppo_lab.run.build import Components, build
 from ppo_lab.config import RunConfig
-from ppo_lab.evaluate import evaluate_seeds, params_per_seed
-from ppo_lab.health import health_warnings
-from ppo_lab.loggers import make_loggers
-from ppo_lab.loggers.console import Progress
-from ppo_lab.parallel import init_replicas, make_mesh, replica_sharding, replica_template, sharded_chunk, start_update_arg
-from ppo_lab.stopping import EarlyStopping, StopConditions, StopSignals
+from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
+from ppo_lab.run.health import health_warnings
+from ppo_lab.run.recorders import make_loggers
+from ppo_lab.run.recorders.console import Progress
+from ppo_lab.ppo.parallel import init_replicas, make_mesh, replica_sharding, replica_template, sharded_chunk, start_update_arg
+from ppo_lab.run.stopping import EarlyStopping, StopConditions, StopSignals
 
 log = logging.getLogger(__name__)
 

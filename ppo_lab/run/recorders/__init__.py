@@ -16,8 +16,8 @@ from ppo_lab.errors import ConfigError
 # name -> "module:factory"; csv is metrics.csv itself, written by the runner.
 LOGGERS: dict[str, str | None] = {
     "csv": None,
-    "wandb": "ppo_lab.loggers.wandb_logger:make_logger",
-    "tensorboard": "ppo_lab.loggers.tensorboard_logger:make_logger",
+    "wandb": "ppo_lab.run.recorders.wandb_logger:make_logger",
+    "tensorboard": "ppo_lab.run.recorders.tensorboard_logger:make_logger",
 }
 
 

@@ -1,8 +1,8 @@
 """Compare runs or benchmarks side by side: a table and `comparison.png`.
 
-    python -m ppo_lab.compare RUN_A RUN_B                   # run dirs (summary.json)
-    python -m ppo_lab.compare BENCH_A BENCH_B --out cmp.png # benchmark=true dirs (benchmark.json)
-    python -m ppo_lab.compare A B C --labels cpu1,cpu2,gpu --json
+    ppo-lab compare RUN_A RUN_B                   # run dirs (summary.json)
+    ppo-lab compare BENCH_A BENCH_B --out cmp.png # benchmark=true dirs (benchmark.json)
+    ppo-lab compare A B C --labels cpu1,cpu2,gpu --json
 
 Per input: status, env, seeds, training duration, compile time, timesteps (all seeds), steps/s
 (all seeds), speedup over the first input, peak host memory, device memory (where the backend
@@ -106,7 +106,7 @@ def format_table(records: list[dict]) -> str:
 
 
 def plot(records: list[dict], out: Path) -> Path:
-    from ppo_lab.figures import pyplot, save_figure
+    from ppo_lab.analysis.figures import pyplot, save_figure
 
     plt = pyplot()
     panels = [("sps", "steps/s (all seeds)"), ("duration_s", "training seconds"), ("compile_s", "compile seconds"),

@@ -1,8 +1,8 @@
 """Live dashboard of a run or a whole sweep, read from what the runs write.
 
-    python -m ppo_lab.watch outputs/runs/cartpole/2026-11-21/10-05-00-123456   # one run
-    python -m ppo_lab.watch outputs/sweeps/foraging/2026-11-21                 # every run below
-    python -m ppo_lab.watch DIR --once                                         # one snapshot (logs, tests)
+    ppo-lab watch outputs/runs/cartpole/2026-11-21/10-05-00-123456   # one run
+    ppo-lab watch outputs/sweeps/foraging/2026-11-21                 # every run below
+    ppo-lab watch DIR --once                                         # one snapshot (logs, tests)
 
 It only reads each run's `metrics.csv` (new lines since the last refresh), `summary.json`
 and `config.yaml`, so it works on a run training on this machine, on a SLURM node writing to
@@ -174,7 +174,7 @@ class RunView:
 
     def health(self) -> list[str]:
         from ppo_lab.config import HealthConfig
-        from ppo_lab.health import health_warnings
+        from ppo_lab.run.health import health_warnings
 
         limits = {**DEFAULT_HEALTH, **{k: v for k, v in (self.config.get("health") or {}).items() if k in DEFAULT_HEALTH}}
         return health_warnings(list(self.latest.values()), HealthConfig(**{k: float(v) for k, v in limits.items()}))
@@ -202,7 +202,7 @@ def _fmt(x, spec: str) -> str:
 
 def write_stop(run_dir: Path) -> Path:
     path = Path(run_dir) / rundir.STOP_FILE
-    path.write_text(f"stop requested by ppo_lab.watch at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    path.write_text(f"stop requested by ppo_lab.analysis.watch at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     return path
 
 
@@ -217,7 +217,7 @@ def render(root: Path, runs: list[RunView], selected: int, message: str = "", al
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"ppo_lab.watch {root}  ({len(runs)} run(s), {time.strftime('%H:%M:%S')})", expand=True, show_lines=False)
+    table = Table(title=f"ppo_lab.analysis.watch {root}  ({len(runs)} run(s), {time.strftime('%H:%M:%S')})", expand=True, show_lines=False)
     table.add_column("", width=1)
     table.add_column("run", overflow="fold")
     table.add_column("env/reward")

@@ -160,7 +160,7 @@ def _summarize(run, env_params, key, policy_params, num_envs: int, num_steps: in
 
 
 def evaluate_policy(cfg, env, env_params, network, params, key) -> dict[str, float]:
-    """The runner's hook (`ppo_lab.evaluate.EXTRA_EVALUATIONS`): the survival protocol for one
+    """The runner's hook (`ppo_lab.run.evaluate.EXTRA_EVALUATIONS`): the survival protocol for one
     seed's parameters, sized by `eval.survival_envs` x `eval.survival_steps`, greedy unless
     `eval.deterministic=false`. Metrics not in the protocol's headline set keep their names."""
     run = _policy_run(env, network, cfg.eval.deterministic, cfg.eval.survival_envs, cfg.eval.survival_steps)
@@ -169,6 +169,6 @@ def evaluate_policy(cfg, env, env_params, network, params, key) -> dict[str, flo
 
 @functools.lru_cache(maxsize=8)
 def _policy_run(env, network, deterministic: bool, num_envs: int, num_steps: int):
-    from ppo_lab.evaluate import make_policy
+    from ppo_lab.run.evaluate import make_policy
 
     return _make_run(env, make_policy(network, deterministic), num_envs, num_steps)

@@ -121,14 +121,14 @@ class SweepCallback(Callback):
         sweep_dir = self.sweep_dir
         if not sweep_dir.is_dir():
             return
-        from ppo_lab.launchers import read_jobs
+        from ppo_lab.launching.launchers import read_jobs
 
         if read_jobs(sweep_dir).get("wait") is False:
-            print(f"not aggregating yet (jobs submitted without waiting); later: python -m ppo_lab.aggregate {sweep_dir} --wait", flush=True)
+            print(f"not aggregating yet (jobs submitted without waiting); later: ppo-lab aggregate {sweep_dir} --wait", flush=True)
             return
         try:
-            from ppo_lab.aggregate import run_aggregate
+            from ppo_lab.analysis.aggregate import run_aggregate
 
             run_aggregate([sweep_dir], out_dir=sweep_dir, curve_metrics=self.curve_metrics)
         except Exception:  # noqa: BLE001 - aggregation must never turn a sweep into an error
-            log.exception("aggregation of %s failed; run it by hand: python -m ppo_lab.aggregate %s", sweep_dir, sweep_dir)
+            log.exception("aggregation of %s failed; run it by hand: ppo-lab aggregate %s", sweep_dir, sweep_dir)

@@ -16,7 +16,7 @@ import flax.serialization
 import jax
 import numpy as np
 
-from ppo_lab.atomic import write_atomic, write_json_atomic
+from ppo_lab.rundir.atomic import write_atomic, write_json_atomic
 
 KEEP = 2
 _NAME = re.compile(r"ckpt_(\d+)\.json$")

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from ppo_lab.analysis.sweep import Collection, mean_curve, read_metric_curves
-from ppo_lab.figures import pyplot, save_figure
+from ppo_lab.analysis.figures import pyplot, save_figure
 
 
 def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.95, path: Path | None = None):

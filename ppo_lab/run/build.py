@@ -9,7 +9,7 @@ from typing import Any
 from ppo_lab.config import PPOConfig, RunConfig
 from ppo_lab.envs.registry import make_env
 from ppo_lab.networks import ActorCritic
-from ppo_lab.parallel import Layout, choose_layout
+from ppo_lab.ppo.parallel import Layout, choose_layout
 from ppo_lab.ppo.autoscale import apply_auto_scale
 from ppo_lab.ppo.train import Trainer, make_trainer
 

@@ -5,10 +5,10 @@ They are hydra-submitit-launcher 1.2.0's launchers with four changes (see docs/s
 - **Failures never block the rest.** The plugin collects results one job after another and
   stops at the first job that raised or was cancelled; here every job is waited for, a job
   that failed or was cancelled becomes a FAILED JobReturn (so the multirun still exits 1), and
-  the sweep is aggregated anyway (by ``ppo_lab.callbacks.SweepCallback``).
+  the sweep is aggregated anyway (by ``ppo_lab.launching.callbacks.SweepCallback``).
 - **Submit and return at once** with ``hydra.launcher.wait=false``: the jobs are submitted,
   their ids written to ``<sweep_dir>/jobs.json``, and the command returns. Aggregate later from
-  any shell: ``python -m ppo_lab.aggregate <sweep_dir> --wait``.
+  any shell: ``ppo-lab aggregate <sweep_dir> --wait``.
 - **``<sweep_dir>/jobs.json``** records every job (number, SLURM id, overrides, final state),
   so the aggregate can name a cancelled job as failed even though its run dir says "stopped".
 - **The jobs can import this plugin:** Hydra only instantiates launchers from the
@@ -151,7 +151,7 @@ class SweepLauncherMixin:
 
         if not self.wait:
             print(f"submitted {len(jobs)} job(s) ({ids}); not waiting (hydra.launcher.wait=false).\n"
-                  f"aggregate when they are done:  python -m ppo_lab.aggregate {sweep_dir} --wait", flush=True)
+                  f"aggregate when they are done:  ppo-lab aggregate {sweep_dir} --wait", flush=True)
             return [JobReturn(overrides=p[0], status=JobStatus.COMPLETED, _return_value={"submitted": j.job_id})
                     for p, j in zip(job_params, jobs)]
 

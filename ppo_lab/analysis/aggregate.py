@@ -1,6 +1,6 @@
 """Aggregate runs and sweeps across seeds.
 
-    python -m ppo_lab.aggregate DIR [DIR ...] [--out OUT] [--wait] [--include-stopped]
+    ppo-lab aggregate DIR [DIR ...] [--out OUT] [--wait] [--include-stopped]
 
 Reads every run under the DIRs (completed or not; a sweep dir, a run dir, or any folder of
 them), groups runs by their overrides other than the seed, treats the vmapped seeds of a run
@@ -32,7 +32,7 @@ from typing import Sequence
 
 from ppo_lab.analysis import sweep as sw
 
-log = logging.getLogger("ppo_lab.aggregate")
+log = logging.getLogger("ppo_lab.analysis.aggregate")
 
 DEFAULT_CURVES = ("train/mean_episode_return",)
 # The metrics the printed table shows (all of them are in aggregate.csv).
@@ -42,7 +42,7 @@ PRINT_EXTRA = ("train/mean_episode_return",)
 
 def wait_for_jobs(dirs: Sequence[Path], timeout_s: float | None = None, poll_s: float = 5.0) -> None:
     """Block until every job listed in the dirs' jobs.json files is in a final sacct state."""
-    from ppo_lab.launchers import final_state, read_jobs, sacct_states
+    from ppo_lab.launching.launchers import final_state, read_jobs, sacct_states
 
     roots = sorted({p.parent for d in dirs for p in Path(d).rglob("jobs.json")})
     t0 = time.monotonic()
@@ -107,8 +107,8 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
     unit_cols = ["group", *col.swept_keys, "seed", "status", "used", "reason", "job", "job_id", "updates", "run_dir", *col.metrics]
     sw.write_csv(paths["runs"], units, unit_cols)
     if plot:
-        from ppo_lab.analysis.plots import plot_curves
-        from ppo_lab.figures import pyplot
+        from ppo_lab.analysis.sweep_plots import plot_curves
+        from ppo_lab.analysis.figures import pyplot
 
         metrics = list(curve_metrics or DEFAULT_CURVES)
         fig = plot_curves(col, metrics, confidence=confidence, path=out_dir / "curves.png")
@@ -129,7 +129,7 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m ppo_lab.aggregate", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("dirs", nargs="+", type=Path, help="sweep dirs, run dirs, or folders of them")
     p.add_argument("--out", type=Path, default=None, help="where to write (default: the one DIR given)")

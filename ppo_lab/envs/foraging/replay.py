@@ -1,6 +1,6 @@
 """Render one episode of a trained foraging agent to a GIF, headless.
 
-    python -m ppo_lab.replay RUN_DIR [--seed S] [--episode E] [--steps N] [--out PATH]
+    ppo-lab replay RUN_DIR [--seed S] [--episode E] [--steps N] [--out PATH]
                                      [--fps F] [--cell-px P] [--sampled] [--mortal] [--whole]
 
 What a frame shows
@@ -513,7 +513,7 @@ def _check_run_dir(run_dir: Path) -> dict:
     if env_name != "foraging":
         raise ReplayError(f"{run_dir} is a '{env_name}' run; replay renders only the foraging world (env=foraging)")
     ckpt_dir = run_dir / "checkpoints"
-    # A checkpoint counts once its JSON and its msgpack both exist (ppo_lab.checkpoint).
+    # A checkpoint counts once its JSON and its msgpack both exist (ppo_lab.run.checkpoint).
     if not any(p.with_suffix(".msgpack").exists() for p in ckpt_dir.glob("ckpt_*.json")):
         raise ReplayError(f"{run_dir} has no checkpoint to replay (no complete checkpoint in {ckpt_dir}); "
                           f"train it first or wait for its first checkpoint")
@@ -525,10 +525,10 @@ def replay(run_dir: Path, seed: int | None = None, episode: int = 0, steps: int 
            mortal: bool = False, whole: bool = False) -> tuple[Path, list[Record]]:
     run_dir = Path(run_dir)
     _check_run_dir(run_dir)
-    from ppo_lab.trained import load_trained  # applies the run's hardware, then imports jax
+    from ppo_lab.run.trained import load_trained  # applies the run's hardware, then imports jax
 
     cfg, comp, state, meta = load_trained(run_dir)
-    from ppo_lab.evaluate import params_per_seed
+    from ppo_lab.run.evaluate import params_per_seed
 
     seed = cfg.seeds[0] if seed is None else seed
     if seed not in cfg.seeds:

@@ -1,4 +1,4 @@
-"""Final evaluation of trained policies, and `python -m ppo_lab.evaluate RUN_DIR`.
+"""Final evaluation of trained policies, and `ppo-lab evaluate RUN_DIR`.
 
 Episodic evaluation: `eval.episodes` envs per seed run until each finishes its first
 episode (or `eval.max_steps`), greedy (argmax) by default. The evaluation key depends only on
@@ -20,7 +20,7 @@ from typing import Callable
 log = logging.getLogger(__name__)
 
 # env name -> "module:function(cfg, env, env_params, network, params, key) -> dict[str, float]"
-EXTRA_EVALUATIONS: dict[str, str] = {"foraging": "ppo_lab.envs.foraging_eval:evaluate_policy"}
+EXTRA_EVALUATIONS: dict[str, str] = {"foraging": "ppo_lab.envs.foraging.survival:evaluate_policy"}
 
 EVAL_KEY_SALT = 0x5EED
 
@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
 
-    from ppo_lab.trained import load_trained
+    from ppo_lab.run.trained import load_trained
 
     cfg, comp, state, meta = load_trained(args.run_dir, eval_episodes=args.episodes, deterministic=False if args.sampled else None)
     result = evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(state, comp.layout, cfg.num_seeds))

@@ -1,0 +1,56 @@
+"""The `ppo-lab` command: the lab's tools under one name (training stays `python launch.py`).
+
+    ppo-lab watch DIR            live dashboard of every run under DIR
+    ppo-lab aggregate SWEEP_DIR  statistics across seeds: aggregate.csv, runs.csv, curves.png
+    ppo-lab evaluate RUN_DIR     re-evaluate a saved run from its latest checkpoint
+    ppo-lab replay RUN_DIR       a GIF of one episode of a trained foraging agent
+    ppo-lab plots RUN_DIR        a PNG panel of one run's training curves
+    ppo-lab compare A B ...      compare runs or benchmarks: a table and comparison.png
+    ppo-lab benchmark            the performance suite
+
+Each subcommand's module is imported only when it is chosen: `evaluate`, `replay` and
+`benchmark` apply a run's hardware settings before jax is imported, so nothing here may
+import jax.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# name -> (module with a `main(argv) -> int`, one line for the help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "watch": ("ppo_lab.analysis.watch", "live dashboard of every run under a directory"),
+    "aggregate": ("ppo_lab.analysis.aggregate", "statistics across seeds of a sweep (aggregate.csv, curves.png)"),
+    "evaluate": ("ppo_lab.run.evaluate", "re-evaluate a saved run from its latest checkpoint"),
+    "replay": ("ppo_lab.envs.foraging.replay", "render one episode of a trained foraging agent to a GIF"),
+    "plots": ("ppo_lab.analysis.run_plots", "a PNG panel of one run's training curves"),
+    "compare": ("ppo_lab.analysis.compare", "compare runs or benchmarks (table and comparison.png)"),
+    "benchmark": ("ppo_lab.benchmark", "the performance suite (steps/s and their ratios)"),
+}
+
+
+def usage() -> str:
+    width = max(map(len, SUBCOMMANDS))
+    lines = ["usage: ppo-lab <command> [options]   (ppo-lab <command> --help for its options)", "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in SUBCOMMANDS.items()]
+    lines += ["", "Training is `python launch.py [group=option ...] [key=value ...]` (Hydra)."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS:
+        print(f"ppo-lab: unknown command {name!r}; valid: {', '.join(SUBCOMMANDS)}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    sys.argv[0] = f"ppo-lab {name}"  # argparse's prog, so each --help names the real command
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,2 @@
+"""The foraging world of the Goodhart experiment: the world (`world`), the reference's
+continuous-survival evaluation (`survival`) and a renderer of trained agents (`replay`)."""
