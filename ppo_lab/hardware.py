@@ -123,3 +123,15 @@ def check_devices(hw: Mapping) -> list:
         log.warning("FALLBACK: %s Continuing on %s because hardware.allow_fallback=true.", message, got)
     log.info("devices: %d x %s (%s)", len(devices), got, ", ".join(str(d) for d in devices))
     return devices
+
+
+def start_jax(hw: Mapping) -> list:
+    """The one start-up every entry point makes: check the `hardware` section, set what JAX
+    reads at import, import it, apply the jax.config settings and return the local devices
+    (a HardwareError if they are not what was asked for). Call before anything imports jax."""
+    from ppo_lab.config import validate_hardware
+
+    hw = validate_hardware(hw)
+    apply_hardware(hw)
+    configure_jax(hw)
+    return check_devices(hw)
