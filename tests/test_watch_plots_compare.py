@@ -91,6 +91,7 @@ def test_watch_key_stops_the_selected_run_cleanly(tmp_path, tiny):
     log = (tmp_path / "train.log").open("w")
     trainer = subprocess.Popen([sys.executable, "launch.py", *tiny, "ppo.total_timesteps=5000000", "train.chunk_updates=4",
                                 f"hydra.run.dir={run_dir}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    ui = None
     try:
         deadline = time.time() + 150
         while not (run_dir / "metrics.csv").exists():
@@ -114,8 +115,10 @@ def test_watch_key_stops_the_selected_run_cleanly(tmp_path, tiny):
         assert ui.wait(timeout=20) == 0
         assert trainer.wait(timeout=120) == 0
     finally:
-        if trainer.poll() is None:
-            trainer.kill()
+        for proc in (ui, trainer):  # never leave a process behind, whatever failed
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
     summary = read_summary(run_dir)
     assert summary["status"] == "stopped" and summary["stop_reason"] == "STOP file"
     assert summary["eval"]["episode_return"]  # a clean stop: checkpoint and evaluation

@@ -352,7 +352,14 @@ class _Keys:
         ready, _, _ = select.select([sys.stdin], [], [], timeout)
         if not ready:
             return None
-        ch = os.read(self.fd, 1).decode(errors="ignore")
+        try:
+            data = os.read(self.fd, 1)
+        except OSError:  # EIO: the terminal went away
+            data = b""
+        if not data:
+            # End of input (the terminal closed): quit, instead of a select loop that spins.
+            return "eof"
+        ch = data.decode(errors="ignore")
         if ch == "\x1b":  # arrow keys: ESC [ A/B
             more, _, _ = select.select([sys.stdin], [], [], 0.01)
             if more:
@@ -387,7 +394,7 @@ def live(root: Path, interval: float) -> int:
                     message = f"wrote {path}: the run stops after its current chunk"
                 else:
                     message = "stop cancelled"
-            elif key in ("q", "Q"):
+            elif key in ("q", "Q", "eof"):
                 return 0
             elif key in ("up", "k"):
                 dash.selected, message = max(0, dash.selected - 1), ""
