@@ -217,7 +217,9 @@ class Launcher:
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError(f"{label} failed (exit {proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
-        bench = json.loads((run_dir / "benchmark.json").read_text())
+        from ppo_lab.rundir import read_benchmark
+
+        bench = read_benchmark(run_dir)
         bench.pop("config", None)
         bench["process_wall_s"] = wall
         bench["overrides"] = overrides

@@ -30,7 +30,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from ppo_lab import rundir
 from ppo_lab.analysis import sweep as sw
+from ppo_lab.launching.slurm_jobs import wait_for_jobs
 
 log = logging.getLogger("ppo_lab.analysis.aggregate")
 
@@ -38,29 +40,6 @@ DEFAULT_CURVES = ("train/mean_episode_return",)
 # The metrics the printed table shows (all of them are in aggregate.csv).
 PRINT_PREFIXES = ("eval/",)
 PRINT_EXTRA = ("train/mean_episode_return",)
-
-
-def wait_for_jobs(dirs: Sequence[Path], timeout_s: float | None = None, poll_s: float = 5.0) -> None:
-    """Block until every job listed in the dirs' jobs.json files is in a final sacct state."""
-    from ppo_lab.launching.launchers import final_state, read_jobs, sacct_states
-
-    roots = sorted({p.parent for d in dirs for p in Path(d).rglob("jobs.json")})
-    t0 = time.monotonic()
-    while True:
-        pending = []
-        for root in roots:
-            record = read_jobs(root)
-            if record.get("launcher") != "slurm":
-                continue
-            ids = [j["job_id"] for j in record.get("jobs", {}).values()]
-            states = sacct_states(ids)
-            pending += [f"{jid} ({states.get(jid, 'unknown')})" for jid in ids if not final_state(states.get(jid))]
-        if not pending:
-            return
-        if timeout_s is not None and time.monotonic() - t0 > timeout_s:
-            raise TimeoutError(f"jobs still not finished after {timeout_s:.0f} s: {', '.join(pending)}")
-        print(f"waiting for {len(pending)} job(s): {', '.join(pending[:8])}{' ...' if len(pending) > 8 else ''}", flush=True)
-        time.sleep(poll_s)
 
 
 def format_table(rows: list[dict], col: sw.Collection) -> str:
@@ -101,7 +80,7 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
     out_dir.mkdir(parents=True, exist_ok=True)
     col = sw.collect(dirs, include_stopped=include_stopped, ignore=ignore)
     rows = sw.aggregate_rows(col, confidence=confidence)
-    paths = {"aggregate": out_dir / "aggregate.csv", "runs": out_dir / "runs.csv"}
+    paths = {"aggregate": out_dir / rundir.AGGREGATE, "runs": out_dir / rundir.RUNS}
     sw.write_csv(paths["aggregate"], rows, sw.aggregate_columns(col))
     units = sw.unit_rows(col)
     unit_cols = ["group", *col.swept_keys, "seed", "status", "used", "reason", "job", "job_id", "updates", "run_dir", *col.metrics]

@@ -18,6 +18,8 @@ import math
 import sys
 from pathlib import Path
 
+from ppo_lab import rundir
+
 COLUMNS = [  # (key, header, format)
     ("kind", "kind", ""),
     ("status", "status", ""),
@@ -42,18 +44,7 @@ def _mean(values):
 def load(path: Path, label: str | None = None) -> dict:
     """One comparable record from a run dir, a benchmark dir, or a summary/benchmark JSON file."""
     path = Path(path)
-    if path.is_dir():
-        for name, kind in (("summary.json", "run"), ("benchmark.json", "benchmark")):
-            if (path / name).exists():
-                file, break_kind = path / name, kind
-                break
-        else:
-            raise FileNotFoundError(f"{path} has neither summary.json nor benchmark.json")
-    elif path.exists():
-        file, break_kind = path, "benchmark" if path.name == "benchmark.json" else "run"
-    else:
-        raise FileNotFoundError(f"{path} does not exist")
-    data = json.loads(file.read_text())
+    data, break_kind, _ = rundir.read_result(path)
     seeds = data.get("seeds") or []
     per_seed_steps = data.get("timesteps")
     final_return = _mean((data.get("eval") or {}).get("episode_return"))

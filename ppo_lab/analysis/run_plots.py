@@ -33,12 +33,11 @@ THRESHOLDS = {"train/entropy": "entropy_min", "train/approx_kl": "kl_max", "trai
 
 
 def load_metrics(run_dir: Path):
-    import pandas as pd
-
+    """metrics.csv as a DataFrame (the run-directory layer's typing)."""
     path = Path(run_dir) / rundir.METRICS
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} has no {rundir.METRICS} (not a run directory, or no chunk finished yet)")
-    return pd.read_csv(path)
+    return rundir.metrics_frame(path)
 
 
 def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
@@ -94,13 +93,10 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
         ax.axis("off")
     if panels and len(seeds) > 1 and len(seeds) <= 8:
         flat[0].legend(fontsize=6)
-    summary = {}
     try:
-        import json
-
-        summary = json.loads((run_dir / rundir.SUMMARY).read_text())
-    except (OSError, ValueError):
-        pass
+        summary = rundir.read_summary(run_dir)
+    except ValueError:
+        summary = {}
     title = f"{run_dir.name}: {summary.get('env') or (config.get('env') or {}).get('name', '')} / " \
             f"{summary.get('reward') or (config.get('reward') or {}).get('name', '')}, seeds {seeds}, status {summary.get('status', '?')}"
     fig.suptitle(title, fontsize=11)

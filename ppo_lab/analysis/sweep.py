@@ -21,8 +21,6 @@ missing     a job the sweep defines (``multirun.yaml``) has no run dir or no sum
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,9 +28,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ppo_lab import rundir
 from ppo_lab.analysis.stats import SUMMARY_KEYS, summarize
+from ppo_lab.launching.slurm_jobs import failed_state, jobs_by_number
 
-SUMMARY = "summary.json"
+SUMMARY = rundir.SUMMARY
 USED_STATUSES = ("completed", "timed_out")
 # Overrides that say which seeds a run trained (or where it resumed from), not what it trained.
 SEED_KEYS = ("seed", "num_seeds", "resume")
@@ -103,12 +103,6 @@ def parse_overrides(lines: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def _read_yaml_list(path: Path) -> list[str]:
-    from omegaconf import OmegaConf
-
-    return [str(x) for x in OmegaConf.to_container(OmegaConf.load(path))] if path.exists() else []
-
-
 def _seeds_from(overrides: dict[str, str], default_seed: int = 0, default_num: int = 1) -> list[int]:
     try:
         seed = int(overrides.get("seed", default_seed))
@@ -129,12 +123,12 @@ def find_run_dirs(root: Path) -> list[Path]:
     """Run dirs under `root` (itself included): dirs with summary.json or .hydra/overrides.yaml."""
     root = Path(root)
     found = set()
-    for marker in ("summary.json", ".hydra/overrides.yaml", "config.yaml"):
+    for marker in (SUMMARY, ".hydra/overrides.yaml", rundir.CONFIG):
         for p in root.rglob(marker):
             run = p.parent.parent if marker.startswith(".hydra") else p.parent
             if ".submitit" in run.parts or run.name == ".hydra":
                 continue
-            if marker == "config.yaml" and not (run / "metrics.csv").exists() and not (run / SUMMARY).exists():
+            if marker == rundir.CONFIG and not (run / rundir.METRICS).exists() and not (run / SUMMARY).exists():
                 continue
             found.add(run)
     # Sweep roots (multirun.yaml) are not runs, even if something wrote a config there.
@@ -143,34 +137,28 @@ def find_run_dirs(root: Path) -> list[Path]:
 
 def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)) -> Run:
     path = Path(path)
-    overrides = parse_overrides(_read_yaml_list(path / ".hydra" / "overrides.yaml"))
-    summary = {}
-    if (path / SUMMARY).exists():
-        try:
-            summary = json.loads((path / SUMMARY).read_text())
-        except ValueError as exc:
-            summary = {"status": "failed", "error": f"unreadable summary.json: {exc}"}
+    overrides = parse_overrides(rundir.read_overrides(path))
+    try:
+        summary = rundir.read_summary(path)
+    except ValueError as exc:
+        summary = {"status": "failed", "error": f"unreadable summary.json: {exc}"}
     experiment = summary.get("experiment")
-    if experiment is None and (path / "config.yaml").exists():
-        try:
-            from omegaconf import OmegaConf
-
-            experiment = OmegaConf.load(path / "config.yaml").get("experiment")
-        except Exception:  # noqa: BLE001
-            experiment = None
+    if experiment is None:
+        experiment = rundir.read_experiment(path)
     experiment = experiment if experiment is not None else defaults[2]
     seeds = [int(s) for s in summary.get("seeds") or []] or _seeds_from(overrides, *defaults[:2])
     status = summary.get("status") or "missing"
     reason = summary.get("error") or summary.get("stop_reason")
     if not summary:
         reason = "no summary.json (the job never started training, or crashed before it)"
-        if (path / "error.txt").exists():
-            status, reason = "failed", (path / "error.txt").read_text().strip()
+        error = rundir.read_error(path)
+        if error is not None:
+            status, reason = "failed", error
     if status == "completed":
         reason = None
     if job:
         state, outcome = job.get("state") or "", job.get("outcome")
-        job_failed = outcome == "failed" or (state.split() and state.split()[0] in ("CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"))
+        job_failed = outcome == "failed" or failed_state(state)
         if job_failed and status != "completed":
             status = "failed"
             reason = f"job {job.get('job_id')} {state or 'failed'}" + (f": {job['error']}" if job.get("error") else "") + (f" (run dir: {summary.get('status')})" if summary else "")
@@ -178,34 +166,16 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
                job_num=_job_num(path), job_id=(job or {}).get("job_id"), experiment=experiment)
 
 
-def _jobs_record(sweep_dir: Path, refresh: bool = True) -> dict[int, dict]:
-    from ppo_lab.launching.launchers import final_state, read_jobs, sacct_states
-
-    record = read_jobs(sweep_dir)
-    jobs = {int(k): v for k, v in (record.get("jobs") or {}).items()}
-    pending = [j["job_id"] for j in jobs.values() if not final_state(j.get("state"))]
-    if refresh and pending and record.get("launcher") == "slurm":
-        for jid, state in sacct_states(pending).items():
-            for j in jobs.values():
-                if j["job_id"] == jid:
-                    j["state"] = state
-    return jobs
-
-
 def expected_jobs(sweep_dir: Path) -> list[list[str]]:
     """The jobs (override lists, by job number) that `<sweep_dir>/multirun.yaml` defines."""
-    path = Path(sweep_dir) / "multirun.yaml"
-    if not path.exists():
-        return []
-    from omegaconf import OmegaConf
-
-    return expected_jobs_from_config(OmegaConf.load(path))
+    cfg = rundir.read_multirun(sweep_dir)
+    return [] if cfg is None else expected_jobs_from_config(cfg)
 
 
 def expected_jobs_from_config(cfg) -> list[list[str]]:
     """The jobs (override lists, by job number) that a full config (hydra node included, as in
     multirun.yaml or `launch.py ... --cfg all`) sweeps: hydra.sweeper.params + the task overrides."""
-    import ppo_lab.launching.callbacks  # noqa: F401 - registers ${ppo_lab.scaled:...}
+    import ppo_lab.launching.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...}
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
@@ -222,11 +192,10 @@ def expected_jobs_from_config(cfg) -> list[list[str]]:
 
 def _multirun_defaults(sweep_dir: Path) -> tuple[int, int, str | None]:
     """(seed, num_seeds, experiment) of the sweep's base config, for runs that did not say."""
-    path = Path(sweep_dir) / "multirun.yaml"
-    if path.exists():
+    cfg = rundir.read_multirun(sweep_dir)
+    if cfg is not None:
         from omegaconf import OmegaConf
 
-        cfg = OmegaConf.load(path)
         try:
             experiment = OmegaConf.select(cfg, "experiment", default=None)
         except Exception:  # noqa: BLE001 - an interpolation we cannot resolve here
@@ -246,9 +215,9 @@ def load_runs(dirs: Sequence[Path]) -> list[Run]:
         d = Path(d)
         if not d.exists():
             raise FileNotFoundError(f"{d} does not exist")
-        sweep_roots = sorted({p.parent for p in d.rglob("multirun.yaml")} | ({d} if (d / "multirun.yaml").exists() else set()))
+        sweep_roots = rundir.find_sweep_roots(d)
         for root in sweep_roots:
-            jobs = _jobs_record(root)
+            jobs = jobs_by_number(root)
             defaults = _multirun_defaults(root)
             expected = expected_jobs(root)
             nums = set(range(len(expected))) | set(jobs)
@@ -370,14 +339,8 @@ def unit_rows(col: Collection) -> list[dict]:
 
 
 def write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})
-    tmp.replace(path)
+    """aggregate.csv / runs.csv (written by the run-directory layer)."""
+    rundir.write_table(path, rows, columns)
 
 
 def problem_lines(col: Collection) -> list[str]:
@@ -398,27 +361,14 @@ def read_metric_curves(col: Collection, metric: str) -> dict[str, list[tuple[np.
     for u in col.units:
         if not u.used:
             continue
-        path = u.run.path / "metrics.csv"
+        path = u.run.path / rundir.METRICS
         if path not in cache:
-            cache[path] = _read_columns(path)
+            cache[path] = rundir.columns_by_seed(path)
         by_seed = cache[path]
         series = by_seed.get(u.seed, {})
         if metric in series:
             out[u.group].append((series["timesteps"], series[metric]))
     return out
-
-
-def _read_columns(path: Path) -> dict[int, dict[str, np.ndarray]]:
-    if not path.exists():
-        return {}
-    import pandas as pd
-
-    df = pd.read_csv(path)
-    if df.empty or "seed" not in df:
-        return {}
-    df = df.drop_duplicates(subset=["update", "seed"], keep="last").sort_values("update")
-    return {int(seed): {c: part[c].to_numpy(dtype=float) for c in part.columns if c not in ("seed",)}
-            for seed, part in df.groupby("seed")}
 
 
 def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], confidence: float = 0.95):

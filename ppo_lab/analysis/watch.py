@@ -20,9 +20,7 @@ stops cleanly after its current chunk, with a checkpoint and evaluation), `q` qu
 from __future__ import annotations
 
 import argparse
-import csv
 import io
-import json
 import math
 import os
 import sys
@@ -62,15 +60,6 @@ def find_runs(root: Path) -> list[Path]:
     return found
 
 
-def _num(value: str):
-    if value in ("", None):
-        return math.nan
-    try:
-        return float(value)
-    except ValueError:
-        return math.nan
-
-
 def _mean(values) -> float:
     xs = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
     return sum(xs) / len(xs) if xs else math.nan
@@ -81,8 +70,6 @@ class RunView:
     """What the dashboard knows about one run; `refresh()` reads only what is new."""
 
     path: Path
-    offset: int = 0
-    columns: list[str] | None = None
     latest: dict = field(default_factory=dict)  # seed -> last row
     finite: dict = field(default_factory=dict)  # seed -> {metric: last finite value}
     history: deque = field(default_factory=lambda: deque(maxlen=400))  # (update, mean return)
@@ -90,48 +77,40 @@ class RunView:
     summary: dict = field(default_factory=dict)
     config: dict = field(default_factory=dict)
     mtime: float | None = None
+    tail: rundir.MetricsTail | None = None
+
+    def __post_init__(self) -> None:
+        self.tail = rundir.MetricsTail(self.path / rundir.METRICS)
+
+    @property
+    def columns(self) -> list[str] | None:
+        return self.tail.columns
 
     def refresh(self) -> None:
         if not self.config and (self.path / rundir.CONFIG).exists():
             try:
-                from omegaconf import OmegaConf
-
-                self.config = OmegaConf.to_container(OmegaConf.load(self.path / rundir.CONFIG), resolve=False) or {}
-            except Exception:  # noqa: BLE001 - half-written file: try again next time
+                self.config = rundir.read_config(self.path, resolve=False)
+            except Exception:  # noqa: BLE001 - unreadable now: try again next time
                 self.config = {}
         try:
-            self.summary = json.loads((self.path / rundir.SUMMARY).read_text())
+            self.summary = rundir.read_summary(self.path) or self.summary
         except (OSError, ValueError):
             pass
         self._read_metrics()
 
     def _read_metrics(self) -> None:
-        path = self.path / rundir.METRICS
         try:
-            stat = path.stat()
+            self.mtime = (self.path / rundir.METRICS).stat().st_mtime
         except OSError:
             return
-        if stat.st_size < self.offset:  # cut back on resume: read it again
-            self.offset, self.columns, self.latest, self.finite, self._pending = 0, None, {}, {}, {}
+        rows, cut_back = self.tail.read_new()
+        if cut_back:  # cut back on resume: what was read before no longer holds
+            self.latest, self.finite, self._pending = {}, {}, {}
             self.history.clear()
-        self.mtime = stat.st_mtime
-        with path.open("rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        end = data.rfind(b"\n") + 1  # only complete lines
-        if end == 0:
-            return
-        self.offset += end
-        lines = data[:end].decode().splitlines()
-        if self.columns is None:
-            self.columns, lines = next(csv.reader([lines[0]])), lines[1:]
-        for values in csv.reader(io.StringIO("\n".join(lines))):
-            if len(values) != len(self.columns):
-                continue
-            row = {k: (int(float(v)) if k in ("update", "seed", "timesteps") and v else _num(v)) for k, v in zip(self.columns, values)}
+        for row in rows:
             self.latest[row["seed"]] = row
             last = self.finite.setdefault(row["seed"], {})
-            last.update({k: v for k, v in row.items() if isinstance(v, (int, float)) and not math.isnan(v)})
+            last.update({k: v for k, v in row.items() if not math.isnan(v)})
             self._add_history(row)
 
     def _add_history(self, row: dict) -> None:
@@ -201,9 +180,7 @@ def _fmt(x, spec: str) -> str:
 
 
 def write_stop(run_dir: Path) -> Path:
-    path = Path(run_dir) / rundir.STOP_FILE
-    path.write_text(f"stop requested by ppo_lab.analysis.watch at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-    return path
+    return rundir.request_stop(run_dir, by="ppo_lab.analysis.watch")
 
 
 # --- rendering ----------------------------------------------------------------------------

@@ -10,10 +10,8 @@
   the command to aggregate it later is printed instead.
 - ``completed_summary`` (called by ``launch.py``) makes a relaunched sweep skip its runs that
   already completed with the same resolved config.
-- ``${ppo_lab.scaled:BASE,F1,F2,...}`` (an OmegaConf resolver, registered on import; Hydra
-  imports this module before it builds the sweeper) gives the sweep string "BASE*F1,BASE*F2",
-  e.g. ``ppo.lr: ${ppo_lab.scaled:${ppo.lr},1,0.5}`` sweeps an experiment's own learning rate
-  and its half. See ``sweeps/tuning.yaml``.
+- ``${ppo_lab.scaled:BASE,F1,F2,...}`` (``ppo_lab.launching.resolvers``, registered when this
+  module is imported; Hydra imports it before it builds the sweeper).
 
 No jax here: this module is imported in the launching process of every Hydra command.
 """
@@ -21,7 +19,6 @@ No jax here: this module is imported in the launching process of every Hydra com
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -29,18 +26,11 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from ppo_lab import rundir  # jax-free: safe before the hardware settings are applied
+from ppo_lab.launching import slurm_jobs
+from ppo_lab.launching.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}
+
 log = logging.getLogger(__name__)
-
-
-def _scaled(base, *factors) -> str:
-    """`${ppo_lab.scaled:0.001,1,0.5}` -> "0.001,0.0005" (a Hydra sweep over base * factor)."""
-    if not factors:
-        raise ValueError("ppo_lab.scaled needs a base value and at least one factor")
-    return ",".join(repr(float(base) * float(f)) for f in factors)
-
-
-if not OmegaConf.has_resolver("ppo_lab.scaled"):
-    OmegaConf.register_new_resolver("ppo_lab.scaled", _scaled)
 
 
 def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
@@ -54,13 +44,10 @@ def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
             return None
     except ValueError:  # not inside a Hydra app
         return None
-    from ppo_lab import rundir  # jax-free: safe before the hardware settings are applied
-
-    summary_path = Path(run_dir) / rundir.SUMMARY
-    if not (summary_path.exists() and (Path(run_dir) / rundir.CONFIG).exists()):
+    if not ((Path(run_dir) / rundir.SUMMARY).exists() and (Path(run_dir) / rundir.CONFIG).exists()):
         return None
     try:
-        summary = json.loads(summary_path.read_text())
+        summary = rundir.read_summary(run_dir)
         saved = rundir.read_config(run_dir)
     except Exception as exc:  # noqa: BLE001 - unreadable: train again, never crash here
         log.warning("cannot read %s (%s): running it again", run_dir, exc)
@@ -103,9 +90,9 @@ class SweepCallback(Callback):
             return
         try:
             out = Path(str(job_return.hydra_cfg.hydra.runtime.output_dir))
-            if out.is_dir() and not (out / "summary.json").exists():
+            if out.is_dir() and not (out / rundir.SUMMARY).exists():
                 exc = job_return._return_value
-                (out / "error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+                rundir.write_error(out, f"{type(exc).__name__}: {exc}")
         except Exception:  # noqa: BLE001 - never turn a failed job into a crash here
             log.exception("could not record the failure of job %s", getattr(job_return, "overrides", "?"))
 
@@ -121,9 +108,7 @@ class SweepCallback(Callback):
         sweep_dir = self.sweep_dir
         if not sweep_dir.is_dir():
             return
-        from ppo_lab.launching.launchers import read_jobs
-
-        if read_jobs(sweep_dir).get("wait") is False:
+        if slurm_jobs.submitted_without_waiting(sweep_dir):
             print(f"not aggregating yet (jobs submitted without waiting); later: ppo-lab aggregate {sweep_dir} --wait", flush=True)
             return
         try:

@@ -10,7 +10,8 @@ They are hydra-submitit-launcher 1.2.0's launchers with four changes (see docs/s
   their ids written to ``<sweep_dir>/jobs.json``, and the command returns. Aggregate later from
   any shell: ``ppo-lab aggregate <sweep_dir> --wait``.
 - **``<sweep_dir>/jobs.json``** records every job (number, SLURM id, overrides, final state),
-  so the aggregate can name a cancelled job as failed even though its run dir says "stopped".
+  so the aggregate can name a cancelled job as failed even though its run dir says "stopped"
+  (the file: ``ppo_lab.rundir.jobs``; states and sacct: ``ppo_lab.launching.slurm_jobs``).
 - **The jobs can import this plugin:** Hydra only instantiates launchers from the
   ``hydra_plugins`` package, and the pickled launcher (and Hydra's plugin registry) must be
   importable in the job, so a ``setup`` line puts the repository root on ``PYTHONPATH``.
@@ -23,9 +24,7 @@ Import-light on purpose (no jax): Hydra imports every ``hydra_plugins`` module a
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import shlex
 import sys
 import time
@@ -38,14 +37,10 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as _plugin
 from omegaconf import OmegaConf
 
+from ppo_lab.launching.slurm_jobs import final_state, read_jobs, sacct_states, write_jobs
+
 log = logging.getLogger(__name__)
 
-JOBS_FILE = "jobs.json"
-# sacct states after which a job will not run again (a REQUEUED job will).
-FINAL_STATES = {
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-    "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT",
-}
 # Our own keys in conf/hydra/launcher/*.yaml, not submitit parameters.
 OWN_KEYS = ("wait", "sizing", "poll_s")
 
@@ -53,50 +48,6 @@ OWN_KEYS = ("wait", "sizing", "poll_s")
 def repo_root(module_name: str) -> Path:
     """The folder that holds `hydra_plugins/<plugin>/` (the repository root)."""
     return Path(sys.modules[module_name].__file__).resolve().parents[2]
-
-
-def final_state(state: str | None) -> bool:
-    return bool(state) and state.split()[0] in FINAL_STATES
-
-
-def read_jobs(sweep_dir: Path) -> dict:
-    path = Path(sweep_dir) / JOBS_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def write_jobs(sweep_dir: Path, record: dict) -> None:
-    path = Path(sweep_dir) / JOBS_FILE
-    tmp = path.with_name(f".{JOBS_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def sacct_states(job_ids: Sequence[str]) -> dict[str, str]:
-    """Current sacct state of each job id (array ids like 12_3 included); {} without sacct."""
-    import subprocess
-
-    if not job_ids:
-        return {}
-    try:
-        out = subprocess.run(
-            ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(sorted({j.split("_")[0] for j in job_ids}))],
-            capture_output=True, text=True, timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    states = {}
-    for line in out.stdout.splitlines():
-        if "|" in line:
-            jid, state = line.split("|", 1)
-            states[jid.strip()] = state.strip()
-    # An array written as 12_[0-3] while pending: give each task that state.
-    for jid in job_ids:
-        if jid not in states:
-            base = jid.split("_")[0]
-            pending = [s for k, s in states.items() if k.startswith(base + "_[")]
-            if pending:
-                states[jid] = pending[0]
-    return {j: states[j] for j in job_ids if j in states}
 
 
 class SweepLauncherMixin:

@@ -126,23 +126,6 @@ class RecentReturns:
         return out
 
 
-def _read_recent_rows(path: Path, window: int) -> list[dict]:
-    import csv
-
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    keep = {}
-    for r in rows:
-        keep.setdefault(r["seed"], deque(maxlen=window)).append(r)
-    out = []
-    for seed_rows in keep.values():
-        for r in seed_rows:
-            out.append({k: (int(v) if k in ("update", "seed") else (float(v) if v != "" else math.nan)) for k, v in r.items()})
-    return out
-
-
 def peak_host_memory_mb() -> float:
     """This process's peak resident memory. VmHWM, not ru_maxrss: a child process inherits
     its parent's ru_maxrss on Linux, so a launched run would report its launcher's peak."""
@@ -215,7 +198,7 @@ def run(cfg: RunConfig, run_dir: Path, resolved: dict, devices) -> dict:
             rundir.copy_rows_until(source / rundir.METRICS, run_dir / rundir.METRICS, start_update)
             metrics_csv = rundir.MetricsCSV(run_dir / rundir.METRICS)
             log.info("RESUMING from %s at update %d", source, start_update)
-        recent.add(_read_recent_rows(run_dir / rundir.METRICS, cfg.train.return_window))
+        recent.add(rundir.read_recent_rows(run_dir / rundir.METRICS, cfg.train.return_window))
 
     num_updates = comp.trainer.num_updates
     summary = {

@@ -1,134 +1,74 @@
-"""The run directory contract (DESIGN.md): config.yaml, metrics.csv, summary.json, checkpoints/.
+"""The run directory layer: every file a run or a sweep leaves, read and written here only.
 
-Imports no jax, so launchers and start-up code may read run dirs before `apply_hardware`.
+Imports no jax, so launchers, the sweep callback, start-up code and the analysis may read
+run dirs before the hardware settings are applied. One module per file (DESIGN.md, "Run
+directory": contract):
+
+    paths        the file names, the metrics.csv key columns
+    atomic       every write: temporary file, fsync, rename
+    jsonfile     reading JSON files
+    config_file  config.yaml
+    metrics      metrics.csv: the typed reader, the append-only writer, truncation on resume
+    summary      summary.json, benchmark.json, error.txt
+    checkpoints  which checkpoints exist (their pytree (de)serialisation: ppo_lab.run.checkpoint)
+    stop_file    STOP
+    jobs         jobs.json (the SLURM meaning of its states: ppo_lab.launching.slurm_jobs)
+    sweep_files  multirun.yaml, .hydra/overrides.yaml, aggregate.csv, runs.csv
+
+The names below are re-exported so that callers write `rundir.read_config(...)`.
 """
 
-from __future__ import annotations
+from ppo_lab.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
+from ppo_lab.rundir.checkpoints import has_checkpoint, latest_checkpoint, list_checkpoints
+from ppo_lab.rundir.config_file import load_run_config, read_config, read_experiment, write_config
+from ppo_lab.rundir.jobs import read_jobs, write_jobs
+from ppo_lab.rundir.jsonfile import read_json
+from ppo_lab.rundir.metrics import (
+    MetricsCSV,
+    MetricsFileError,
+    MetricsTail,
+    columns_by_seed,
+    copy_rows_until,
+    metrics_frame,
+    read_header,
+    read_metrics,
+    read_recent_rows,
+    read_seed_rows,
+)
+from ppo_lab.rundir.paths import (
+    AGGREGATE,
+    BENCHMARK,
+    CHECKPOINTS,
+    CONFIG,
+    ERROR,
+    JOBS,
+    KEY_COLUMNS,
+    METRICS,
+    MULTIRUN,
+    RUNS,
+    STOP_FILE,
+    SUMMARY,
+    has_run_files,
+)
+from ppo_lab.rundir.stop_file import request_stop, stop_requested
+from ppo_lab.rundir.summary import (
+    read_benchmark,
+    read_error,
+    read_result,
+    read_summary,
+    update_summary,
+    write_benchmark,
+    write_error,
+)
+from ppo_lab.rundir.sweep_files import find_sweep_roots, read_multirun, read_overrides, write_table
 
-import csv
-import json
-import math
-import os
-from pathlib import Path
-from typing import Iterable
-
-from ppo_lab.rundir.atomic import write_json_atomic
-
-CONFIG = "config.yaml"
-METRICS = "metrics.csv"
-SUMMARY = "summary.json"
-CHECKPOINTS = "checkpoints"
-STOP_FILE = "STOP"
-KEY_COLUMNS = ["update", "seed", "timesteps", "wall_s"]
-
-
-def write_config(run_dir: Path, resolved: dict) -> None:
-    from omegaconf import OmegaConf
-
-    text = OmegaConf.to_yaml(OmegaConf.create(resolved))
-    (Path(run_dir) / CONFIG).write_text(text)
-
-
-def read_config(run_dir: Path) -> dict:
-    from omegaconf import OmegaConf
-
-    path = Path(run_dir) / CONFIG
-    if not path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a run directory: it has no {CONFIG}")
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-
-
-def load_run_config(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
-    """The RunConfig a run was trained with, optionally with other evaluation settings."""
-    from ppo_lab.config import validate
-
-    raw = read_config(run_dir)
-    if eval_episodes is not None:
-        raw["eval"]["episodes"] = eval_episodes
-    if deterministic is not None:
-        raw["eval"]["deterministic"] = deterministic
-    return validate(raw)
-
-
-def stop_requested(run_dir: Path) -> bool:
-    return (Path(run_dir) / STOP_FILE).exists()
-
-
-def update_summary(run_dir: Path, changes: dict) -> dict:
-    path = Path(run_dir) / SUMMARY
-    summary = json.loads(path.read_text()) if path.exists() else {}
-    summary.update(changes)
-    write_json_atomic(path, summary)
-    return summary
-
-
-def _clean(value):
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        # float32 metrics: 7 significant digits are all they hold.
-        return "" if math.isnan(value) else float(f"{value:.7g}")
-    return value
-
-
-class MetricsCSV:
-    """Append-only metrics.csv with a fixed header; flushed and fsynced on every write.
-
-    On resume the file is first cut back to the rows at or before the checkpoint's update,
-    so a run interrupted and resumed has no duplicate and no missing (update, seed) rows.
-    """
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.columns: list[str] | None = None
-        if self.path.exists() and self.path.stat().st_size:
-            with self.path.open(newline="") as f:
-                self.columns = next(csv.reader(f), None)
-
-    def truncate_after(self, update: int) -> int:
-        """Drop rows with update > `update`; returns how many were dropped."""
-        if not self.path.exists():
-            return 0
-        with self.path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
-        kept = [r for r in rows if r.get("update") and int(r["update"]) <= update]
-        if len(kept) != len(rows):
-            tmp = self.path.with_suffix(".csv.tmp")
-            with tmp.open("w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=self.columns)
-                writer.writeheader()
-                writer.writerows(kept)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        return len(rows) - len(kept)
-
-    def append(self, rows: Iterable[dict]) -> None:
-        rows = list(rows)
-        if not rows:
-            return
-        new_file = self.columns is None
-        if new_file:
-            metric_cols = sorted({k for r in rows for k in r} - set(KEY_COLUMNS))
-            self.columns = KEY_COLUMNS + metric_cols
-        with self.path.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore")
-            if new_file:
-                writer.writeheader()
-            writer.writerows({k: _clean(r.get(k)) for k in self.columns} for r in rows)
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def copy_rows_until(src: Path, dst: Path, update: int) -> None:
-    """Start `dst` (a new run resumed from another run) with `src`'s rows up to `update`."""
-    if not src.exists():
-        return
-    with src.open(newline="") as f:
-        reader = csv.DictReader(f)
-        columns = reader.fieldnames
-        rows = [r for r in reader if int(r["update"]) <= update]
-    with dst.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+__all__ = [
+    "AGGREGATE", "BENCHMARK", "CHECKPOINTS", "CONFIG", "ERROR", "JOBS", "KEY_COLUMNS", "METRICS", "MULTIRUN",
+    "RUNS", "STOP_FILE", "SUMMARY", "MetricsCSV", "MetricsFileError", "MetricsTail", "columns_by_seed",
+    "copy_rows_until", "find_sweep_roots", "has_checkpoint", "has_run_files", "latest_checkpoint",
+    "list_checkpoints", "load_run_config", "metrics_frame", "read_benchmark", "read_config", "read_error",
+    "read_experiment", "read_header", "read_jobs", "read_json", "read_metrics", "read_multirun",
+    "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
+    "stop_requested", "update_summary", "write_atomic", "write_benchmark", "write_config", "write_error",
+    "write_jobs", "write_json_atomic", "write_table", "write_text_atomic",
+]

@@ -30,6 +30,10 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+def write_text_atomic(path: Path, text: str) -> None:
+    write_atomic(Path(path), text.encode())
+
+
 def write_json_atomic(path: Path, obj) -> None:
     write_atomic(Path(path), (json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n").encode())
 

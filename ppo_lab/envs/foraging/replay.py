@@ -506,15 +506,14 @@ def render_gif(scene: Scene, records: list[Record], path: Path, fps: float) -> N
 def _check_run_dir(run_dir: Path) -> dict:
     """Fail fast, before jax is imported (the run's hardware settings come first), on what
     cannot be replayed: not a run directory, not a foraging run, no checkpoint."""
-    from ppo_lab.rundir import read_config
+    from ppo_lab.rundir import checkpoints, read_config
 
     raw = read_config(run_dir)  # FileNotFoundError: not a run directory
     env_name = (raw.get("env") or {}).get("name")
     if env_name != "foraging":
         raise ReplayError(f"{run_dir} is a '{env_name}' run; replay renders only the foraging world (env=foraging)")
-    ckpt_dir = run_dir / "checkpoints"
-    # A checkpoint counts once its JSON and its msgpack both exist (ppo_lab.run.checkpoint).
-    if not any(p.with_suffix(".msgpack").exists() for p in ckpt_dir.glob("ckpt_*.json")):
+    ckpt_dir = checkpoints.checkpoint_dir(run_dir)
+    if not checkpoints.has_checkpoint(ckpt_dir):
         raise ReplayError(f"{run_dir} has no checkpoint to replay (no complete checkpoint in {ckpt_dir}); "
                           f"train it first or wait for its first checkpoint")
     return raw

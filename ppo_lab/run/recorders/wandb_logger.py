@@ -30,6 +30,8 @@ import uuid
 import zlib
 from pathlib import Path
 
+from ppo_lab.rundir import METRICS, read_json, read_seed_rows, write_json_atomic
+
 log = logging.getLogger(__name__)
 
 STATE_FILE = "ppo_lab_runs.json"
@@ -81,7 +83,7 @@ class WandbLogger:
         import wandb
 
         self.state_path = self.dir / STATE_FILE
-        state = json.loads(self.state_path.read_text()) if self.state_path.exists() else {}
+        state = read_json(self.state_path, default={})
         self.ids: dict[str, str] = state.get("ids", {})
         # What W&B really holds (not what we sent): a killed process loses its unflushed tail.
         self.last_logged: dict[str, int] = {k: persisted_step(self.dir, v) for k, v in self.ids.items()}
@@ -107,30 +109,17 @@ class WandbLogger:
         self._save_state()
 
     def _save_state(self) -> None:
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"ids": self.ids, "last_logged": self.last_logged}, indent=1))
-        os.replace(tmp, self.state_path)
+        write_json_atomic(self.state_path, {"ids": self.ids, "last_logged": self.last_logged})
 
     def _backfill(self, seed: int, first_update: int) -> list[dict]:
         """metrics.csv rows of `seed` that W&B lost, before the first update of this session."""
-        import csv
-
         self.backfilled.add(seed)
         last = self.last_logged.get(str(seed), 0)
-        path = self.run_dir / "metrics.csv"
-        if first_update <= last + 1 or not path.exists():
+        if first_update <= last + 1:
             return []
-        with path.open(newline="") as f:
-            rows = [r for r in csv.DictReader(f) if int(r["seed"]) == seed and last < int(r["update"]) < first_update]
-        out = []
-        for r in rows:
-            row = {}
-            for k, v in r.items():
-                if v in ("", None):
-                    continue
-                row[k] = int(v) if k in ("update", "seed", "timesteps") else float(v)
-            out.append(row)
-        return sorted(out, key=lambda r: r["update"])
+        rows = read_seed_rows(self.run_dir / METRICS, seed, after=last, before=first_update)
+        # A blank cell (NaN) was not logged the first time either.
+        return [{k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))} for r in rows]
 
     def log_rows(self, rows: list[dict]) -> None:
         logged = False

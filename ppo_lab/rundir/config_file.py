@@ -1,0 +1,49 @@
+"""config.yaml: the resolved config a run was trained with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ppo_lab.rundir.atomic import write_text_atomic
+from ppo_lab.rundir.paths import CONFIG
+
+
+def write_config(run_dir: Path, resolved: dict) -> None:
+    from omegaconf import OmegaConf
+
+    write_text_atomic(Path(run_dir) / CONFIG, OmegaConf.to_yaml(OmegaConf.create(resolved)))
+
+
+def read_config(run_dir: Path, resolve: bool = True) -> dict:
+    """The saved config; `resolve=False` keeps interpolations as written (never fails on them)."""
+    from omegaconf import OmegaConf
+
+    path = Path(run_dir) / CONFIG
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a run directory: it has no {CONFIG}")
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=resolve) or {}
+
+
+def read_experiment(run_dir: Path):
+    """The `experiment` key of config.yaml, or None (no file, or one that does not parse)."""
+    from omegaconf import OmegaConf
+
+    path = Path(run_dir) / CONFIG
+    if not path.exists():
+        return None
+    try:
+        return OmegaConf.load(path).get("experiment")
+    except Exception:  # noqa: BLE001 - an unreadable config only loses the label
+        return None
+
+
+def load_run_config(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
+    """The RunConfig a run was trained with, optionally with other evaluation settings."""
+    from ppo_lab.config import validate
+
+    raw = read_config(run_dir)
+    if eval_episodes is not None:
+        raw["eval"]["episodes"] = eval_episodes
+    if deterministic is not None:
+        raw["eval"]["deterministic"] = deterministic
+    return validate(raw)

@@ -1,0 +1,227 @@
+"""metrics.csv: one row per (update, seed), `KEY_COLUMNS` first, then every metric, sorted.
+
+The one reader types every value the same way for every caller: `update`, `seed` and
+`timesteps` are ints, every other column a float, NaN where blank. Only complete lines count:
+a process killed mid-write can leave a torn last line, which every reader here skips.
+
+The writer appends only (flushed and fsynced every chunk); on resume the file is first cut
+back to the rows at or before the checkpoint's update (`truncate_after`), so a run
+interrupted and resumed has no duplicate and no missing (update, seed) rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from collections import deque
+from pathlib import Path
+from typing import Iterable
+
+from ppo_lab.rundir.atomic import write_text_atomic
+from ppo_lab.rundir.paths import INT_COLUMNS, KEY_COLUMNS
+
+
+class MetricsFileError(ValueError):
+    """A complete line of metrics.csv that does not hold numbers where it must."""
+
+
+# ----------------------------------------------------------------------------- reading
+def _complete_lines(text: str) -> str:
+    """`text` up to its last newline: a line without one may be half written."""
+    return text[: text.rfind("\n") + 1]
+
+
+def _parse(text: str) -> tuple[list[str] | None, list[list[str]]]:
+    """(header, raw rows) of complete CSV text; rows whose field count is wrong are skipped."""
+    records = list(csv.reader(io.StringIO(_complete_lines(text), newline="")))
+    if not records:
+        return None, []
+    header = records[0]
+    return header, [r for r in records[1:] if len(r) == len(header)]
+
+
+def _read_raw(path: Path) -> tuple[list[str] | None, list[list[str]]]:
+    path = Path(path)
+    if not path.exists():
+        return None, []
+    with path.open(newline="") as f:
+        return _parse(f.read())
+
+
+def _value(column: str, text: str):
+    if column in INT_COLUMNS:
+        return int(text) if text.lstrip("-").isdigit() else int(float(text))
+    return float(text) if text != "" else math.nan
+
+
+def typed_row(columns: list[str], values: list[str], where: str = "metrics.csv") -> dict:
+    """One row as {column: int or float}; raises MetricsFileError naming the bad value."""
+    try:
+        return {c: _value(c, v) for c, v in zip(columns, values)}
+    except ValueError:
+        bad = [(c, v) for c, v in zip(columns, values) if not _parses(c, v)]
+        raise MetricsFileError(f"{where}: not a number in column {bad[0][0]!r}: {bad[0][1]!r}") from None
+
+
+def _parses(column: str, text: str) -> bool:
+    try:
+        _value(column, text)
+        return True
+    except ValueError:
+        return False
+
+
+def read_header(path: Path) -> list[str] | None:
+    """The column names of metrics.csv, or None when it is missing or empty."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    with path.open(newline="") as f:
+        return next(csv.reader(f), None)
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """Every complete row of metrics.csv, typed, in file order ([] when there is no file)."""
+    header, raw = _read_raw(path)
+    return [typed_row(header, r, str(path)) for r in raw] if header else []
+
+
+def read_seed_rows(path: Path, seed: int, after: int = -1, before: float = math.inf) -> list[dict]:
+    """The rows of `seed` with after < update < before, by update."""
+    rows = [r for r in read_metrics(path) if r["seed"] == seed and after < r["update"] < before]
+    return sorted(rows, key=lambda r: r["update"])
+
+
+def read_recent_rows(path: Path, window: int) -> list[dict]:
+    """The last `window` rows of each seed (what the final-metrics window of a resumed run
+    needs), seeds in order of first appearance."""
+    by_seed: dict[int, deque] = {}
+    for row in read_metrics(path):
+        by_seed.setdefault(row["seed"], deque(maxlen=window)).append(row)
+    return [row for rows in by_seed.values() for row in rows]
+
+
+def columns_by_seed(path: Path) -> dict[int, dict]:
+    """Per seed, every column as a float array ordered by update; a duplicated (update,
+    seed) row counts once, the last one written."""
+    import numpy as np
+
+    header = read_header(path) or []
+    if "seed" not in header or "update" not in header:
+        return {}
+    rows = {(r["update"], r["seed"]): r for r in read_metrics(path)}
+    out: dict[int, dict] = {}
+    for seed in sorted({s for _, s in rows}):
+        ordered = [rows[k] for k in sorted(k for k in rows if k[1] == seed)]
+        out[seed] = {c: np.array([r[c] for r in ordered], dtype=float) for c in header if c != "seed"}
+    return out
+
+
+def metrics_frame(path: Path):
+    """metrics.csv as a pandas DataFrame with the same typing as `read_metrics`."""
+    import pandas as pd
+
+    header = read_header(path)
+    if header is None:
+        raise FileNotFoundError(f"{path} does not exist or is empty")
+    return pd.DataFrame.from_records(read_metrics(path), columns=header)
+
+
+class MetricsTail:
+    """Reads only what was appended since the last call (a live dashboard refreshing often)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.offset = 0
+        self.columns: list[str] | None = None
+
+    def read_new(self) -> tuple[list[dict], bool]:
+        """(new typed rows, whether the file was cut back, so earlier rows no longer hold)."""
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return [], False
+        reset = size < self.offset
+        if reset:
+            self.offset, self.columns = 0, None
+        with self.path.open("rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            return [], reset
+        self.offset += end
+        text = data[:end].decode()
+        if self.columns is None:
+            self.columns, rows = _parse(text)
+        else:
+            rows = _parse(",".join(self.columns) + "\n" + text)[1]
+        return [typed_row(self.columns, r, str(self.path)) for r in rows], reset
+
+
+# ----------------------------------------------------------------------------- writing
+def _clean(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        # float32 metrics: 7 significant digits are all they hold.
+        return "" if math.isnan(value) else float(f"{value:.7g}")
+    return value
+
+
+def _csv_text(columns: list[str], rows: Iterable[list]) -> str:
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf)
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _rows_until(header: list[str], raw: list[list[str]], update: int) -> list[list[str]]:
+    at = header.index("update")
+    return [r for r in raw if r[at] and _value("update", r[at]) <= update]
+
+
+class MetricsCSV:
+    """The append-only writer of metrics.csv, with a fixed header."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.columns: list[str] | None = read_header(self.path)
+
+    def truncate_after(self, update: int) -> int:
+        """Drop rows with update > `update` (and a torn last line); returns how many rows
+        were dropped. The kept lines are rewritten byte for byte, atomically."""
+        header, raw = _read_raw(self.path)
+        if header is None:
+            return 0
+        kept = _rows_until(header, raw, update)
+        if len(kept) != len(raw) or self.path.read_bytes()[-1:] != b"\n":
+            write_text_atomic(self.path, _csv_text(header, kept))
+        return len(raw) - len(kept)
+
+    def append(self, rows: Iterable[dict]) -> None:
+        rows = list(rows)
+        if not rows:
+            return
+        new_file = self.columns is None
+        if new_file:
+            metric_cols = sorted({k for r in rows for k in r} - set(KEY_COLUMNS))
+            self.columns = KEY_COLUMNS + metric_cols
+        with self.path.open("a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore")
+            if new_file:
+                writer.writeheader()
+            writer.writerows({k: _clean(r.get(k)) for k in self.columns} for r in rows)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def copy_rows_until(src: Path, dst: Path, update: int) -> None:
+    """Start `dst` (a new run resumed from another run) with `src`'s rows up to `update`."""
+    header, raw = _read_raw(src)
+    if header is None:
+        return
+    write_text_atomic(Path(dst), _csv_text(header, _rows_until(header, raw, update)))

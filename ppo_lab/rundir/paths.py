@@ -1,0 +1,37 @@
+"""The names of the files a run or a sweep leaves (DESIGN.md, "Run directory": contract).
+
+Only names here: every reader and writer of these files lives in a sibling module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# In a run directory.
+CONFIG = "config.yaml"
+METRICS = "metrics.csv"
+SUMMARY = "summary.json"
+BENCHMARK = "benchmark.json"
+CHECKPOINTS = "checkpoints"
+STOP_FILE = "STOP"
+ERROR = "error.txt"  # a job that failed before the runner wrote summary.json (sweep callback)
+HYDRA_OVERRIDES = ".hydra/overrides.yaml"
+
+# In a sweep directory.
+JOBS = "jobs.json"
+MULTIRUN = "multirun.yaml"
+AGGREGATE = "aggregate.csv"
+RUNS = "runs.csv"
+
+# metrics.csv: the first columns, in this order; every logged metric follows, sorted.
+KEY_COLUMNS = ["update", "seed", "timesteps", "wall_s"]
+# Columns read as integers; every other column is a float (NaN where blank).
+INT_COLUMNS = ("update", "seed", "timesteps")
+
+# Any of these in a folder makes it a run directory.
+RUN_MARKERS = (CONFIG, METRICS, SUMMARY, CHECKPOINTS)
+
+
+def has_run_files(path: Path) -> bool:
+    """Whether `path` holds any file a run writes (so it is, or was, a run directory)."""
+    return any((Path(path) / name).exists() for name in RUN_MARKERS)

@@ -1,0 +1,43 @@
+"""The files of a sweep directory other than jobs.json: Hydra's `multirun.yaml` and each
+job's `.hydra/overrides.yaml` (read here), `aggregate.csv` and `runs.csv` (written here)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+from ppo_lab.rundir.atomic import write_text_atomic
+from ppo_lab.rundir.paths import HYDRA_OVERRIDES, MULTIRUN
+
+
+def read_overrides(run_dir: Path) -> list[str]:
+    """The override strings Hydra recorded for a job ([] when it recorded none)."""
+    from omegaconf import OmegaConf
+
+    path = Path(run_dir) / HYDRA_OVERRIDES
+    return [str(x) for x in OmegaConf.to_container(OmegaConf.load(path))] if path.exists() else []
+
+
+def read_multirun(sweep_dir: Path):
+    """The sweep's full config (`multirun.yaml`, Hydra node included), or None."""
+    from omegaconf import OmegaConf
+
+    path = Path(sweep_dir) / MULTIRUN
+    return OmegaConf.load(path) if path.exists() else None
+
+
+def find_sweep_roots(root: Path) -> list[Path]:
+    """The sweep dirs under `root` (itself included): folders with a multirun.yaml."""
+    return sorted({p.parent for p in Path(root).rglob(MULTIRUN)})
+
+
+def write_table(path: Path, rows: list[dict], columns: list[str]) -> None:
+    """A CSV table (aggregate.csv, runs.csv): NaN as blank, extra keys ignored, atomic."""
+    buf = io.StringIO(newline="")
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})
+    write_text_atomic(Path(path), buf.getvalue())

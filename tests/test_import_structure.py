@@ -1,0 +1,108 @@
+"""The package's import graph has no circle, and the jax-free layers stay jax-free."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "ppo_lab"
+
+# Known circle, removed by the env-registry change (names known without importing the envs):
+# ppo_lab.envs.registry imports the env modules and they import the registry back.
+KNOWN_CYCLE_MODULES = {"ppo_lab.envs.registry"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the ppo_lab modules it imports, anywhere in the file (functions included).
+
+    `from pkg import name` is an edge to `pkg.name` when that is a module, else to `pkg`.
+    Importing a submodule is not counted as an edge to its parent package (Python runs the
+    parent's __init__ first, but counting it would make every re-exporting package a circle)."""
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        is_package = path.name == "__init__.py"
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name in files}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".")[: len(name.split(".")) - node.level + (1 if is_package else 0)]
+                    base = ".".join(anchor + ([base] if base else []))
+                for alias in node.names:
+                    target = f"{base}.{alias.name}"
+                    if target in files:
+                        edges.add(target)
+                    elif base in files:
+                        edges.add(base)
+        edges.discard(name)
+        graph[name] = edges
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph)))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_graph_sees_function_level_imports():
+    graph = import_graph()
+    # ppo_lab.analysis.aggregate imports the sweep plots inside run_aggregate only.
+    assert "ppo_lab.analysis.sweep_plots" in graph["ppo_lab.analysis.aggregate"]
+    assert "ppo_lab.rundir.metrics" in graph["ppo_lab.rundir"]
+
+
+def test_find_cycles_finds_a_circle():
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    cycles = [c for c in find_cycles(import_graph()) if not KNOWN_CYCLE_MODULES & set(c)]
+    assert not cycles, "import circles under ppo_lab/: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_rundir_and_analysis_import_no_jax():
+    code = "import ppo_lab.rundir, ppo_lab.analysis, ppo_lab.analysis.sweep, ppo_lab.analysis.aggregate, " \
+           "ppo_lab.launching.slurm_jobs, sys; assert 'jax' not in sys.modules, 'jax imported'"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -1,0 +1,145 @@
+"""The run-directory layer: typed metrics.csv, truncation, atomic writes, jobs.json, checkpoints."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ppo_lab import rundir
+from ppo_lab.launching import slurm_jobs
+from ppo_lab.rundir import checkpoints
+
+
+def _rows(updates, seeds=(0, 1)):
+    return [{"update": u, "seed": s, "timesteps": 64 * u, "wall_s": 0.5 * u, "train/entropy": 0.1 * u + s,
+             "train/mean_episode_return": math.nan if u % 2 else float(u)} for u in updates for s in seeds]
+
+
+def test_metrics_typed_round_trip(tmp_path):
+    path = tmp_path / rundir.METRICS
+    rundir.MetricsCSV(path).append(_rows([1, 2, 3]))
+    rows = rundir.read_metrics(path)
+    assert rundir.read_header(path) == ["update", "seed", "timesteps", "wall_s", "train/entropy", "train/mean_episode_return"]
+    assert len(rows) == 6
+    first = rows[0]
+    assert type(first["update"]) is int and type(first["seed"]) is int and type(first["timesteps"]) is int
+    assert type(first["wall_s"]) is float and first["wall_s"] == 0.5
+    assert math.isnan(first["train/mean_episode_return"])  # written blank, read NaN
+    assert rows[3] == {"update": 2, "seed": 1, "timesteps": 128, "wall_s": 1.0, "train/entropy": pytest.approx(1.2),
+                       "train/mean_episode_return": 2.0}
+    assert [r["update"] for r in rundir.read_seed_rows(path, 1, after=1, before=3)] == [2]
+    assert [(r["update"], r["seed"]) for r in rundir.read_recent_rows(path, 2)] == [(2, 0), (3, 0), (2, 1), (3, 1)]
+    frame = rundir.metrics_frame(path)
+    assert str(frame["update"].dtype) == "int64" and str(frame["train/entropy"].dtype) == "float64"
+    by_seed = rundir.columns_by_seed(path)
+    assert list(by_seed[1]["timesteps"]) == [64.0, 128.0, 192.0]
+
+
+def test_a_torn_last_line_is_not_read(tmp_path):
+    path = tmp_path / rundir.METRICS
+    rundir.MetricsCSV(path).append(_rows([1, 2]))
+    with path.open("a") as f:
+        f.write("3,0,192,1.")  # a process killed mid-write
+    assert [r["update"] for r in rundir.read_metrics(path)] == [1, 1, 2, 2]
+
+
+def test_a_value_that_is_not_a_number_is_named(tmp_path):
+    path = tmp_path / rundir.METRICS
+    path.write_text("update,seed,timesteps,wall_s,train/entropy\r\n1,0,64,0.5,oops\r\n")
+    with pytest.raises(rundir.MetricsFileError, match="train/entropy.*oops"):
+        rundir.read_metrics(path)
+
+
+def test_truncate_after_keeps_the_kept_lines_byte_for_byte(tmp_path):
+    path = tmp_path / rundir.METRICS
+    writer = rundir.MetricsCSV(path)
+    writer.append(_rows([1, 2, 3, 4]))
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert writer.truncate_after(2) == 4
+    assert path.read_bytes() == b"".join(lines[:5])  # header + updates 1 and 2, two seeds each
+    assert writer.truncate_after(2) == 0
+    writer.append(_rows([3]))  # the resumed run appends after the cut
+    assert [(r["update"], r["seed"]) for r in rundir.read_metrics(path)][-2:] == [(3, 0), (3, 1)]
+    assert rundir.MetricsCSV(tmp_path / "absent.csv").truncate_after(1) == 0
+
+
+def test_copy_rows_until(tmp_path):
+    src, dst = tmp_path / "a.csv", tmp_path / "b.csv"
+    rundir.MetricsCSV(src).append(_rows([1, 2, 3]))
+    rundir.copy_rows_until(src, dst, 2)
+    assert [r["update"] for r in rundir.read_metrics(dst)] == [1, 1, 2, 2]
+    assert rundir.MetricsCSV(dst).columns == rundir.read_header(src)
+
+
+def test_metrics_tail_reads_only_new_rows_and_sees_a_cut(tmp_path):
+    path = tmp_path / rundir.METRICS
+    tail = rundir.MetricsTail(path)
+    assert tail.read_new() == ([], False)
+    writer = rundir.MetricsCSV(path)
+    writer.append(_rows([1, 2]))
+    rows, cut = tail.read_new()
+    assert len(rows) == 4 and not cut
+    writer.append(_rows([3]))
+    assert [r["update"] for r in tail.read_new()[0]] == [3, 3]
+    writer.truncate_after(1)
+    rows, cut = tail.read_new()
+    assert cut and [r["update"] for r in rows] == [1, 1]
+
+
+def test_atomic_writes_leave_no_temporary_file(tmp_path):
+    run = tmp_path / "run"
+    rundir.write_config(run, {"seed": 3, "env": {"name": "cartpole"}})
+    rundir.update_summary(run, {"status": "running"})
+    rundir.update_summary(run, {"status": "completed", "updates": 4})
+    rundir.write_benchmark(run, {"sps": 1.5})
+    rundir.write_error(run, "ConfigError: bad")
+    rundir.write_jobs(run, {"launcher": "local", "jobs": {}})
+    writer = rundir.MetricsCSV(run / rundir.METRICS)
+    writer.append(_rows([1, 2]))
+    writer.truncate_after(1)
+    rundir.copy_rows_until(run / rundir.METRICS, run / "copy.csv", 1)
+    rundir.write_table(run / rundir.AGGREGATE, [{"group": "g", "mean": math.nan}], ["group", "mean"])
+    checkpoints.write_checkpoint(run / rundir.CHECKPOINTS, 4, b"state", {"update": 4})
+    names = sorted(p.name for p in run.rglob("*"))
+    assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")], names
+    assert rundir.read_config(run)["seed"] == 3
+    assert rundir.read_summary(run) == {"status": "completed", "updates": 4}
+    assert rundir.read_benchmark(run) == {"sps": 1.5}
+    assert rundir.read_error(run) == "ConfigError: bad"
+    assert (run / rundir.AGGREGATE).read_text().splitlines() == ["group,mean", "g,"]
+
+
+def test_a_failed_write_keeps_the_old_file_and_no_temporary(tmp_path):
+    rundir.update_summary(tmp_path, {"status": "running"})
+    with pytest.raises(TypeError):
+        rundir.update_summary(tmp_path, {"status": object()})
+    assert rundir.read_summary(tmp_path) == {"status": "running"}
+    assert [p.name for p in tmp_path.iterdir()] == [rundir.SUMMARY]
+
+
+def test_jobs_json_round_trip(tmp_path):
+    assert rundir.read_jobs(tmp_path) == {}
+    record = {"launcher": "slurm", "wait": False, "jobs": {
+        "0": {"num": 0, "job_id": "12_0", "overrides": ["seed=0"], "state": "COMPLETED", "outcome": "completed", "error": None},
+        "1": {"num": 1, "job_id": "12_1", "overrides": ["seed=1"], "state": "CANCELLED by 1000", "outcome": "failed", "error": "x"}}}
+    slurm_jobs.write_jobs(tmp_path, record)
+    assert rundir.read_jobs(tmp_path) == record
+    assert slurm_jobs.submitted_without_waiting(tmp_path)
+    jobs = slurm_jobs.jobs_by_number(tmp_path, refresh=False)
+    assert sorted(jobs) == [0, 1] and jobs[1]["overrides"] == ["seed=1"]
+    assert slurm_jobs.final_state(jobs[1]["state"]) and slurm_jobs.failed_state(jobs[1]["state"])
+    assert not slurm_jobs.failed_state(jobs[0]["state"]) and not slurm_jobs.final_state("RUNNING")
+
+
+def test_checkpoint_listing_counts_only_complete_checkpoints(tmp_path):
+    ckpt = tmp_path / rundir.CHECKPOINTS
+    assert checkpoints.latest_checkpoint(ckpt) is None and not rundir.has_checkpoint(ckpt)
+    for update in (2, 10, 4):
+        checkpoints.write_checkpoint(ckpt, update, b"x", {"update": update})
+    (ckpt / "ckpt_12.json").write_text("{}")  # its state file never came: not a checkpoint
+    assert [p.name for p in rundir.list_checkpoints(ckpt)] == ["ckpt_2.json", "ckpt_4.json", "ckpt_10.json"]
+    assert checkpoints.read_meta(checkpoints.latest_checkpoint(ckpt)) == {"update": 10}
+    checkpoints.prune(ckpt, keep=2)
+    assert [p.name for p in rundir.list_checkpoints(ckpt)] == ["ckpt_4.json", "ckpt_10.json"]
+    assert not (ckpt / "ckpt_2.msgpack").exists()
