@@ -103,7 +103,12 @@ def test_watch_key_stops_the_selected_run_cleanly(tmp_path, tiny):
                               cwd=ROOT, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
         os.close(slave)
         threading.Thread(target=_drain, args=(master, screen), daemon=True).start()
-        time.sleep(4)
+        # Keys only once the dashboard is drawn (its key line is on screen): on a loaded
+        # machine importing the UI alone can take longer than any fixed wait.
+        deadline = time.time() + 90
+        while b"keys:" not in b"".join(screen) and time.time() < deadline:
+            assert ui.poll() is None, b"".join(screen)[-3000:]
+            time.sleep(0.2)
         os.write(master, b"s")
         time.sleep(0.5)
         os.write(master, b"y")
