@@ -1,8 +1,9 @@
 """Validated, frozen run configuration.
 
-Hydra composes a `DictConfig`; `from_hydra` resolves it, checks every value a user can get
-wrong and returns frozen dataclasses. Errors name the key, the value and what is valid, and
-are raised before jax compiles or the run writes anything.
+Hydra composes a `DictConfig`; `validate` takes it resolved to plain dicts, checks every value
+a user can get wrong (the env's own keys too, through the env registry's jax-free checks) and
+returns frozen dataclasses. Errors name the key, the value and what is valid, and are raised
+before jax is imported, anything compiles or the run writes anything.
 """
 
 from __future__ import annotations
@@ -283,7 +284,7 @@ def validate_hardware(s: Mapping) -> dict:
 
 def validate(cfg: Mapping[str, Any]) -> RunConfig:
     """Check a resolved config (plain nested dicts) and freeze it into a RunConfig."""
-    from ppo_lab.envs.registry import check_env_name  # light import; no jax compile
+    from ppo_lab.envs.registry import check_env_config  # jax-free: the env modules stay unloaded
 
     seed = _number(cfg, "", "seed", int) if "seed" in cfg else 0
     num_seeds = _number(cfg, "", "num_seeds", int)
@@ -291,7 +292,8 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
     _require(seed >= 0, "seed", seed, "an integer >= 0")
     env = dict(cfg["env"])
     _require(isinstance(env.get("name"), str), "env.name", env.get("name"), "an environment name")
-    check_env_name(env["name"])
+    reward = dict(cfg.get("reward") or {"name": "default"})
+    check_env_config(env, reward)
     every = _number(cfg["checkpoint"], "checkpoint", "every_min")
     _require(every > 0, "checkpoint.every_min", every, "minutes > 0")
     benchmark = cfg.get("benchmark", False)
@@ -307,7 +309,7 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
         resume=resume,
         benchmark=benchmark,
         env=env,
-        reward=dict(cfg.get("reward") or {"name": "default"}),
+        reward=reward,
         ppo=_ppo(cfg["ppo"]),
         network=_network(cfg["network"]),
         train=_train(cfg["train"]),
@@ -319,9 +321,3 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
         extra={k: v for k, v in cfg.items() if k not in known},
     )
 
-
-def from_hydra(cfg) -> RunConfig:
-    """Resolve a Hydra DictConfig (interpolations included) and validate it."""
-    from omegaconf import OmegaConf
-
-    return validate(OmegaConf.to_container(cfg, resolve=True))

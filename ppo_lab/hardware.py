@@ -1,8 +1,9 @@
 """Apply the `hardware` config group. Must run before the first `import jax`.
 
 JAX reads its platform and XLA flags when it is imported / its backend starts, and Hydra's
-`hydra.job.env_set` is applied too late for that, so `launch.py` calls `apply_hardware`
-first and `check_devices` right after jax is imported (`notes/toolchain-facts.md`).
+`hydra.job.env_set` is applied too late for that, so every entry point calls `start_jax`
+(apply, import, configure, check the devices) before anything imports jax
+(`notes/toolchain-facts.md`).
 """
 
 from __future__ import annotations

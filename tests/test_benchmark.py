@@ -66,21 +66,15 @@ def test_timed_mode_stops_by_wall_time(tmp_path, tiny):
 
 @pytest.mark.timeout(300)
 def test_performance_suite_quick(tmp_path):
-    from ppo_lab.envs.registry import ENV_BUILDERS, check_env_name
+    from ppo_lab.envs.registry import ENVS
 
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "benchmark", "--quick", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=290)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(out.read_text())
-    check_env_name("cartpole")
-    expected_envs = ["cartpole"]
-    try:
-        check_env_name("foraging")
-        expected_envs.append("foraging")
-    except Exception:  # noqa: BLE001 - the foraging env is not there yet
-        pass
-    assert sorted(result["envs"]) == sorted(expected_envs), ENV_BUILDERS
+    expected_envs = ["cartpole", "foraging"]
+    assert sorted(result["envs"]) == sorted(expected_envs), sorted(ENVS)
     for env in expected_envs:
         for key in ENV_KEYS:
             assert _positive(result[env][key]), (env, key)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +36,31 @@ def _valid_reward_for(env: str) -> str:
     return "ground_truth" if env == "foraging" else "default"
 
 
+def _assert_carried_over(resolved: dict, run) -> None:
+    """The validated RunConfig holds exactly the composed values (defaults where a key is absent)."""
+    for section in ("ppo", "network", "train", "eval", "health"):
+        frozen = getattr(run, section)
+        for f in dataclasses.fields(frozen):
+            composed = resolved[section].get(f.name, f.default)
+            got = getattr(frozen, f.name)
+            as_list = lambda v: list(v) if isinstance(v, tuple) else v  # noqa: E731
+            assert as_list(got) == as_list(composed), (section, f.name)
+    assert dict(run.env) == resolved["env"] and dict(run.hardware) == resolved["hardware"]
+    assert dict(run.reward) == resolved["reward"] and dict(run.logger) == resolved["logger"]
+    assert run.experiment == resolved["experiment"] and run.num_seeds == resolved["num_seeds"]
+
+
+# What each group's option must show up as in the validated config.
+OPTION_FIELD = {
+    "env": lambda run: run.env["name"],
+    "reward": lambda run: run.reward["name"],
+    "network": lambda run: run.network.kind,
+    "hardware": lambda run: run.hardware["platform"],
+    "logger": lambda run: next(iter(run.logger)),
+    "experiment": lambda run: run.experiment,
+}
+
+
 @pytest.mark.parametrize("group", GROUPS)
 def test_each_option_composes_and_validates(group):
     for option in options(group):
@@ -43,7 +72,9 @@ def test_each_option_composes_and_validates(group):
         cfg = compose_cfg(overrides)
         resolved = OmegaConf.to_container(cfg, resolve=True)
         run = validate(resolved)
-        assert run.ppo.num_envs >= 1
+        _assert_carried_over(resolved, run)
+        if group in OPTION_FIELD:
+            assert OPTION_FIELD[group](run) == option, (group, option)
 
 
 def test_full_cross_product_of_structural_groups():
@@ -53,7 +84,10 @@ def test_full_cross_product_of_structural_groups():
             for hardware in options("hardware"):
                 for ppo in options("ppo"):
                     cfg = compose_cfg([f"env={env}", f"reward={_valid_reward_for(env)}", f"network={network}", f"hardware={hardware}", f"ppo={ppo}"])
-                    validate(OmegaConf.to_container(cfg, resolve=True))
+                    resolved = OmegaConf.to_container(cfg, resolve=True)
+                    run = validate(resolved)
+                    _assert_carried_over(resolved, run)
+                    assert (run.env["name"], run.network.kind, run.hardware["platform"]) == (env, network, hardware)
 
 
 def test_logger_list_composes():
@@ -69,3 +103,41 @@ def test_experiment_overrides_only_what_changes():
 
 def test_hardware_presets_size_num_envs():
     assert compose_cfg(["hardware=gpu"]).ppo.num_envs > compose_cfg(["hardware=cpu"]).ppo.num_envs
+
+
+def test_validation_imports_no_jax():
+    """Validating the default config (after the run-directory and analysis layers are loaded)
+    runs every env check without importing jax: the hardware settings can still apply."""
+    code = f"""
+import json, sys
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+import ppo_lab.rundir, ppo_lab.analysis
+from ppo_lab.config import validate
+with initialize_config_dir(config_dir={str(CONF)!r}, version_base="1.3"):
+    run = validate(OmegaConf.to_container(compose(config_name="config"), resolve=True))
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "jaxlib", "flax", "optax", "gymnax"))
+print(json.dumps({{"env": run.env["name"], "heavy": heavy}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=CONF.parent, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"env": "foraging", "heavy": []}
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["env=foraging", "reward=ground_truth", "env.grid_size=4"], "env.grid_size"),
+        (["env=foraging", "reward=proxy", "reward.clip=-1"], "reward.clip"),
+        (["env=foraging", "+env.colour=red"], "env.colour"),
+        (["env=cartpole", "reward=proxy"], "reward"),
+        (["env=gymnax", "env.gymnax_id=null"], "env.gymnax_id"),
+    ],
+)
+def test_env_checks_run_at_validation(overrides, key):
+    from ppo_lab.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        validate(OmegaConf.to_container(compose_cfg(overrides), resolve=True))
+    assert err.value.key == key

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppo_lab.envs.foraging.world import ACTION_NAMES, MODES, EnvState, build
+from ppo_lab.envs.foraging.config import MODES
+from ppo_lab.envs.foraging.world import ACTION_NAMES, EnvState, build
 from ppo_lab.envs.registry import make_env
 from ppo_lab.errors import ConfigError
 

@@ -1,9 +1,14 @@
-"""Name -> builder registry for environments.
+"""Env name -> where its builder and its config check live, without importing either.
+
+The table holds "module:function" strings, so `ppo_lab.config.validate` can check an env's
+config (through its jax-free `check` function) before the hardware settings are applied and
+jax is imported; the builder's module, which imports jax, is loaded only by `make_env`.
 
 A builder takes the `env` and `reward` config sections (plain dicts) and the
 `privileged_critic` switch and returns `(env, env_params)`, where `env` speaks the gymnax
 1.0 API: `reset(key, params) -> (obs, state)` and
 `step(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)`.
+A check takes the same two sections, raises ConfigError on a bad value and imports no jax.
 
 Optional extras an env may offer (the trainer uses them when present):
 - `info["metrics"]`: dict name -> per-step scalar; the trainer logs each one's mean over a
@@ -15,42 +20,46 @@ Optional extras an env may offer (the trainer uses them when present):
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import importlib
+from typing import Mapping, NamedTuple
 
 from ppo_lab.errors import ConfigError
 
-Builder = Callable[..., tuple[Any, Any]]
-ENV_BUILDERS: dict[str, Builder] = {}
+
+class EnvSpec(NamedTuple):
+    builder: str  # "module:function(env_cfg, reward_cfg, *, privileged_critic) -> (env, env_params)"
+    check: str  # "module:function(env_cfg, reward_cfg) -> None", jax-free
 
 
-def register_env(name: str):
-    """Decorator: register `builder` under `name` (the value of `env.name` in config)."""
-
-    def deco(builder: Builder) -> Builder:
-        ENV_BUILDERS[name] = builder
-        return builder
-
-    return deco
+ENVS: dict[str, EnvSpec] = {
+    "cartpole": EnvSpec("ppo_lab.envs.gymnax_envs:make_cartpole", "ppo_lab.envs.gymnax_envs:check_cartpole"),
+    "gymnax": EnvSpec("ppo_lab.envs.gymnax_envs:make_any_gymnax", "ppo_lab.envs.gymnax_envs:check_gymnax"),
+    "foraging": EnvSpec("ppo_lab.envs.foraging.world:build", "ppo_lab.envs.foraging.config:check_config"),
+}
 
 
-def _load_builtin_envs() -> None:
-    # Imported for their registration side effect; kept lazy so `import ppo_lab` stays light.
-    import ppo_lab.envs.gymnax_envs  # noqa: F401
+def register_env(name: str, builder: str, check: str) -> None:
+    """Add an env under `name` (the value of `env.name`): both as "module:function" strings."""
+    ENVS[name] = EnvSpec(builder, check)
 
-    try:
-        import ppo_lab.envs.foraging.world  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - only while the module is absent
-        if "ppo_lab.envs.foraging.world" not in str(exc):
-            raise
+
+def _load(target: str):
+    module, func = target.split(":")
+    return getattr(importlib.import_module(module), func)
 
 
 def check_env_name(name: str) -> None:
-    _load_builtin_envs()
-    if name not in ENV_BUILDERS:
-        raise ConfigError("env.name", name, f"one of {sorted(ENV_BUILDERS)}")
+    if name not in ENVS:
+        raise ConfigError("env.name", name, f"one of {sorted(ENVS)}")
+
+
+def check_env_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
+    """The env's own config checks (ConfigError on a bad value); imports no jax."""
+    check_env_name(env_cfg.get("name"))
+    _load(ENVS[env_cfg["name"]].check)(env_cfg, reward_cfg)
 
 
 def make_env(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
     """Build `(env, env_params)` for the `env` and `reward` config sections."""
-    check_env_name(env_cfg["name"])
-    return ENV_BUILDERS[env_cfg["name"]](env_cfg, reward_cfg, privileged_critic=privileged_critic)
+    check_env_config(env_cfg, reward_cfg)
+    return _load(ENVS[env_cfg["name"]].builder)(env_cfg, reward_cfg, privileged_critic=privileged_critic)

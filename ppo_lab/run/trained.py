@@ -17,27 +17,21 @@ def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic:
     `evaluate.params_per_seed`), `meta` the checkpoint's JSON (`update`, `timesteps`, ...).
     Raises FileNotFoundError when the directory has no config.yaml or no complete checkpoint.
     """
-    from ppo_lab.config import validate_hardware
-    from ppo_lab.hardware import apply_hardware
-
     from ppo_lab import rundir
+    from ppo_lab.hardware import start_jax
 
     run_dir = Path(run_dir)
-    # The hardware settings first: validating the config imports the env modules, and jax.
-    apply_hardware(validate_hardware(rundir.read_config(run_dir)["hardware"]))
-    from ppo_lab.run import checkpoint
+    cfg = rundir.load_run_config(run_dir, eval_episodes=eval_episodes, deterministic=deterministic)  # jax-free
+    devices = start_jax(cfg.hardware)  # the run's hardware settings, before jax is imported
 
-    cfg = rundir.load_run_config(run_dir, eval_episodes=eval_episodes, deterministic=deterministic)
-    from ppo_lab.run.build import build
-    from ppo_lab.hardware import check_devices
     from ppo_lab.ppo.parallel import make_mesh, replica_template
+    from ppo_lab.run import checkpoint
+    from ppo_lab.run.build import build
 
     if not checkpoint.list_checkpoints(run_dir / rundir.CHECKPOINTS):
         # Checked before building anything: fail in a second, not after a compile.
         raise FileNotFoundError(f"no complete checkpoint in {run_dir / rundir.CHECKPOINTS}")
-    devices = check_devices(cfg.hardware)
     comp = build(cfg, len(devices))
     mesh = make_mesh(comp.layout, devices)
     state, meta = checkpoint.load(run_dir / rundir.CHECKPOINTS, replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh))
     return cfg, comp, state, meta
-

@@ -1,0 +1,118 @@
+"""The foraging world's config: its keys, the five reward modes, and their checks.
+
+Kept free of jax so that `ppo_lab.config.validate` can check a foraging config (through the
+env registry) before the hardware settings are applied and jax is imported; `world.build`
+uses the same checks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from ppo_lab.errors import ConfigError
+
+MODES = ("ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy", "ground_truth_handhold")
+
+# The reference table, one row per mode. The reward yaml files spell every number out; these
+# are the defaults for keys a config leaves out.
+MODE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ground_truth": dict(observation="one_hot", food=1.0, poison=-2.0, step=-0.01, death=-4.0,
+                         immortal=False, shaping_coef=0.0, clip=20.0),
+    "ground_truth_blinded": dict(observation="interestingness", food=1.0, poison=-2.0,
+                                 step=-0.01, death=-4.0, immortal=False, shaping_coef=0.0,
+                                 clip=20.0),
+    "proxy_mortal": dict(observation="interestingness", food=1.0, poison=0.5, step=0.0,
+                         death=0.0, immortal=False, shaping_coef=0.0, clip=20.0),
+    "proxy": dict(observation="interestingness", food=1.0, poison=0.5, step=0.0, death=0.0,
+                  immortal=True, shaping_coef=0.0, clip=20.0),
+    "ground_truth_handhold": dict(observation="one_hot", food=1.0, poison=-1.0, step=-0.01,
+                                  death=-2.0, immortal=False, shaping_coef=0.1, clip=20.0),
+}
+
+ENV_DEFAULTS: dict[str, Any] = dict(
+    grid_size=128, view_range=5, food_min=64, food_max=256, poison_min=64, poison_max=256,
+    max_steps=512, energy_start=1.0, move_cost=0.01, food_energy=1.0, poison_energy=-2.0,
+    fresh_world_on_done=False,
+)
+
+# Per-channel observation of a food / poison cell.
+OBS_TABLES = {
+    "one_hot": ((1.0, 0.0), (0.0, 1.0)),
+    "interestingness": ((1.0, 1.0), (0.5, 0.5)),
+}
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _read(cfg: Mapping, section: str, defaults: Mapping[str, Any],
+          ignore: tuple[str, ...] = ("name",)) -> dict[str, Any]:
+    unknown = sorted(set(cfg) - set(defaults) - set(ignore))
+    if unknown:
+        raise ConfigError(f"{section}.{unknown[0]}", cfg[unknown[0]],
+                          f"one of the known keys {sorted(defaults)}")
+    return {k: cfg.get(k, d) for k, d in defaults.items()}
+
+
+def _check(ok: bool, key: str, value, valid: str) -> None:
+    if not ok:
+        raise ConfigError(key, value, valid)
+
+
+def validate_env_cfg(env_cfg: Mapping) -> dict[str, Any]:
+    c = _read(env_cfg, "env", ENV_DEFAULTS)
+    for k in ("grid_size", "view_range", "food_min", "food_max", "poison_min", "poison_max",
+              "max_steps"):
+        _check(_is_int(c[k]), f"env.{k}", c[k], "an integer")
+    for k in ("energy_start", "move_cost", "food_energy", "poison_energy"):
+        _check(_is_num(c[k]), f"env.{k}", c[k], "a finite number")
+    _check(isinstance(c["fresh_world_on_done"], bool), "env.fresh_world_on_done",
+           c["fresh_world_on_done"], "true or false")
+    _check(c["view_range"] >= 1, "env.view_range", c["view_range"], "an integer >= 1")
+    _check(c["grid_size"] >= 2 * c["view_range"] + 1, "env.grid_size", c["grid_size"],
+           f"an integer >= 2*view_range+1 = {2 * c['view_range'] + 1} (the view must fit)")
+    for item in ("food", "poison"):
+        lo, hi = c[f"{item}_min"], c[f"{item}_max"]
+        _check(lo >= 0, f"env.{item}_min", lo, "an integer >= 0")
+        _check(hi >= lo, f"env.{item}_max", hi, f"an integer >= {item}_min = {lo}")
+    n_cells = c["grid_size"] ** 2
+    n_items = max(c["food_max"] + c["poison_max"], 1)  # slots, see Foraging.__init__
+    _check(n_items + 1 <= n_cells, "env.food_max", c["food_max"],
+           f"food_max + poison_max + 1 (the agent) <= grid_size^2 = {n_cells}")
+    _check(n_cells * (n_items + 1) < 2**31, "env.grid_size", c["grid_size"],
+           "grid_size^2 * (food_max + poison_max + 1) < 2^31 (int32 cell keys)")
+    _check(c["max_steps"] >= 1, "env.max_steps", c["max_steps"], "an integer >= 1")
+    _check(c["energy_start"] > 0, "env.energy_start", c["energy_start"], "a number > 0")
+    _check(c["move_cost"] >= 0, "env.move_cost", c["move_cost"], "a number >= 0")
+    return c
+
+
+def validate_reward_cfg(reward_cfg: Mapping) -> dict[str, Any]:
+    mode = reward_cfg.get("name")
+    if mode == "default":
+        # `reward=default` means "the env's own reward"; this world's own is its true
+        # objective, the ground_truth mode (so `python launch.py` needs no reward=...).
+        reward_cfg, mode = {**MODE_DEFAULTS["ground_truth"], "name": "ground_truth"}, "ground_truth"
+    _check(mode in MODES, "reward.name", mode, f"one of {list(MODES)}")
+    c = _read(reward_cfg, "reward", MODE_DEFAULTS[mode])
+    c["name"] = mode
+    _check(c["observation"] in OBS_TABLES, "reward.observation", c["observation"],
+           f"one of {sorted(OBS_TABLES)}")
+    for k in ("food", "poison", "step", "death", "shaping_coef", "clip"):
+        _check(_is_num(c[k]), f"reward.{k}", c[k], "a finite number")
+    _check(isinstance(c["immortal"], bool), "reward.immortal", c["immortal"], "true or false")
+    _check(c["clip"] > 0, "reward.clip", c["clip"], "a number > 0")
+    _check(c["shaping_coef"] >= 0, "reward.shaping_coef", c["shaping_coef"], "a number >= 0")
+    return c
+
+
+def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
+    """The registry's check: ConfigError naming the first bad key of either section."""
+    validate_env_cfg(env_cfg)
+    validate_reward_cfg(reward_cfg)
