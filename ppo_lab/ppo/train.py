@@ -22,7 +22,8 @@ import optax
 from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo.losses import categorical_entropy, categorical_log_prob, explained_variance, ppo_loss_terms
-from ppo_lab.ppo.schedules import schedule_values
+from ppo_lab.ppo.rollout import Rollout, Step, batched_reset, batched_step, rollout
+from ppo_lab.ppo.schedules import learning_rate_schedule, schedule_values
 
 
 @flax.struct.dataclass
@@ -50,23 +51,24 @@ class Transition(NamedTuple):
     env_metrics: dict
 
 
-def make_optimizer(ppo: PPOConfig) -> optax.GradientTransformation:
-    # inject_hyperparams lets the host-free schedule set the learning rate per update.
+def make_optimizer(ppo: PPOConfig, num_updates: int) -> optax.GradientTransformation:
+    # inject_hyperparams keeps the scheduled learning rate in the optimiser state, by name.
+    steps_per_update = ppo.update_epochs * ppo.num_minibatches
+    schedule = learning_rate_schedule(ppo, num_updates, steps_per_update)
     return optax.chain(
         optax.clip_by_global_norm(ppo.max_grad_norm),
-        optax.inject_hyperparams(optax.adam)(learning_rate=ppo.lr, eps=1e-5),
+        optax.inject_hyperparams(optax.adam)(learning_rate=schedule, eps=1e-5),
     )
 
 
-def _set_learning_rate(opt_state, lr):
-    clip_state, adam_state = opt_state
-    hyper = dict(adam_state.hyperparams, learning_rate=jnp.asarray(lr, dtype=jnp.float32))
-    return (clip_state, adam_state._replace(hyperparams=hyper))
+def current_learning_rate(opt_state) -> jax.Array:
+    """The learning rate of the optimiser's last step (its injected hyperparameter)."""
+    return optax.tree.get(opt_state, "learning_rate", filtering=lambda _, value: isinstance(value, jax.Array))
 
 
 class Trainer(NamedTuple):
     init: Callable  # (key, env_key) -> LearnerState, one replica
-    update: Callable  # (state, update_index) -> (state, metrics), one replica
+    rollout: Callable  # state -> ppo.rollout.Rollout of Transitions (the update's first half), one replica
     chunk: Callable  # (state, start_update) -> (state, metrics[K]), one replica
     num_updates: int
     chunk_updates: int  # K: updates per call of `chunk`
@@ -87,12 +89,11 @@ def make_trainer(
     num_actions = env.action_space(env_params).n
     batch_size = num_envs * ppo.num_steps
     minibatch_size = batch_size // ppo.num_minibatches
-    tx = make_optimizer(ppo)
-    vmap_reset = jax.vmap(env.reset, in_axes=(0, None))
-    vmap_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    tx = make_optimizer(ppo, num_updates)
+    env_step = batched_step(env, env_params, num_envs)
 
     def init(param_key, env_key) -> LearnerState:
-        obs, env_state = vmap_reset(jax.random.split(env_key, num_envs), env_params)
+        obs, env_state = batched_reset(env, env_params, env_key, num_envs)
         params = network.init(param_key, obs[:1])
         zeros = jnp.zeros((num_envs,), jnp.float32)
         return LearnerState(
@@ -105,39 +106,44 @@ def make_trainer(
             key=jax.random.fold_in(env_key, 1),
         )
 
-    def rollout_step(carry, _):
-        params, env_state, obs, ep_return, ep_length, key = carry
-        key, action_key, step_key = jax.random.split(key, 3)
-        logits, value = network.apply(params, obs)
-        action = jax.random.categorical(action_key, logits)
-        log_prob = categorical_log_prob(logits, action)
-        next_obs, env_state, reward, terminated, truncated, info = vmap_step(
-            jax.random.split(step_key, num_envs), env_state, action, env_params
-        )
-        reward = reward.astype(jnp.float32)
-        done = jnp.logical_or(terminated, truncated)
-        ep_return = ep_return + reward
-        ep_length = ep_length + 1
-        train_reward = reward
-        if ppo.bootstrap_truncation:
-            # A time limit is not a terminal state: credit the value of where the agent was.
-            final_value = network.apply(params, info["final_observation"], method="value")
-            cut_short = jnp.logical_and(truncated, jnp.logical_not(terminated))
-            train_reward = reward + ppo.gamma * jax.lax.stop_gradient(final_value) * cut_short
-        transition = Transition(
-            obs=obs,
-            action=action,
-            log_prob=log_prob,
-            value=value,
-            reward=train_reward,
-            done=done,
-            finished_return=jnp.where(done, ep_return, 0.0),
-            finished_length=jnp.where(done, ep_length, 0),
-            env_metrics=info.get("metrics", {}),
-        )
-        ep_return = jnp.where(done, 0.0, ep_return)
-        ep_length = jnp.where(done, 0, ep_length)
-        return (params, env_state, next_obs, ep_return, ep_length, key), transition
+    def collect(state: LearnerState) -> Rollout:
+        """One rollout of `ppo.num_steps` steps with the sampled policy: the transitions, and
+        the running episode counters carried over."""
+        params = state.params
+
+        def policy(obs, key):
+            logits, value = network.apply(params, obs)
+            action = jax.random.categorical(key, logits)
+            return action, (categorical_log_prob(logits, action), value)
+
+        def record(counters, step: Step):
+            ep_return, ep_length = counters
+            reward = step.reward.astype(jnp.float32)
+            done = jnp.logical_or(step.terminated, step.truncated)
+            ep_return = ep_return + reward
+            ep_length = ep_length + 1
+            train_reward = reward
+            if ppo.bootstrap_truncation:
+                # A time limit is not a terminal state: credit the value of where the agent was.
+                final_value = network.apply(params, step.info["final_observation"], method="value")
+                cut_short = jnp.logical_and(step.truncated, jnp.logical_not(step.terminated))
+                train_reward = reward + ppo.gamma * jax.lax.stop_gradient(final_value) * cut_short
+            log_prob, value = step.extras
+            transition = Transition(
+                obs=step.obs,
+                action=step.action,
+                log_prob=log_prob,
+                value=value,
+                reward=train_reward,
+                done=done,
+                finished_return=jnp.where(done, ep_return, 0.0),
+                finished_length=jnp.where(done, ep_length, 0),
+                env_metrics=step.info.get("metrics", {}),
+            )
+            return (jnp.where(done, 0.0, ep_return), jnp.where(done, 0, ep_length)), transition
+
+        counters = (state.episode_return, state.episode_length)
+        return rollout(env_step, policy, state.env_state, state.obs, state.key, ppo.num_steps, record=record, stats=counters)
 
     def loss_fn(params, minibatch, clip_eps, ent_coef):
         traj, advantages, returns = minibatch
@@ -183,19 +189,17 @@ def make_trainer(
 
     def update(state: LearnerState, update_index):
         sched = schedule_values(ppo, update_index, num_updates)
-        carry = (state.params, state.env_state, state.obs, state.episode_return, state.episode_length, state.key)
-        carry, traj = jax.lax.scan(rollout_step, carry, None, ppo.num_steps)
-        params, env_state, obs, ep_return, ep_length, key = carry
+        params = state.params
+        env_state, obs, (ep_return, ep_length), key, traj = collect(state)
 
         last_value = network.apply(params, obs, method="value")
         advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, ppo.gamma, ppo.gae_lambda)
 
         flatten = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
         batch = (jax.tree.map(flatten, traj._replace(env_metrics={})), flatten(advantages), flatten(returns))
-        opt_state = _set_learning_rate(state.opt_state, sched["learning_rate"])
         (params, opt_state, key), terms = jax.lax.scan(
             lambda c, x: epoch(c, x, batch, sched["clip_eps"], sched["ent_coef"]),
-            (params, opt_state, key),
+            (params, state.opt_state, key),
             None,
             ppo.update_epochs,
         )
@@ -203,6 +207,7 @@ def make_trainer(
         metrics = rollout_metrics(traj, num_actions)
         metrics.update({f"train/{name}": jnp.mean(value) for name, value in terms._asdict().items() if name != "total"})
         metrics["train/explained_variance"] = explained_variance(traj.value, returns)
+        metrics["train/learning_rate"] = current_learning_rate(opt_state).astype(jnp.float32)
         metrics.update({f"train/{name}": jnp.asarray(value, jnp.float32) for name, value in sched.items()})
         if grad_axis is not None:
             metrics = combine_across_devices(metrics, grad_axis)
@@ -225,7 +230,7 @@ def make_trainer(
         shapes = jax.eval_shape(update, state, index)[1]
         return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
 
-    return Trainer(init=init, update=update, chunk=chunk, num_updates=num_updates, chunk_updates=chunk_updates)
+    return Trainer(init=init, rollout=collect, chunk=chunk, num_updates=num_updates, chunk_updates=chunk_updates)
 
 
 def rollout_metrics(traj: Transition, num_actions: int) -> dict:

@@ -1,0 +1,84 @@
+"""The one rollout loop: a policy acting in an env for a fixed number of steps, in `lax.scan`.
+
+The trainer, the final evaluation, the foraging world's survival evaluation and replay, and the
+benchmark all run this loop; what differs between them is passed in:
+- `env_step(key, env_state, action) -> (obs, env_state, reward, terminated, truncated, info)`:
+  usually `batched_step` (gymnax's `step`, auto-reset included, over a batch of envs); the
+  survival protocol and replay pass their own;
+- `policy(obs, key) -> (action, extras)`: sampled or greedy, over a network's `apply`
+  (`extras`, e.g. the log-prob and value, reach `record`);
+- `record(stats, step) -> (stats, out)`: what the caller keeps. `stats` is carried from step
+  to step (running returns, counters); `out` is stacked over the steps (transitions, frames).
+
+Keys: one key is carried and split three ways every step (next carried key, the policy's key,
+the env's key), so a rollout is a pure function of its starting key.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+
+class Step(NamedTuple):
+    """One step as `record` sees it."""
+
+    obs: Any  # what the policy saw
+    action: Any
+    extras: Any  # the policy's other outputs
+    next_obs: Any
+    reward: Any
+    terminated: Any
+    truncated: Any
+    info: Any
+
+
+class Rollout(NamedTuple):
+    env_state: Any  # where the rollout stopped
+    obs: Any
+    stats: Any  # `record`'s carried statistics after the last step
+    key: Any  # the carried key, to continue from
+    records: Any  # `record`'s per-step outputs, stacked (leading axis: steps)
+
+
+def batched_step(env, env_params, num_envs: int) -> Callable:
+    """`env.step` over `num_envs` envs, one key each split from the step's key."""
+    vstep = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def step(key, env_state, action):
+        return vstep(jax.random.split(key, num_envs), env_state, action, env_params)
+
+    return step
+
+
+def batched_reset(env, env_params, key, num_envs: int):
+    """`(obs, env_state)` of `num_envs` envs, one key each split from `key`."""
+    return jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, num_envs), env_params)
+
+
+def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps: int, *,
+            record: Callable, stats=()) -> Rollout:
+    """Run `num_steps` steps from `(env_state, obs)`; see the module docstring."""
+
+    def body(carry, _):
+        env_state, obs, stats, key = carry
+        key, policy_key, env_key = jax.random.split(key, 3)
+        action, extras = policy(obs, policy_key)
+        next_obs, env_state, reward, terminated, truncated, info = env_step(env_key, env_state, action)
+        stats, out = record(stats, Step(obs, action, extras, next_obs, reward, terminated, truncated, info))
+        return (env_state, next_obs, stats, key), out
+
+    (env_state, obs, stats, key), records = jax.lax.scan(body, (env_state, obs, stats, key), None, num_steps)
+    return Rollout(env_state, obs, stats, key, records)
+
+
+def action_policy(network, params, deterministic: bool) -> Callable:
+    """`policy(obs, key) -> (actions, logits)`: argmax, or a sample from the policy's logits."""
+
+    def policy(obs, key):
+        logits, _ = network.apply(params, obs)
+        action = jax.numpy.argmax(logits, -1) if deterministic else jax.random.categorical(key, logits)
+        return action, logits
+
+    return policy
