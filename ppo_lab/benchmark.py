@@ -7,9 +7,9 @@
 Measured in this process, per environment (config composed by name with Hydra's compose API,
 `experiment=<name>` when that experiment exists, else `env=<name>`), all on ONE device at the
 env's configured `ppo.num_envs`, timed after compilation:
-- `env_sps`: the env alone, random actions, `lax.scan` over steps of `vmap`ped envs;
-- `rollout_sps`: policy + env (the trainer's rollout: forward pass, sampling, log-prob, value,
-  truncation bootstrap, stacked transitions);
+- `env_sps`: the env alone, random actions, through the same rollout loop (`ppo.rollout`);
+- `rollout_sps`: policy + env (the trainer's own rollout: forward pass, sampling, log-prob,
+  value, truncation bootstrap, stacked transitions);
 - `train_sps`: full PPO updates (the trainer's own jitted chunk);
 - their ratios and the time split of one training step: env / policy forward / update.
 
@@ -47,10 +47,10 @@ DEFAULT_ENVS = ("cartpole", "foraging")
 
 # Sizes of everything the suite runs. `min_s`: least timed seconds per in-process measure.
 SIZES = {
-    "full": dict(min_s=2.0, rollout_steps=128, train_chunk=1, env_overrides=[],
+    "full": dict(min_s=2.0, train_chunk=1, env_overrides=[],
                  seed_timesteps=500_000, seeds16_timesteps=500_000, devices_seeds=4, devices_timesteps=250_000,
                  compile_timesteps=16 * 128 * 4, purejaxrl_timesteps=500_000, chunk_updates=25),
-    "quick": dict(min_s=0.3, rollout_steps=16, train_chunk=1, env_overrides=["ppo.num_envs=8", "ppo.num_steps=16", "ppo.update_epochs=1", "ppo.num_minibatches=1"],
+    "quick": dict(min_s=0.3, train_chunk=1, env_overrides=["ppo.num_envs=8", "ppo.num_steps=16", "ppo.update_epochs=1", "ppo.num_minibatches=1"],
                   seed_timesteps=16 * 128 * 8, seeds16_timesteps=16 * 128 * 8, devices_seeds=2, devices_timesteps=16 * 128 * 8,
                   compile_timesteps=16 * 128 * 2, purejaxrl_timesteps=4 * 128 * 16, chunk_updates=4),
 }
@@ -123,51 +123,30 @@ def measure_env(name: str, extra: list[str], size: dict) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from ppo_lab.run.build import build
     from ppo_lab.config import validate
-    from ppo_lab.ppo.losses import categorical_log_prob
+    from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
+    from ppo_lab.ppo.train import make_trainer
+    from ppo_lab.run.build import build
 
     overrides = env_overrides(name) + list(size["env_overrides"]) + list(extra) + ["num_seeds=1", "ppo.auto_scale=false"]
     resolved = compose(overrides)
     cfg = validate(resolved)
     comp = build(cfg, 1)
     env, params, network, ppo = comp.env, comp.env_params, comp.network, comp.ppo
-    n, steps = ppo.num_envs, size["rollout_steps"]
+    n, steps = ppo.num_envs, ppo.num_steps
     num_actions = env.action_space(params).n
-    vreset = jax.vmap(env.reset, in_axes=(0, None))
-    vstep = jax.vmap(env.step, in_axes=(0, 0, 0, None))
     key = jax.random.PRNGKey(0)
-    obs, env_state = jax.jit(vreset)(jax.random.split(key, n), params)
+    obs, env_state = jax.jit(lambda k: batched_reset(env, params, k, n))(key)
 
     def env_only(env_state, obs, key):
-        def body(carry, k):
-            env_state, obs = carry
-            ka, ks = jax.random.split(k)
-            action = jax.random.randint(ka, (n,), 0, num_actions)
-            obs, env_state, reward, term, trunc, _ = vstep(jax.random.split(ks, n), env_state, action, params)
-            return (env_state, obs), (reward, jnp.logical_or(term, trunc))
+        # The same rollout loop as the trainer's, with uniformly random actions and no network.
+        def random_policy(obs, k):
+            return jax.random.randint(k, (n,), 0, num_actions), None
 
-        return jax.lax.scan(body, (env_state, obs), jax.random.split(key, steps))
+        def keep(_, step):
+            return (), (step.reward, jnp.logical_or(step.terminated, step.truncated))
 
-    net_params = jax.jit(network.init)(key, obs[:1])
-
-    def rollout(net_params, env_state, obs, key):
-        # Mirrors ppo.train's rollout_step (without the episode counters).
-        def body(carry, k):
-            env_state, obs = carry
-            ka, ks = jax.random.split(k)
-            logits, value = network.apply(net_params, obs)
-            action = jax.random.categorical(ka, logits)
-            log_prob = categorical_log_prob(logits, action)
-            next_obs, env_state, reward, term, trunc, info = vstep(jax.random.split(ks, n), env_state, action, params)
-            if ppo.bootstrap_truncation:
-                final_value = network.apply(net_params, info["final_observation"], method="value")
-                reward = reward + ppo.gamma * final_value * jnp.logical_and(trunc, jnp.logical_not(term))
-            return (env_state, next_obs), (obs, action, log_prob, value, reward, jnp.logical_or(term, trunc))
-
-        return jax.lax.scan(body, (env_state, obs), jax.random.split(key, steps))
-
-    from ppo_lab.ppo.train import make_trainer
+        return rollout(batched_step(env, params, n), random_policy, env_state, obs, key, steps, record=keep)
 
     k = size["train_chunk"]
     trainer = make_trainer(ppo, env, params, network, num_envs=n, chunk_updates=k)
@@ -177,7 +156,7 @@ def measure_env(name: str, extra: list[str], size: dict) -> dict:
         raise ValueError(f"{name}: ppo.total_timesteps gives {trainer.num_updates} updates, fewer than {k}")
 
     env_compile, env_sps = _timed(env_only, (env_state, obs, key), n * steps, size["min_s"])
-    roll_compile, rollout_sps = _timed(rollout, (net_params, env_state, obs, key), n * steps, size["min_s"])
+    roll_compile, rollout_sps = _timed(trainer.rollout, (learner,), n * steps, size["min_s"])
     train_compile, train_sps = _timed(trainer.chunk, (learner, start), k * ppo.batch_size, size["min_s"])
     t_env, t_roll, t_train = 1 / env_sps, 1 / rollout_sps, 1 / train_sps
     return {

@@ -11,7 +11,8 @@ import pytest
 from ppo_lab.ppo.autoscale import apply_auto_scale, scaled_minibatches_and_epochs
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo.losses import categorical_entropy, categorical_log_prob, explained_variance, ppo_loss_terms
-from ppo_lab.ppo.schedules import schedule_values
+from ppo_lab.ppo.schedules import learning_rate, schedule_values
+from ppo_lab.ppo.train import current_learning_rate, make_optimizer
 
 
 def test_gae_three_steps_by_hand():
@@ -124,11 +125,36 @@ def _ppo(**kw):
 def test_schedules_are_linear_in_updates():
     ppo = _ppo()
     start, mid = schedule_values(ppo, 0, 100), schedule_values(ppo, 50, 100)
-    assert start == pytest.approx({"learning_rate": 1e-3, "ent_coef": 0.1, "clip_eps": 0.2})
-    assert mid["learning_rate"] == pytest.approx(5.5e-4)
+    assert start == pytest.approx({"ent_coef": 0.1, "clip_eps": 0.2})
     assert mid["ent_coef"] == pytest.approx(0.0505)
     assert mid["clip_eps"] == pytest.approx(0.15)
-    assert schedule_values(_ppo(anneal_lr=False), 50, 100)["learning_rate"] == pytest.approx(1e-3)
+    assert learning_rate(ppo, 0, 100) == pytest.approx(1e-3)
+    assert learning_rate(ppo, 50, 100) == pytest.approx(5.5e-4)
+    assert learning_rate(_ppo(anneal_lr=False), 50, 100) == pytest.approx(1e-3)
+
+
+def test_optimizer_steps_at_the_scheduled_learning_rate():
+    """The optimiser's own schedule: every minibatch step of update u runs at update u's rate
+    (epochs x minibatches = 2 x 2 steps per update), and Adam's first step moves each weight by
+    about that rate."""
+    import jax
+    import optax
+
+    ppo = _ppo(update_epochs=2, num_minibatches=2)
+    tx = make_optimizer(ppo, num_updates=10)
+    params = {"w": jnp.zeros(3)}
+    state = tx.init(params)
+    grads = {"w": jnp.array([1.0, -2.0, 0.5])}
+    assert float(current_learning_rate(state)) == pytest.approx(1e-3)
+    first, _ = tx.update(grads, state, params)
+    np.testing.assert_allclose(first["w"], [-1e-3, 1e-3, -1e-3], rtol=1e-3)
+    step = jax.jit(tx.update)
+    for count in range(12):
+        _, state = step(grads, state, params)
+        update = count // 4
+        assert float(current_learning_rate(state)) == pytest.approx(1e-3 + (1e-4 - 1e-3) * update / 10, rel=1e-6), count
+    counts = [int(v) for _, v in optax.tree.get_all_with_path(state, "count")]
+    assert counts and set(counts) == {12}
 
 
 @pytest.mark.parametrize(

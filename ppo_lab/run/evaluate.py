@@ -15,7 +15,6 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -25,40 +24,29 @@ EXTRA_EVALUATIONS: dict[str, str] = {"foraging": "ppo_lab.envs.foraging.survival
 EVAL_KEY_SALT = 0x5EED
 
 
-def make_policy(network, deterministic: bool) -> Callable:
-    """`policy(params, obs_batch, key) -> actions`: argmax, or a sample from the policy."""
-    import jax
-
-    def policy(params, obs, key):
-        logits, _ = network.apply(params, obs)
-        return jax.numpy.argmax(logits, -1) if deterministic else jax.random.categorical(key, logits)
-
-    return policy
-
-
-def episodic_returns(env, env_params, policy, params, key, episodes: int, max_steps: int):
-    """Mean return and length of each env's first episode (capped at `max_steps`)."""
+def episodic_returns(env, env_params, policy, key, episodes: int, max_steps: int):
+    """Mean return and length of each env's first episode (capped at `max_steps`);
+    `policy(obs, key) -> (actions, extras)` as `ppo.rollout` takes it."""
     import jax
     import jax.numpy as jnp
 
+    from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
+
     reset_key, run_key = jax.random.split(key)
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), env_params)
+    obs, state = batched_reset(env, env_params, reset_key, episodes)
     zeros = jnp.zeros((episodes,), jnp.float32)
 
-    def step(carry, step_key):
-        obs, state, ret, length, active = carry
-        act_key, env_key = jax.random.split(step_key)
-        action = policy(params, obs, act_key)
-        obs, state, reward, terminated, truncated, _ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-            jax.random.split(env_key, episodes), state, action, env_params
-        )
-        ret = ret + reward * active
+    def record(stats, step):
+        # Only each env's first episode counts: `active` drops to 0 once it has ended.
+        ret, length, active = stats
+        ret = ret + step.reward * active
         length = length + active
-        active = active * (1.0 - jnp.logical_or(terminated, truncated))
-        return (obs, state, ret, length, active), None
+        active = active * (1.0 - jnp.logical_or(step.terminated, step.truncated))
+        return (ret, length, active), None
 
-    carry = (obs, state, zeros, zeros, jnp.ones_like(zeros))
-    (_, _, ret, length, _), _ = jax.lax.scan(step, carry, jax.random.split(run_key, max_steps))
+    out = rollout(batched_step(env, env_params, episodes), policy, state, obs, run_key, max_steps,
+                  record=record, stats=(zeros, zeros, jnp.ones_like(zeros)))
+    ret, length, _ = out.stats
     return {"episode_return": ret.mean(), "episode_length": length.mean()}
 
 
@@ -81,9 +69,15 @@ def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict
     """metric -> one value per seed (in the order of `cfg.seeds`)."""
     import jax
 
-    policy = make_policy(network, cfg.eval.deterministic)
+    from ppo_lab.ppo.rollout import action_policy
+
     cap = episode_cap(cfg, env_params)
-    run = jax.jit(lambda p, k: episodic_returns(env, env_params, policy, p, k, cfg.eval.episodes, cap))
+
+    def episodes(params, key):
+        policy = action_policy(network, params, cfg.eval.deterministic)
+        return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, cap)
+
+    run = jax.jit(episodes)
     extra = _extra_evaluation(cfg.env["name"])
     results: dict[str, list[float]] = {}
     for seed, params in zip(cfg.seeds, params_per_seed):

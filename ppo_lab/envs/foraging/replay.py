@@ -37,7 +37,7 @@ Dynamics: the run's own env and reward config, the network of its latest checkpo
 works as in training (a `proxy` run is immortal: energy frozen, it never dies); `--mortal`
 turns energy on for such runs, as the continuous-survival evaluation does. The episode ends
 at death, at the env's step limit (truncation) or after `--steps` steps. The policy and the
-env step run on the host one step at a time, each jitted for a single env; the world is
+env step run for a single env in one jitted rollout (`ppo.rollout`); the world is
 stepped with the env's own `transition` (the step without its auto-reset, so the frame of
 the final state is the real one).
 
@@ -120,52 +120,75 @@ def replay_key(seed: int, episode: int):
 
 
 def run_episode(env, env_params, network, params, key, max_steps: int, deterministic: bool) -> list[Record]:
-    """Play one episode on the host, one jitted single-env step at a time."""
+    """Play one episode in one jitted rollout (`ppo.rollout`) and cut it where it ended."""
     import jax
     import jax.numpy as jnp
 
-    @jax.jit
-    def policy(p, obs, k):
-        logits, _ = network.apply(p, obs[None])
-        logits = logits[0]
-        action = jnp.argmax(logits) if deterministic else jax.random.categorical(k, logits)
-        return jax.nn.softmax(logits), action
+    from ppo_lab.ppo.rollout import rollout
 
-    @jax.jit
-    def step(k, state, action):
+    def policy_of(p):
+        def policy(obs, k):
+            logits = network.apply(p, obs[None])[0][0]
+            action = jnp.argmax(logits) if deterministic else jax.random.categorical(k, logits)
+            return action, jax.nn.softmax(logits)
+
+        return policy
+
+    def env_step(k, state, action):
+        # The step without auto-reset, so the frame of the final state is the real one.
         state, events = env.transition(k, state, action, env_params)
-        return state, env.get_obs(state, env_params), events["ate_food"], events["ate_poison"], events["died"]
+        return env.get_obs(state, env_params), state, None, events["died"], None, dict(events, state=state)
 
-    reset_key, key = jax.random.split(key)
-    obs, state = jax.jit(env.reset_env)(reset_key, env_params)
-    cap = int(env_params.max_steps_in_episode)
+    def record(_, step):
+        info = step.info
+        return (), dict(probs=step.extras, action=step.action, ate_food=info["ate_food"],
+                        ate_poison=info["ate_poison"], died=info["died"], state=info["state"])
+
+    @jax.jit
+    def play(p, key):
+        reset_key, key = jax.random.split(key)
+        obs, state = env.reset_env(reset_key, env_params)
+        out = rollout(env_step, policy_of(p), state, obs, key, max_steps, record=record)
+        return state, out.records, policy_of(p)(out.obs, key)[1]  # the last frame's policy
+
+    first, steps, last_probs = jax.device_get(play(params, key))
+    return _records(first, steps, last_probs, max_steps, int(env_params.max_steps_in_episode))
+
+
+def _records(first, steps: dict, last_probs, max_steps: int, cap: int) -> list[Record]:
+    """Frames 0..N from the rollout's per-step outputs, up to death, truncation or `max_steps`."""
+    probs = np.concatenate([np.asarray(steps["probs"]), np.asarray(last_probs)[None]], 0)
     records: list[Record] = []
     food = poison = 0
     last_action = None
     status = "alive"
     for t in range(max_steps + 1):
-        key, k_act, k_env = jax.random.split(key, 3)
-        probs, action = jax.device_get(policy(params, obs, k_act))
-        host = jax.device_get(state)
+        host = first if t == 0 else _index(steps["state"], t - 1)
         ended = status != "alive" or t == max_steps
         if status == "alive" and t == max_steps:
             status = "stopped"
         records.append(Record(
             step=t, agent=int(host.agent), item_pos=np.asarray(host.item_pos), n_food=int(host.n_food),
             n_poison=int(host.n_poison), energy=float(host.energy), food=food, poison=poison,
-            last_action=last_action, probs=np.asarray(probs, np.float64),
-            next_action=None if ended else int(action), status=status))
+            last_action=last_action, probs=np.asarray(probs[t], np.float64),
+            next_action=None if ended else int(steps["action"][t]), status=status))
         if ended:
             break
-        state, obs, ate_food, ate_poison, died = step(k_env, state, action)
-        food += int(ate_food)
-        poison += int(ate_poison)
-        last_action = int(action)
-        if bool(died):
+        food += int(steps["ate_food"][t])
+        poison += int(steps["ate_poison"][t])
+        last_action = int(steps["action"][t])
+        if bool(steps["died"][t]):
             status = "died"
-        elif int(state.time) >= cap:
+        elif int(steps["state"].time[t]) >= cap:
             status = "truncated"
     return records
+
+
+def _index(tree, i: int):
+    """Entry `i` of a pytree of stacked host arrays."""
+    import jax
+
+    return jax.tree.map(lambda x: x[i], tree)
 
 
 # ---- drawing ---------------------------------------------------------------------------------

@@ -41,6 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ppo_lab.ppo.rollout import Step, action_policy, rollout
+
 PolicyFn = Callable[[jax.Array, jax.Array], jax.Array]
 
 
@@ -52,6 +54,7 @@ def _make_run(env, policy_fn, num_envs: int, num_steps: int):
         k_reset, k_run = jax.random.split(key)
         _, state = jax.vmap(env.reset_env, in_axes=(0, None))(
             jax.random.split(k_reset, num_envs), params)
+        get_obs = jax.vmap(env.get_obs, in_axes=(0, None))
         zeros_i = jnp.zeros(num_envs, jnp.int32)
         zeros_f = jnp.zeros(num_envs, jnp.float32)
         acc = dict(food=zeros_i, poison=zeros_i, deaths=zeros_i, life=zeros_i,
@@ -59,11 +62,9 @@ def _make_run(env, policy_fn, num_envs: int, num_steps: int):
                    life_min=jnp.full(num_envs, jnp.iinfo(jnp.int32).max, jnp.int32),
                    life_max=zeros_i)
 
-        def one_step(carry, key):
-            state, acc = carry
-            k_pol, k_env, k_life = jax.random.split(key, 3)
-            obs = jax.vmap(env.get_obs, in_axes=(0, None))(state, params)
-            actions = policy_fn(policy_params, obs, k_pol)
+        def env_step(key, state, actions):
+            """The protocol's step: no step limit, and a dead agent is reborn in its world."""
+            k_env, k_life = jax.random.split(key)
             state, ev = jax.vmap(env.transition, in_axes=(0, 0, 0, None))(
                 jax.random.split(k_env, num_envs), state, actions, params)
             died = ev["died"]
@@ -73,9 +74,13 @@ def _make_run(env, policy_fn, num_envs: int, num_steps: int):
             state = jax.tree.map(
                 lambda r, s: jnp.where(died.reshape(died.shape + (1,) * (s.ndim - 1)), r, s),
                 reborn, state)
+            return get_obs(state, params), state, None, died, None, ev
+
+        def record(acc, step: Step):
+            ev, died = step.info, step.terminated
             life = acc["life"] + 1
             lf = life.astype(jnp.float32)
-            acc = dict(
+            return dict(
                 food=acc["food"] + ev["ate_food"],
                 poison=acc["poison"] + ev["ate_poison"],
                 deaths=acc["deaths"] + died,
@@ -84,12 +89,14 @@ def _make_run(env, policy_fn, num_envs: int, num_steps: int):
                 life_sq=acc["life_sq"] + jnp.where(died, lf * lf, 0.0),
                 life_min=jnp.where(died, jnp.minimum(acc["life_min"], life), acc["life_min"]),
                 life_max=jnp.where(died, jnp.maximum(acc["life_max"], life), acc["life_max"]),
-            )
-            return (state, acc), None
+            ), None
 
-        (state, acc), _ = jax.lax.scan(one_step, (state, acc),
-                                       jax.random.split(k_run, num_steps))
-        return acc, state.energy
+        def policy(obs, k):
+            return policy_fn(policy_params, obs, k), None
+
+        out = rollout(env_step, policy, state, get_obs(state, params), k_run, num_steps,
+                      record=record, stats=acc)
+        return out.stats, out.env_state.energy
 
     return jax.jit(run)
 
@@ -169,6 +176,7 @@ def evaluate_policy(cfg, env, env_params, network, params, key) -> dict[str, flo
 
 @functools.lru_cache(maxsize=8)
 def _policy_run(env, network, deterministic: bool, num_envs: int, num_steps: int):
-    from ppo_lab.run.evaluate import make_policy
+    def policy(params, obs, key):
+        return action_policy(network, params, deterministic)(obs, key)[0]
 
-    return _make_run(env, make_policy(network, deterministic), num_envs, num_steps)
+    return _make_run(env, policy, num_envs, num_steps)
