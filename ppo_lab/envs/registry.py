@@ -1,6 +1,6 @@
 """Env name -> where its builder and its config check live, without importing either.
 
-The table holds "module:function" strings, so `ppo_lab.config.validate` can check an env's
+To add an env, add a row. The table holds "module:function" strings, so `ppo_lab.config.validate` can check an env's
 config (through its jax-free `check` function) before the hardware settings are applied and
 jax is imported; the builder's module, which imports jax, is loaded only by `make_env`.
 
@@ -36,11 +36,6 @@ ENVS: dict[str, EnvSpec] = {
     "gymnax": EnvSpec("ppo_lab.envs.gymnax_envs:make_any_gymnax", "ppo_lab.envs.gymnax_envs:check_gymnax"),
     "foraging": EnvSpec("ppo_lab.envs.foraging.world:build", "ppo_lab.envs.foraging.config:check_config"),
 }
-
-
-def register_env(name: str, builder: str, check: str) -> None:
-    """Add an env under `name` (the value of `env.name`): both as "module:function" strings."""
-    ENVS[name] = EnvSpec(builder, check)
 
 
 def _load(target: str):
