@@ -2,9 +2,10 @@
 
 Every other test would pass with a trainer that does not learn (a wrong sign, a stale
 advantage, parameters that never update); this one fails then. The config is
-`experiment=cartpole` (16 envs x 128 steps, lr 2.5e-3 annealed) cut to 300k steps, which
-reaches 500 on seeds 0-3 (and 475+ already at 200k); the bar is the Gym "solved" return, 475,
-evaluated greedily on 16 episodes per seed.
+`experiment=cartpole` as it is (16 envs x 128 steps, 500k steps, lr 2.5e-3 annealed), which
+reached 500 on all of seeds 0-7 (at 300k steps one seed in six stalled near 240); the bar is
+the Gym "solved" return, 475, evaluated greedily on 16 episodes per seed. Two host devices
+(one seed each) whatever the machine's core count, so the numbers do not depend on it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ SOLVED = 475.0
 
 def test_cartpole_is_solved_on_two_seeds(tmp_path):
     run_dir = tmp_path / "run"
-    launch(["experiment=cartpole", "num_seeds=2", "seed=0", "ppo.total_timesteps=300000", "eval.episodes=16",
+    launch(["experiment=cartpole", "num_seeds=2", "seed=0", "hardware.host_devices=2", "eval.episodes=16",
             "eval.deterministic=true"], run_dir, timeout=600)
     summary = read_summary(run_dir)
     assert summary["status"] == "completed", summary

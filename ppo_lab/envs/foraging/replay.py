@@ -341,9 +341,14 @@ def _draw_world(img, draw, scene: Scene, rec: Record, trail: list[int]) -> None:
             draw.line([x + inset, y + inset, x + px - 2 - inset, y + px - 2 - inset], fill=COLOURS["died"], width=2)
             draw.line([x + inset, y + px - 2 - inset, x + px - 2 - inset, y + inset], fill=COLOURS["died"], width=2)
 
-    # The view outline: every edge between a cell in view and one out of view. At the screen
-    # border, the neighbour is the wrapped cell on the other side (only when the whole grid is
-    # shown; a window always holds the whole view with room to spare).
+    _draw_view_outline(draw, scene, in_view)
+
+
+def _draw_view_outline(draw, scene: Scene, in_view: np.ndarray) -> None:
+    """Every edge between a cell in view and one out of view. At the screen border, the
+    neighbour is the wrapped cell on the other side (only when the whole grid is shown; a
+    window always holds the whole view with room to spare)."""
+    n, px = scene.cells, scene.cell_px
     w = max(1, px // 8)
     for r, c in zip(*np.nonzero(in_view)):
         x, y = PAD + c * px, PAD + r * px
@@ -456,7 +461,14 @@ def _draw_panel(img, draw, scene: Scene, rec: Record, fonts) -> None:
     draw.text((x, y), status, font=big, fill=COLOURS["died"] if rec.status == "died" else text)
     y += 22
 
-    # Legend.
+    y = _draw_legend(draw, x, y, small)
+    if scene.windowed:
+        y += 12
+        _draw_minimap(img, draw, scene, rec, x, y)
+
+
+def _draw_legend(draw, x: int, y: int, font) -> int:
+    """The legend's four rows from (x, y); returns the y below it."""
     for colour, shape, label in ((COLOURS["food"], "disc", "food"), (COLOURS["poison"], "diamond", "poison"),
                                  (COLOURS["agent"], "square", "agent"), (COLOURS["view_outline"], "outline", "view")):
         bx, by = x + 1, y + 2
@@ -468,11 +480,9 @@ def _draw_panel(img, draw, scene: Scene, rec: Record, fonts) -> None:
             draw.rectangle([bx, by, bx + 10, by + 10], fill=colour)
         else:
             draw.rectangle([bx, by, bx + 10, by + 10], outline=colour, width=2)
-        draw.text((x + 18, y), label, font=small, fill=dim)
+        draw.text((x + 18, y), label, font=font, fill=COLOURS["dim"])
         y += 17
-    if scene.windowed:
-        y += 12
-        _draw_minimap(img, draw, scene, rec, x, y)
+    return y
 
 
 def render_frame(scene: Scene, rec: Record, trail: list[int], fonts):
