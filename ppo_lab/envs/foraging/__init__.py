@@ -1,2 +1,3 @@
-"""The foraging world of the Goodhart experiment: the world (`world`), the reference's
-continuous-survival evaluation (`survival`) and a renderer of trained agents (`replay`)."""
+"""The foraging world of the Goodhart experiment: its config and checks (`config`, jax-free),
+the world (`world`), the reference's continuous-survival evaluation (`survival`) and a renderer
+of trained agents (`replay`)."""
