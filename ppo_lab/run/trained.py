@@ -28,7 +28,7 @@ def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic:
     from ppo_lab.run import checkpoint
     from ppo_lab.run.build import build
 
-    if not checkpoint.list_checkpoints(run_dir / rundir.CHECKPOINTS):
+    if not rundir.has_checkpoint(run_dir / rundir.CHECKPOINTS):
         # Checked before building anything: fail in a second, not after a compile.
         raise FileNotFoundError(f"no complete checkpoint in {run_dir / rundir.CHECKPOINTS}")
     comp = build(cfg, len(devices))
