@@ -4,8 +4,9 @@
     python launch.py env=cartpole num_seeds=4          # 4 seeds vmapped in one process
     python launch.py -m seed=0,1,2,3                   # one job per seed (Hydra multirun)
 
-jax is imported only after the `hardware` group is applied: JAX reads its platform and XLA
-flags at import, so importing it at the top of this file would silently ignore hardware=...
+All the work is `ppo_lab.run.entry.train(cfg, run_dir)`; this file adds Hydra (the config,
+the run dir) and the exit code. jax is imported only after the `hardware` group is applied:
+JAX reads its platform and XLA flags at import, so importing it here would ignore hardware=...
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 log = logging.getLogger("ppo_lab.launch")
 
@@ -34,7 +35,7 @@ def _multirun() -> bool:
 
 
 def _forget_empty_run_dir(run_dir: Path) -> None:
-    """After a config error, remove the run dir Hydra just made if it holds no result, so a
+    """After a user error, remove the run dir Hydra just made if it holds no result, so a
     bad command line leaves nothing that looks like a run (never touches an existing run)."""
     import shutil
 
@@ -49,47 +50,17 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
-    from ppo_lab.errors import ConfigError
-    from ppo_lab.hardware import HardwareError, apply_hardware
+    from ppo_lab.run.entry import USER_ERRORS, train
 
     run_dir = _run_dir()
     try:
-        resolved = OmegaConf.to_container(cfg, resolve=True)
-        from ppo_lab.launching.callbacks import completed_summary
-
-        done = completed_summary(run_dir, resolved)  # a relaunched sweep skips finished runs
-        if done is not None:
-            return done
-        from ppo_lab.config import validate_hardware, validate
-
-        apply_hardware(validate_hardware(resolved["hardware"]))  # before anything imports jax
-        run_cfg = validate(resolved)
-        from ppo_lab.hardware import check_devices, configure_jax
-        from ppo_lab.run.recorders import check_logger_names
-
-        check_logger_names(run_cfg.logger)
-        configure_jax(run_cfg.hardware)
-        devices = check_devices(run_cfg.hardware)
-        from ppo_lab.run.build import build_env_and_network
-
-        build_env_and_network(run_cfg)  # env-specific config errors, before any compile
-    except (ConfigError, HardwareError) as exc:
+        return train(cfg, run_dir)
+    except USER_ERRORS as exc:  # bad config, missing hardware, a refused resume: nothing written
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)
         if _multirun():
             raise  # Hydra records this job as failed and the sweep goes on; the aggregate names it
         _forget_empty_run_dir(run_dir)
-        sys.exit(2)
-
-    from ppo_lab.run.loop import ResumeError, run
-
-    try:
-        return run(run_cfg, run_dir, resolved, devices)
-    except ResumeError as exc:
-        log.error("%s", exc)
-        print(f"error: {exc}", file=sys.stderr)
-        if _multirun():
-            raise
         sys.exit(2)
 
 

@@ -110,6 +110,9 @@ class RunConfig:
     hardware: Mapping[str, Any]
     logger: Mapping[str, Any]
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The whole resolved config (plain dicts) this RunConfig was validated from: what
+    # config.yaml, loggers and the resume check see. Not part of equality: it repeats the fields.
+    resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def seeds(self) -> list[int]:
@@ -302,6 +305,7 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
     _require(resume is None or isinstance(resume, str), "resume", resume, "null or a run directory")
     logger = dict(cfg.get("logger") or {})
     known = {f.name for f in dataclasses.fields(RunConfig)} | {"checkpoint"}
+    known.discard("resolved")
     return RunConfig(
         seed=seed,
         num_seeds=num_seeds,
@@ -319,5 +323,6 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
         hardware=validate_hardware(cfg["hardware"]),
         logger=logger,
         extra={k: v for k, v in cfg.items() if k not in known},
+        resolved=dict(cfg),
     )
 

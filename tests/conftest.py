@@ -1,4 +1,5 @@
-"""Shared helpers: run launch.py as a user would, on tiny configs."""
+"""Shared helpers: tiny configs; a run in-process (`train_run`, Hydra's compose API) or as a
+user runs it (`launch`, a separate process: for signals, kills, exit codes, device layouts)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from ppo_lab.hardware import apply_hardware
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,6 +29,26 @@ TINY = [
     "eval.max_steps=64",
     "hardware.host_devices=1",
 ]
+
+# XLA reads its flags once, at import: this test process's JAX runs what TINY asks for (one
+# CPU device), so in-process runs (`train_run`) get the devices their config checks for.
+# A test that needs another device layout runs launch.py in its own process.
+apply_hardware({"platform": "cpu", "host_devices": 1, "preallocate": False})
+
+
+def compose_config(overrides):
+    """The config launch.py would run for these overrides (Hydra's compose API)."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def train_run(overrides, run_dir: Path) -> dict:
+    """One run in this process, exactly as launch.py runs it; returns its summary."""
+    from ppo_lab.run.entry import train
+
+    return train(compose_config(overrides), run_dir)
 
 
 def launch(args, run_dir: Path | None = None, timeout: float = 240, check: bool = True, **popen):

@@ -3,6 +3,8 @@ with a non-zero exit and nothing written that could be mistaken for a result."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
@@ -10,7 +12,7 @@ from omegaconf import OmegaConf
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
 
-from conftest import ROOT, TINY, launch
+from conftest import ROOT, TINY, compose_config, launch, train_run
 
 
 def _resolved(overrides):
@@ -64,20 +66,29 @@ def _assert_nothing_written(run_dir):
         (["ppo.num_envs=3", "ppo.num_steps=5", "ppo.num_minibatches=4"], "ppo.num_minibatches=4"),
     ],
 )
-def test_launch_exits_nonzero_with_clear_message(tmp_path, overrides, expected):
+def test_train_refuses_before_building_anything(tmp_path, overrides, expected):
     run_dir = tmp_path / "run"
-    proc = launch([*TINY, *overrides], run_dir, check=False, timeout=120)
+    with pytest.raises(ConfigError) as err:
+        train_run([*TINY, *overrides], run_dir)
+    assert expected in str(err.value)
+    assert not run_dir.exists()
+
+
+def test_launch_exits_2_with_the_message_and_no_run_dir(tmp_path):
+    """What a user sees: `error: ...` on stderr, exit 2, and no run dir left behind."""
+    run_dir = tmp_path / "run"
+    proc = launch([*TINY, "ppo.num_envs=3", "ppo.num_steps=5", "ppo.num_minibatches=4"], run_dir, check=False, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert expected in proc.stderr
+    assert "error: invalid config: ppo.num_minibatches=4" in proc.stderr
     assert "compiled" not in proc.stdout + proc.stderr
-    _assert_nothing_written(run_dir)
+    assert not run_dir.exists()
 
 
-def test_unknown_group_option_lists_choices(tmp_path):
-    proc = launch(["env=atari"], tmp_path / "run", check=False, timeout=120)
-    assert proc.returncode != 0
-    assert "Could not find 'env/atari'" in proc.stderr
-    assert "cartpole" in proc.stderr  # Hydra lists the available options
+def test_unknown_group_option_lists_choices():
+    with pytest.raises(Exception) as err:
+        compose_config(["env=atari"])
+    assert "Could not find 'env/atari'" in str(err.value)
+    assert "cartpole" in str(err.value)  # Hydra lists the available options
 
 
 def _absent_accelerator() -> str:
@@ -101,10 +112,89 @@ def test_missing_accelerator_fails_without_silent_cpu_run(tmp_path):
     _assert_nothing_written(run_dir)
 
 
-def test_bad_input_in_an_existing_run_dir_loses_nothing(tmp_path, tiny):
+def _files(run_dir):
+    names = ("config.yaml", "metrics.csv", "summary.json")
+    return [(run_dir / n).read_bytes() for n in names] + sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+
+
+HALF = [*TINY, "ppo.total_timesteps=1024"]  # 16 updates
+
+
+@pytest.fixture(scope="module")
+def _trained(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("trained") / "run"
+    train_run(HALF, run_dir)
+    return run_dir
+
+
+@pytest.fixture
+def trained(_trained, tmp_path):
+    """A copy of a finished 16-update run (trained once per module)."""
     run_dir = tmp_path / "run"
-    launch(tiny, run_dir)
-    before = (run_dir / "metrics.csv").read_bytes(), (run_dir / "summary.json").read_bytes()
-    proc = launch([*tiny, "ppo.lr=-1"], run_dir, check=False, timeout=120)
-    assert proc.returncode == 2
-    assert ((run_dir / "metrics.csv").read_bytes(), (run_dir / "summary.json").read_bytes()) == before
+    shutil.copytree(_trained, run_dir)
+    return run_dir
+
+
+def test_bad_input_in_an_existing_run_dir_loses_nothing(trained):
+    before = _files(trained)
+    with pytest.raises(ConfigError):
+        train_run([*HALF, "ppo.lr=-1"], trained)
+    assert _files(trained) == before
+
+
+# --- a run directory keeps one config ---------------------------------------------------------
+
+def test_relaunch_with_another_training_config_is_refused_naming_the_key(trained):
+    before = _files(trained)
+    proc = launch([*HALF, "ppo.lr=0.01", "ppo.gae_lambda=0.9"], trained, check=False, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "ppo.lr: 0.00025 -> 0.01" in proc.stderr and "ppo.gae_lambda: 0.95 -> 0.9" in proc.stderr
+    assert "allow_config_change=true" in proc.stderr
+    assert "compiled" not in proc.stdout + proc.stderr
+    assert _files(trained) == before
+    assert not (trained / "config_history.jsonl").exists()
+
+
+def test_allowed_config_change_resumes_and_is_recorded(trained):
+    from ppo_lab.rundir import read_config, read_config_history
+
+    s = train_run([*TINY, "ppo.lr=0.01", "allow_config_change=true"], trained)
+    assert s["status"] == "completed" and s["resumed_from"] == 16 and s["updates"] == 32
+    assert read_config(trained)["ppo"]["lr"] == 0.01
+    [entry] = read_config_history(trained)
+    assert entry["from_update"] == 16
+    assert entry["changes"] == {"ppo.lr": [0.00025, 0.01], "ppo.total_timesteps": [1024, 2048]}
+    # Later relaunches compare with the config now in force.
+    assert train_run([*TINY, "ppo.lr=0.01"], trained)["resumed_from"] == 32
+
+
+def test_stopping_budget_and_bookkeeping_may_differ(trained):
+    free = ["train.duration_min=5", "train.patience=3", "checkpoint.every_min=1", "eval.episodes=2",
+            "health.kl_max=0.1", "train.chunk_updates=4", "logger=[csv]"]
+    s = train_run([*HALF, *free], trained)
+    assert s["status"] == "completed" and s["resumed_from"] == 16
+    assert not (trained / "config_history.jsonl").exists()
+
+
+def test_resume_refuses_a_different_env_shape_even_when_allowed(trained):
+    from ppo_lab.run.resume import ResumeError
+
+    before = _files(trained)
+    with pytest.raises(ResumeError, match=r"ppo.num_envs: 4 -> 8") as err:
+        train_run([*TINY, "ppo.num_envs=8", "ppo.total_timesteps=4096", "allow_config_change=true"], trained)
+    assert "new run directory" in str(err.value)
+    assert _files(trained) == before
+
+
+def test_resume_from_another_run_follows_the_same_rule(trained, tmp_path):
+    from ppo_lab.rundir import read_config_history
+    from ppo_lab.run.resume import ResumeError
+
+    second = tmp_path / "second"
+    with pytest.raises(ResumeError, match=r"resume=.*run.*\n  ppo.clip_eps: 0.2 -> 0.3"):
+        train_run([*HALF, "ppo.clip_eps=0.3", f"resume={trained}"], second)
+    assert not second.exists()
+    s = train_run([*HALF, "ppo.clip_eps=0.3", f"resume={trained}", "allow_config_change=true"], second)
+    assert s["resumed_from"] == 16 and s["resume_source"] == str(trained)
+    [entry] = read_config_history(second)
+    assert entry["source"] == str(trained) and entry["changes"] == {"ppo.clip_eps": [0.2, 0.3]}

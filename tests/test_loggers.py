@@ -26,8 +26,7 @@ def _cfg(tmp_path, extra=()):
     conf = Path(__file__).resolve().parent.parent / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         cfg = compose("config", overrides=["env=cartpole", "logger=[csv,wandb,tensorboard]", "num_seeds=2", *extra])
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    return validate(resolved), resolved
+    return validate(OmegaConf.to_container(cfg, resolve=True))
 
 
 def _rows(updates, seeds=(0, 1)):
@@ -54,14 +53,14 @@ def _wandb_runs(run_dir: Path) -> dict:
 
 
 def test_logger_group_composes_as_a_list(tmp_path):
-    cfg, _ = _cfg(tmp_path)
+    cfg = _cfg(tmp_path)
     assert set(cfg.logger) == {"csv", "wandb", "tensorboard"}
     assert cfg.logger["wandb"]["mode"] == "offline" and cfg.logger["wandb"]["project"] == "ppo_lab"
     assert set(LOGGERS) >= {"csv", "wandb", "tensorboard"}
 
 
 def test_loggers_write_and_resume_without_double_logging(tmp_path):
-    cfg, resolved = _cfg(tmp_path, ["reward=default", "logger.wandb.group=mygroup"])
+    cfg = _cfg(tmp_path, ["reward=default", "logger.wandb.group=mygroup"])
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     # First session in its own process, killed (os._exit) after logging updates 1..6: no
@@ -73,8 +72,8 @@ sys.path.insert(0, {str(Path(__file__).parent)!r})
 from test_loggers import _cfg, _rows
 from ppo_lab.run.recorders import make_loggers
 from pathlib import Path
-cfg, resolved = _cfg(None, {["reward=default", "logger.wandb.group=mygroup"]!r})
-loggers = make_loggers(Path({str(run_dir)!r}), cfg, resolved)
+cfg = _cfg(None, {["reward=default", "logger.wandb.group=mygroup"]!r})
+loggers = make_loggers(Path({str(run_dir)!r}), cfg)
 assert len(loggers) == 2  # csv is the runner's own metrics.csv
 for lg in loggers:
     lg.log_rows(_rows(range(1, 5)))
@@ -87,7 +86,7 @@ os._exit(9)
 
     MetricsCSV(run_dir / "metrics.csv").append(_rows(range(1, 5)))  # what the runner kept: up to the checkpoint
     ids_before = json.loads((run_dir / "wandb" / STATE_FILE).read_text())["ids"]
-    loggers = make_loggers(run_dir, cfg, resolved)
+    loggers = make_loggers(run_dir, cfg)
     for lg in loggers:
         lg.log_rows(_rows(range(5, 9)))
         lg.finish({"status": "completed", "seeds": [0, 1], "updates": 8, "timesteps": 512,
@@ -127,9 +126,9 @@ os._exit(9)
 def test_unknown_wandb_mode_is_a_config_error(tmp_path):
     from ppo_lab.errors import ConfigError
 
-    cfg, resolved = _cfg(tmp_path, ["logger.wandb.mode=sometimes"])
+    cfg = _cfg(tmp_path, ["logger.wandb.mode=sometimes"])
     with pytest.raises(ConfigError, match="logger.wandb.mode"):
-        make_loggers(tmp_path, cfg, resolved)
+        make_loggers(tmp_path, cfg)
 
 
 @pytest.mark.slow

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 from ppo_lab.config import HealthConfig
+
+log = logging.getLogger(__name__)
 
 
 def health_warnings(rows: list[dict], health: HealthConfig) -> list[str]:
@@ -33,3 +36,20 @@ def health_warnings(rows: list[dict], health: HealthConfig) -> list[str]:
         f"health: {kind} on seed {seed} in {count} update(s) (worst {worst:.4g}; {limits[kind]})"
         for (kind, seed), (count, worst) in sorted(found.items())
     ]
+
+
+class HealthWarnings:
+    """The health warnings as a recorder: logged once per chunk."""
+
+    def __init__(self, health: HealthConfig):
+        self.health = health
+
+    def start(self, ctx) -> None:
+        pass
+
+    def log_rows(self, rows: list[dict]) -> None:
+        for message in health_warnings(rows, self.health):
+            log.warning(message)
+
+    def finish(self, summary: dict) -> None:
+        pass

@@ -1,4 +1,5 @@
-"""When to stop: signals, the STOP file, a wall-time budget, and early stopping on return."""
+"""When to stop: signals, the STOP file, a wall-time budget, and early stopping on the
+windowed mean return (RecentReturns, which also gives summary.json's `final`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import math
 import signal
 import threading
 import time
+from collections import deque
 from contextlib import contextmanager
 from pathlib import Path
 
-from ppo_lab.rundir import stop_requested
+import numpy as np
+
+from ppo_lab.rundir import KEY_COLUMNS, stop_requested
 
 log = logging.getLogger(__name__)
 
@@ -88,3 +92,37 @@ class StopConditions:
         if self.early.check(windowed_return):
             return "completed", f"train.target_return={self.early.target:g} reached (best {self.early.best:.2f})"
         return None
+
+
+class RecentReturns:
+    """Windowed mean of train/mean_episode_return over the last W updates (all seeds)."""
+
+    def __init__(self, window: int):
+        self.by_update: deque = deque(maxlen=window)
+        self.last_rows: dict[int, deque] = {}
+        self.window = window
+
+    def add(self, rows: list[dict]) -> None:
+        by_update: dict[int, list] = {}
+        for row in rows:
+            by_update.setdefault(row["update"], []).append(row)
+            self.last_rows.setdefault(row["seed"], deque(maxlen=self.window)).append(row)
+        for update in sorted(by_update):
+            self.by_update.append([r.get("train/mean_episode_return", math.nan) for r in by_update[update]])
+
+    def mean(self) -> float:
+        values = [v for vs in self.by_update for v in vs if v is not None and not math.isnan(v)]
+        return float(np.mean(values)) if values else math.nan
+
+    def final(self, seeds: list[int]) -> dict[str, list[float]]:
+        """Per metric, one value per seed: the nan-mean over the last W updates."""
+        names = sorted({k for rows in self.last_rows.values() for r in rows for k in r} - set(KEY_COLUMNS))
+        out = {}
+        for name in names:
+            values = []
+            for seed in seeds:
+                xs = [r.get(name) for r in self.last_rows.get(seed, [])]
+                xs = [float(x) for x in xs if x not in (None, "") and not math.isnan(float(x))]
+                values.append(float(np.mean(xs)) if xs else None)
+            out[name] = values
+        return out

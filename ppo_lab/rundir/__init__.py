@@ -7,7 +7,7 @@ directory": contract):
     paths        the file names, the metrics.csv key columns
     atomic       every write: temporary file, fsync, rename
     jsonfile     reading JSON files
-    config_file  config.yaml
+    config_file  config.yaml, config_history.jsonl
     metrics      metrics.csv: the typed reader, the append-only writer, truncation on resume
     summary      summary.json, benchmark.json, error.txt
     checkpoints  which checkpoints exist (their pytree (de)serialisation: ppo_lab.run.checkpoint)
@@ -20,7 +20,14 @@ The names below are re-exported so that callers write `rundir.read_config(...)`.
 
 from ppo_lab.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
 from ppo_lab.rundir.checkpoints import has_checkpoint, latest_checkpoint, list_checkpoints
-from ppo_lab.rundir.config_file import load_run_config, read_config, read_experiment, write_config
+from ppo_lab.rundir.config_file import (
+    append_config_history,
+    load_run_config,
+    read_config,
+    read_config_history,
+    read_experiment,
+    write_config,
+)
 from ppo_lab.rundir.jobs import read_jobs, write_jobs
 from ppo_lab.rundir.jsonfile import read_json
 from ppo_lab.rundir.metrics import (
@@ -40,6 +47,7 @@ from ppo_lab.rundir.paths import (
     BENCHMARK,
     CHECKPOINTS,
     CONFIG,
+    CONFIG_HISTORY,
     ERROR,
     JOBS,
     KEY_COLUMNS,
@@ -63,10 +71,10 @@ from ppo_lab.rundir.summary import (
 from ppo_lab.rundir.sweep_files import find_sweep_roots, read_multirun, read_overrides, write_table
 
 __all__ = [
-    "AGGREGATE", "BENCHMARK", "CHECKPOINTS", "CONFIG", "ERROR", "JOBS", "KEY_COLUMNS", "METRICS", "MULTIRUN",
+    "AGGREGATE", "BENCHMARK", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "ERROR", "JOBS", "KEY_COLUMNS", "METRICS", "MULTIRUN",
     "RUNS", "STOP_FILE", "SUMMARY", "MetricsCSV", "MetricsFileError", "MetricsTail", "columns_by_seed",
     "copy_rows_until", "find_sweep_roots", "has_checkpoint", "has_run_files", "latest_checkpoint",
-    "list_checkpoints", "load_run_config", "metrics_frame", "read_benchmark", "read_config", "read_error",
+    "list_checkpoints", "load_run_config", "append_config_history", "read_config_history", "metrics_frame", "read_benchmark", "read_config", "read_error",
     "read_experiment", "read_header", "read_jobs", "read_json", "read_metrics", "read_multirun",
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
     "stop_requested", "update_summary", "write_atomic", "write_benchmark", "write_config", "write_error",

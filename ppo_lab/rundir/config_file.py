@@ -1,11 +1,13 @@
-"""config.yaml: the resolved config a run was trained with."""
+"""config.yaml: the resolved config a run was trained with; config_history.jsonl: the
+changes to it a relaunch was allowed to make (allow_config_change=true)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ppo_lab.rundir.atomic import write_text_atomic
-from ppo_lab.rundir.paths import CONFIG
+from ppo_lab.rundir.paths import CONFIG, CONFIG_HISTORY
 
 
 def write_config(run_dir: Path, resolved: dict) -> None:
@@ -22,6 +24,20 @@ def read_config(run_dir: Path, resolve: bool = True) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory: it has no {CONFIG}")
     return OmegaConf.to_container(OmegaConf.load(path), resolve=resolve) or {}
+
+
+def read_config_history(run_dir: Path) -> list[dict]:
+    """The allowed config changes of a run, oldest first (one JSON object a line)."""
+    path = Path(run_dir) / CONFIG_HISTORY
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def append_config_history(run_dir: Path, entries: list[dict]) -> None:
+    """Add entries to config_history.jsonl (rewritten atomically: never half a line)."""
+    lines = [json.dumps(e, sort_keys=True) for e in read_config_history(run_dir) + list(entries)]
+    write_text_atomic(Path(run_dir) / CONFIG_HISTORY, "\n".join(lines) + "\n")
 
 
 def read_experiment(run_dir: Path):

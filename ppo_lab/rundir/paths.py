@@ -9,6 +9,7 @@ from pathlib import Path
 
 # In a run directory.
 CONFIG = "config.yaml"
+CONFIG_HISTORY = "config_history.jsonl"  # only after allow_config_change=true: which change ran from which update
 METRICS = "metrics.csv"
 SUMMARY = "summary.json"
 BENCHMARK = "benchmark.json"

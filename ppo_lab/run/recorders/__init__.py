@@ -1,24 +1,56 @@
-"""Where metrics go besides metrics.csv (always written): a registry of optional loggers.
+"""Where a run's rows and summary go: the recorder protocol and the optional loggers.
 
-A logger is built as `factory(run_dir, cfg, resolved_config, options)` and offers
-`log_rows(rows)` (one dict per (update, seed), DESIGN.md metric names) and
-`finish(summary)`. `logger=[csv,wandb,tensorboard]` picks them; the keys under `logger`
-are the names.
+A recorder is told three things by the host loop (run/loop.py):
+`start(ctx)` once before the first chunk, `log_rows(rows)` after every chunk (one dict per
+(update, seed), DESIGN.md metric names) and `finish(summary)` once at the end, also after a
+failure. metrics.csv, summary.json, benchmark.json, the progress display and the health
+warnings are recorders, and so is each optional logger; `choose_recorders` picks them, so
+benchmark mode is a different choice of recorders, not a branch in the loop.
+
+`logger=[csv,wandb,tensorboard]` picks the optional loggers; the keys under `logger` are the
+names. A logger module offers `make_logger(run_dir, cfg, options)` returning an object with
+`log_rows` and `finish`; adding one is a module plus one line in LOGGERS.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Protocol
 
 from ppo_lab.errors import ConfigError
 
-# name -> "module:factory"; csv is metrics.csv itself, written by the runner.
+log = logging.getLogger(__name__)
+
+# name -> "module:factory"; csv is metrics.csv itself, always written (recorders/files.py).
 LOGGERS: dict[str, str | None] = {
     "csv": None,
     "wandb": "ppo_lab.run.recorders.wandb_logger:make_logger",
     "tensorboard": "ppo_lab.run.recorders.tensorboard_logger:make_logger",
 }
+
+
+@dataclass
+class RunContext:
+    """What a recorder may need to know when the run starts."""
+
+    run_dir: Path
+    cfg: Any  # RunConfig
+    summary: dict  # the summary as it stands at start (status running)
+    start_update: int
+    num_updates: int
+    batch_size: int
+    windowed_return: Callable[[], float]  # the windowed mean return the stop rules see
+
+
+class Recorder(Protocol):
+    def start(self, ctx: RunContext) -> None: ...
+
+    def log_rows(self, rows: list[dict]) -> None: ...
+
+    def finish(self, summary: dict) -> None: ...
 
 
 def check_logger_names(names) -> None:
@@ -27,7 +59,8 @@ def check_logger_names(names) -> None:
             raise ConfigError("logger", name, f"loggers from {sorted(LOGGERS)}, e.g. logger=[csv]")
 
 
-def make_loggers(run_dir: Path, cfg, resolved: dict) -> list:
+def make_loggers(run_dir: Path, cfg) -> list:
+    """The optional loggers `cfg.logger` names, started (their factories open their files)."""
     check_logger_names(cfg.logger)
     loggers = []
     for name, options in cfg.logger.items():
@@ -35,5 +68,39 @@ def make_loggers(run_dir: Path, cfg, resolved: dict) -> list:
         if target is None:
             continue
         module, factory = target.split(":")
-        loggers.append(getattr(importlib.import_module(module), factory)(Path(run_dir), cfg, resolved, dict(options or {})))
+        loggers.append(getattr(importlib.import_module(module), factory)(Path(run_dir), cfg, dict(options or {})))
     return loggers
+
+
+class Loggers:
+    """The optional loggers as one recorder: built at start, so a logger that cannot start
+    fails the run before the first compile (the loop records it in summary.json)."""
+
+    def __init__(self):
+        self.loggers: list = []
+
+    def start(self, ctx: RunContext) -> None:
+        self.loggers = make_loggers(ctx.run_dir, ctx.cfg)
+
+    def log_rows(self, rows: list[dict]) -> None:
+        for logger in self.loggers:
+            logger.log_rows(rows)
+
+    def finish(self, summary: dict) -> None:
+        for logger in self.loggers:
+            try:
+                logger.finish(summary)
+            except Exception:  # noqa: BLE001 - one logger's failure must not hide the result
+                log.exception("logger %s failed to finish", type(logger).__name__)
+
+
+def choose_recorders(cfg) -> list[Recorder]:
+    """Training: metrics.csv, summary.json, the loggers, progress, health. Benchmark: progress,
+    health and benchmark.json only (a measurement, not a result: no run files, no loggers)."""
+    from ppo_lab.run.health import HealthWarnings
+    from ppo_lab.run.recorders.console import ProgressRecorder
+    from ppo_lab.run.recorders.files import BenchmarkFile, MetricsFile, SummaryFile
+
+    if cfg.benchmark:
+        return [ProgressRecorder(), HealthWarnings(cfg.health), BenchmarkFile()]
+    return [SummaryFile(), MetricsFile(), Loggers(), ProgressRecorder(), HealthWarnings(cfg.health)]

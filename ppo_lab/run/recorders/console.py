@@ -41,3 +41,30 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+class ProgressRecorder:
+    """The progress display as a recorder: one update per chunk, closed at the end."""
+
+    def __init__(self, use_bar: bool | None = None):
+        self.use_bar = use_bar
+        self.progress: Progress | None = None
+
+    def start(self, ctx) -> None:
+        self.ctx = ctx
+        self.update = ctx.start_update
+        self.progress = Progress(ctx.num_updates * ctx.batch_size, ctx.start_update * ctx.batch_size, self.use_bar)
+
+    def log_rows(self, rows: list[dict]) -> None:
+        self.update = max(r["update"] for r in rows)
+        last = [r for r in rows if r["update"] == self.update]
+        entropies = [r["train/entropy"] for r in last if not math.isnan(r.get("train/entropy", math.nan))]
+        self.progress.update(
+            update=self.update, num_updates=self.ctx.num_updates, timesteps=self.update * self.ctx.batch_size,
+            sps=rows[-1].get("perf/sps", math.nan), mean_return=self.ctx.windowed_return(),
+            entropy=sum(entropies) / len(entropies) if entropies else math.nan,
+        )
+
+    def finish(self, summary: dict) -> None:
+        if self.progress is not None:
+            self.progress.close()

@@ -29,11 +29,11 @@ def _finite(value) -> bool:
 
 
 class TensorBoardLogger:
-    def __init__(self, run_dir: Path, cfg, resolved: dict, options: dict):
+    def __init__(self, run_dir: Path, cfg, options: dict):
         self.root = Path(run_dir) / str((options or {}).get("subdir") or "tb")
         self.flush_secs = int((options or {}).get("flush_secs") or 10)
         self.seeds = list(cfg.seeds)
-        self.resolved = resolved
+        self.resolved = cfg.resolved
         self.writers: dict = {}
         self.last_update = 0
 
@@ -83,8 +83,8 @@ class TensorBoardLogger:
         self.writers = {}
 
 
-def make_logger(run_dir: Path, cfg, resolved: dict, options: dict) -> TensorBoardLogger:
-    return TensorBoardLogger(run_dir, cfg, resolved, options)
+def make_logger(run_dir: Path, cfg, options: dict) -> TensorBoardLogger:
+    return TensorBoardLogger(run_dir, cfg, options)
 
 
 def read_scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:

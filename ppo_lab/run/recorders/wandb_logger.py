@@ -62,7 +62,7 @@ def _finite(value) -> bool:
 
 
 class WandbLogger:
-    def __init__(self, run_dir: Path, cfg, resolved: dict, options: dict):
+    def __init__(self, run_dir: Path, cfg, options: dict):
         opts = {**DEFAULTS, **{k: v for k, v in (options or {}).items() if v is not None or k in ("entity", "group")}}
         mode = opts["mode"]
         if mode not in ("offline", "online", "disabled"):
@@ -99,7 +99,7 @@ class WandbLogger:
             key = str(seed)
             run_id = self.ids.get(key) or uuid.uuid4().hex[:8]
             self.ids[key] = run_id
-            config = dict(resolved, seed=seed, first_seed=cfg.seed, run_dir=str(self.run_dir))
+            config = dict(cfg.resolved, seed=seed, first_seed=cfg.seed, run_dir=str(self.run_dir))
             self.runs[seed] = wandb.init(
                 project=opts["project"], entity=opts["entity"], group=group, job_type=job_type,
                 name=f"{cfg.experiment}-{self.run_dir.name}-seed{seed}", id=run_id, resume="allow",
@@ -170,8 +170,8 @@ def persisted_step(wandb_dir: Path, run_id: str) -> int:
     return last
 
 
-def make_logger(run_dir: Path, cfg, resolved: dict, options: dict) -> WandbLogger:
-    return WandbLogger(run_dir, cfg, resolved, options)
+def make_logger(run_dir: Path, cfg, options: dict) -> WandbLogger:
+    return WandbLogger(run_dir, cfg, options)
 
 
 # --- reading offline run files back (tests, debugging) ------------------------------------

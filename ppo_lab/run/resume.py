@@ -1,0 +1,180 @@
+"""Resume: find the source, check its config, restore the state, keep the metric rows.
+
+    plan(cfg, run_dir)      this run's own checkpoint first (a requeued job), else resume=PATH;
+                            the config compared key by key (jax-free, before anything is written)
+    restore(plan, ...)      the learner state: fresh, or the checkpoint loaded into a template
+    keep_rows(plan, ...)    metrics.csv cut back to (or copied up to) the checkpoint's update,
+                            and the allowed config changes appended to config_history.jsonl
+
+A run directory holds one config: a relaunch (or resume=OTHER_RUN) whose config differs in a
+key that changes what is trained is refused, naming every such key, unless
+allow_config_change=true; then the change is recorded in config_history.jsonl.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ppo_lab import rundir
+from ppo_lab.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+ALLOW_KEY = "allow_config_change"
+# Keys whose change makes a checkpoint unusable (shapes or meaning of the saved state):
+# refused even with allow_config_change=true.
+RESUME_MUST_MATCH = ("seed", "num_seeds", "env", "reward", "network", "ppo.num_envs", "ppo.num_steps")
+# Keys (and sections) that do not change what is trained: they may differ freely on a relaunch.
+FREE_KEYS = (
+    "train.duration_min", "train.target_return", "train.patience", "train.return_window", "train.chunk_updates",
+    "checkpoint", "logger", "eval", "health", "hardware.compilation_cache_dir", "resume", ALLOW_KEY, "hydra",
+)
+_UNSET = "<unset>"
+
+
+class ResumeError(RuntimeError):
+    """A run cannot resume (no checkpoint, a config or layout that does not match)."""
+
+
+def _under(key: str, prefixes) -> bool:
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def flatten(d, prefix: str = "") -> dict:
+    """Nested dicts as dotted keys; lists and scalars are leaves."""
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out = {}
+    for k, v in d.items():
+        out.update(flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+    return out
+
+
+def config_changes(saved: dict, now: dict) -> dict[str, tuple]:
+    """Every key (dotted) that changes training and differs: key -> (saved, now)."""
+    a, b = flatten(saved), flatten(now)
+    keys = sorted(set(a) | set(b))
+    return {k: (a.get(k, _UNSET), b.get(k, _UNSET)) for k in keys
+            if not _under(k, FREE_KEYS) and a.get(k, _UNSET) != b.get(k, _UNSET)}
+
+
+@dataclass
+class Plan:
+    """Where this run starts from, decided before anything is written."""
+
+    source: Path | None  # a run dir with a checkpoint to resume from, or None (fresh start)
+    own: bool  # the source is this run's own dir (a relaunch or requeue)
+    changes: dict = field(default_factory=dict)  # allowed config changes: key -> (before, after)
+
+
+def _allowed(cfg) -> bool:
+    allow = cfg.resolved.get(ALLOW_KEY, False)
+    if not isinstance(allow, bool):
+        raise ConfigError(ALLOW_KEY, allow, "true or false")
+    return allow
+
+
+def check_config(saved: dict, now: dict, where: str, allow: bool) -> dict[str, tuple]:
+    """The config changes between `saved` and `now`, refused (ResumeError) unless allowed."""
+    changes = config_changes(saved, now)
+    if not changes:
+        return {}
+    fixed = [k for k in changes if _under(k, RESUME_MUST_MATCH)]
+    if allow and not fixed:
+        return changes
+    lines = "\n".join(f"  {k}: {old!r} -> {new!r}" for k, (old, new) in changes.items())
+    if fixed:
+        hint = (f"{', '.join(fixed)} cannot change within a run (the checkpoint's shapes and meaning depend on them): "
+                f"use a new run directory, or the same values.")
+    else:
+        hint = (f"Use a new run directory or the same values; to go on under the new config on purpose, add "
+                f"{ALLOW_KEY}=true (the change is recorded in {rundir.CONFIG_HISTORY}).")
+    raise ResumeError(f"{where} has another config; {len(changes)} key(s) that change training differ:\n{lines}\n{hint}")
+
+
+def plan(cfg, run_dir: Path) -> Plan:
+    """Find the source and check its config against this run's. Writes nothing."""
+    run_dir = Path(run_dir)
+    if cfg.benchmark:
+        return Plan(None, False)  # a measurement: always from scratch, never compared
+    if rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
+        source, own = run_dir, True
+    elif cfg.resume:
+        source, own = Path(cfg.resume), False
+        if not rundir.list_checkpoints(source / rundir.CHECKPOINTS):
+            raise ResumeError(f"resume={cfg.resume}: no complete checkpoint in {source / rundir.CHECKPOINTS}")
+    else:
+        source, own = None, False
+    # Compare with the config the kept rows ran under: the source's, else this dir's own.
+    reference = source if source is not None else run_dir
+    if not (reference / rundir.CONFIG).exists():
+        return Plan(source, own)
+    from omegaconf import OmegaConf
+
+    now = OmegaConf.to_container(OmegaConf.create(dict(cfg.resolved)), resolve=True)  # as config.yaml holds it
+    where = f"the run directory {reference}" if reference == run_dir else f"resume={reference}"
+    changes = check_config(rundir.read_config(reference), now, where, _allowed(cfg))
+    return Plan(source, own, changes)
+
+
+@dataclass
+class Resumed:
+    """What the host loop takes over from the checkpoint (zeros for a fresh start)."""
+
+    start_update: int = 0
+    prior_wall: float = 0.0
+    early_stopping: dict | None = None
+    source: Path | None = None
+    own: bool = False
+
+
+def restore(p: Plan, comp, cfg, mesh):
+    """(state, Resumed): a fresh init, or the source's latest checkpoint on this mesh."""
+    import jax
+
+    from ppo_lab.ppo.parallel import init_replicas, replica_sharding, replica_template
+    from ppo_lab.run import checkpoint
+
+    if p.source is None:
+        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh), Resumed()
+    template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
+    host_state, meta = checkpoint.load(p.source / rundir.CHECKPOINTS, template)
+    saved_layout = meta.get("layout") or {}
+    # Seed layouts do not depend on the device count; a split of one seed's envs does.
+    if "envs" in (saved_layout.get("mode"), comp.layout.mode) and saved_layout != comp.layout.as_dict():
+        raise ResumeError(f"cannot resume from {p.source}: saved with device layout {saved_layout}, "
+                          f"this run has {comp.layout.as_dict()}")
+    state = jax.device_put(host_state, replica_sharding(mesh))
+    resumed = Resumed(int(meta["update"]), float(meta.get("wall_s", 0.0)), meta.get("early_stopping"), p.source, p.own)
+    return state, resumed
+
+
+def keep_rows(p: Plan, resumed: Resumed, run_dir: Path, window: int) -> list[dict]:
+    """Make metrics.csv and config_history.jsonl hold what ran up to the start update;
+    returns the last `window` rows per seed (for the windowed return and `final`)."""
+    metrics = run_dir / rundir.METRICS
+    history = []
+    if resumed.source is None:
+        rundir.MetricsCSV(metrics).truncate_after(0)  # rows of an attempt that never checkpointed
+    elif resumed.own:
+        dropped = rundir.MetricsCSV(metrics).truncate_after(resumed.start_update)
+        log.info("RESUMING from this run's checkpoint at update %d (dropped %d metric rows written after it)",
+                 resumed.start_update, dropped)
+    else:
+        rundir.copy_rows_until(resumed.source / rundir.METRICS, metrics, resumed.start_update)
+        history = [e for e in rundir.read_config_history(resumed.source) if e["from_update"] <= resumed.start_update]
+        log.info("RESUMING from %s at update %d", resumed.source, resumed.start_update)
+    if p.changes:
+        history.append({
+            "from_update": resumed.start_update, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "source": str(resumed.source or run_dir), "changes": {k: list(v) for k, v in p.changes.items()},
+        })
+        log.warning("%s=true: from update %d on, this run trains with %s", ALLOW_KEY, resumed.start_update,
+                    ", ".join(f"{k}={new!r} (was {old!r})" for k, (old, new) in p.changes.items()))
+    if history:
+        rundir.append_config_history(run_dir, history)
+    return rundir.read_recent_rows(metrics, window) if resumed.source is not None else []
+
