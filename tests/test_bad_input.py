@@ -3,6 +3,7 @@ with a non-zero exit and nothing written that could be mistaken for a result."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -198,3 +199,12 @@ def test_resume_from_another_run_follows_the_same_rule(trained, tmp_path):
     assert s["resumed_from"] == 16 and s["resume_source"] == str(trained)
     [entry] = read_config_history(second)
     assert entry["source"] == str(trained) and entry["changes"] == {"ppo.clip_eps": [0.2, 0.3]}
+
+
+def test_a_logger_that_cannot_start_fails_the_run_in_summary(tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(ConfigError, match="logger.wandb.mode"):
+        train_run([*TINY, "logger=[csv,wandb]", "logger.wandb.mode=sometimes"], run_dir)
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["status"] == "failed" and s["stop_reason"] == "logger" and "logger.wandb.mode" in s["error"]
+    assert not (run_dir / "checkpoints").exists()

@@ -30,7 +30,9 @@ RESUME_MUST_MATCH = ("seed", "num_seeds", "env", "reward", "network", "ppo.num_e
 # Keys (and sections) that do not change what is trained: they may differ freely on a relaunch.
 FREE_KEYS = (
     "train.duration_min", "train.target_return", "train.patience", "train.return_window", "train.chunk_updates",
-    "checkpoint", "logger", "eval", "health", "hardware.compilation_cache_dir", "resume", ALLOW_KEY, "hydra",
+    "checkpoint", "logger", "eval", "health", "resume", ALLOW_KEY, "hydra",
+    # where compiled code is cached and how device memory is taken: not what is computed
+    "hardware.compilation_cache_dir", "hardware.preallocate", "hardware.mem_fraction", "hardware.allow_fallback",
 )
 _UNSET = "<unset>"
 
