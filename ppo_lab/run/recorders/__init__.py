@@ -59,39 +59,35 @@ def check_logger_names(names) -> None:
             raise ConfigError("logger", name, f"loggers from {sorted(LOGGERS)}, e.g. logger=[csv]")
 
 
+def _make_logger(name: str, run_dir: Path, cfg, options):
+    module, factory = LOGGERS[name].split(":")
+    return getattr(importlib.import_module(module), factory)(Path(run_dir), cfg, dict(options or {}))
+
+
 def make_loggers(run_dir: Path, cfg) -> list:
     """The optional loggers `cfg.logger` names, started (their factories open their files)."""
     check_logger_names(cfg.logger)
-    loggers = []
-    for name, options in cfg.logger.items():
-        target = LOGGERS[name]
-        if target is None:
-            continue
-        module, factory = target.split(":")
-        loggers.append(getattr(importlib.import_module(module), factory)(Path(run_dir), cfg, dict(options or {})))
-    return loggers
+    return [_make_logger(name, run_dir, cfg, options) for name, options in cfg.logger.items() if LOGGERS[name]]
 
 
-class Loggers:
-    """The optional loggers as one recorder: built at start, so a logger that cannot start
-    fails the run before the first compile (the loop records it in summary.json)."""
+class LoggerRecorder:
+    """One optional logger as a recorder. Built at start, so a logger that cannot start fails
+    the run before the first compile (the loop records it in summary.json)."""
 
-    def __init__(self):
-        self.loggers: list = []
+    def __init__(self, name: str, options):
+        self.name, self.options, self.logger = name, options, None
 
     def start(self, ctx: RunContext) -> None:
-        self.loggers = make_loggers(ctx.run_dir, ctx.cfg)
+        self.logger = _make_logger(self.name, ctx.run_dir, ctx.cfg, self.options)
 
     def log_rows(self, rows: list[dict]) -> None:
-        for logger in self.loggers:
-            logger.log_rows(rows)
+        self.logger.log_rows(rows)
 
     def finish(self, summary: dict) -> None:
-        for logger in self.loggers:
-            try:
-                logger.finish(summary)
-            except Exception:  # noqa: BLE001 - one logger's failure must not hide the result
-                log.exception("logger %s failed to finish", type(logger).__name__)
+        try:
+            self.logger.finish(summary)
+        except Exception:  # noqa: BLE001 - one logger's failure must not hide the result
+            log.exception("logger %s failed to finish", self.name)
 
 
 def choose_recorders(cfg) -> list[Recorder]:
@@ -103,4 +99,6 @@ def choose_recorders(cfg) -> list[Recorder]:
 
     if cfg.benchmark:
         return [ProgressRecorder(), HealthWarnings(cfg.health), BenchmarkFile()]
-    return [SummaryFile(), MetricsFile(), Loggers(), ProgressRecorder(), HealthWarnings(cfg.health)]
+    check_logger_names(cfg.logger)
+    loggers = [LoggerRecorder(name, options) for name, options in cfg.logger.items() if LOGGERS[name]]
+    return [SummaryFile(), MetricsFile(), *loggers, ProgressRecorder(), HealthWarnings(cfg.health)]
