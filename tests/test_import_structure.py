@@ -101,3 +101,50 @@ def test_rundir_and_analysis_import_no_jax():
            "ppo_lab.launching.slurm_jobs, sys; assert 'jax' not in sys.modules, 'jax imported'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+MAX_OWN_LINES = 80
+
+
+def own_lines(fn: ast.AST) -> int:
+    """A function's lines less those of the functions defined inside it (they count alone)."""
+    nested: set[int] = set()
+
+    def visit(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                nested.update(range(child.lineno, child.end_lineno + 1))
+            else:
+                visit(child)
+
+    visit(fn)
+    return fn.end_lineno - fn.lineno + 1 - len(nested)
+
+
+def test_no_function_longer_than_80_lines_of_its_own():
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and own_lines(node) > MAX_OWN_LINES:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({own_lines(node)} lines)")
+    assert not long, "functions over 80 lines of their own: " + "; ".join(long)
+
+
+def test_run_files_are_parsed_only_in_the_rundir_layer():
+    """CSV (and JSON run files) have one reader and writer: ppo_lab/rundir/."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.parent.name == "rundir":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if "csv" in names:
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports csv")
+            if isinstance(node, ast.Attribute) and node.attr in ("read_csv", "DictReader", "replace") and \
+                    isinstance(node.value, ast.Name) and node.value.id in ("pd", "pandas", "csv", "os"):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value.id}.{node.attr}")
+    assert not offenders, "run files read or renamed outside ppo_lab/rundir/: " + "; ".join(offenders)
