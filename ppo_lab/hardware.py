@@ -3,7 +3,7 @@
 JAX reads its platform and XLA flags when it is imported / its backend starts, and Hydra's
 `hydra.job.env_set` is applied too late for that, so every entry point calls `start_jax`
 (apply, import, configure, check the devices) before anything imports jax
-(`notes/toolchain-facts.md`).
+(`docs/toolchain.md`).
 """
 
 from __future__ import annotations

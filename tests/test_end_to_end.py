@@ -176,7 +176,7 @@ def test_deterministic_evaluation_repeats_bit_for_bit(tmp_path, tiny):
 
 @pytest.mark.timeout(300)
 def test_several_seeds_across_two_host_devices_complete(tmp_path, tiny):
-    """The batched-QR hang (notes/toolchain-facts.md) must not come back: init is per seed."""
+    """The batched-QR hang (docs/toolchain.md) must not come back: init is per seed."""
     run_dir = tmp_path / "run"
     args = [a for a in tiny if not a.startswith("hardware.host_devices")]
     proc = launch([*args, "num_seeds=4", "hardware.host_devices=2"], run_dir, timeout=240)

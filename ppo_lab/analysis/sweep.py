@@ -1,7 +1,7 @@
 """Load runs and sweeps from disk and aggregate them across seeds.
 
 The unit is (run, seed): a run trained with ``num_seeds=4`` gives four units, exactly like four
-runs of one seed each (DESIGN.md, "Seeds"). Runs are grouped by their Hydra overrides other
+runs of one seed each (docs/architecture.md, "Contracts"). Runs are grouped by their Hydra overrides other
 than the seed (``.hydra/overrides.yaml``); the keys whose values differ between groups are the
 "swept keys". Every unit that cannot contribute a value is kept and named, with its status and
 the reason:

@@ -94,7 +94,7 @@ def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):
     """Initialise each replica on its own, then stack and shard.
 
     Not `vmap(init)`: a batched orthogonal initialiser (a batched QR) can deadlock the 2-thread
-    XLA CPU pool (notes/toolchain-facts.md). One jitted init per replica keeps the QR unbatched.
+    XLA CPU pool (docs/toolchain.md). One jitted init per replica keeps the QR unbatched.
     """
     init_one = jax.jit(init_fn)
     states = [jax.device_get(init_one(pk, ek)) for pk, ek in replica_keys(layout, seeds)]

@@ -1,4 +1,4 @@
-"""summary.json's fields, assembled in one place (DESIGN.md "Run directory")."""
+"""summary.json's fields, assembled in one place (docs/architecture.md, "Contracts")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The run directory layer: every file a run or a sweep leaves, read and written here only.
 
 Imports no jax, so launchers, the sweep callback, start-up code and the analysis may read
-run dirs before the hardware settings are applied. One module per file (DESIGN.md, "Run
+run dirs before the hardware settings are applied. One module per file (docs/architecture.md, "Run
 directory": contract):
 
     paths        the file names, the metrics.csv key columns

@@ -1,4 +1,4 @@
-"""The names of the files a run or a sweep leaves (DESIGN.md, "Run directory": contract).
+"""The names of the files a run or a sweep leaves (docs/architecture.md, "Contracts").
 
 Only names here: every reader and writer of these files lives in a sibling module.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bring up a real single-node SLURM cluster with accounting (slurmdbd on a private MariaDB)
 # on this machine, for the cluster tests. See tests/cluster/README.md and
-# /work/shared/notes/slurm-local.md.
+# `docs/toolchain.md` (the SLURM section).
 #
 # Idempotent: installs packages only when missing, reuses a healthy cluster, restarts only the
 # daemons that are not running. Every daemon this script starts has its pid recorded in

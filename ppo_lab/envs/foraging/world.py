@@ -1,6 +1,6 @@
 """The foraging world: a JAX port of the Goodhart's-law foraging grid (gymnax 1.0 API).
 
-World (see `notes/foraging-reference.md` for the reference facts)
+World (see `docs/foraging-reference.md` for the reference facts)
 -----------------------------------------------------------------
 A square torus of `grid_size` x `grid_size` cells holding food and poison. Each episode draws
 its food and poison counts uniformly from `[food_min, food_max]` and `[poison_min, poison_max]`;

@@ -2,7 +2,7 @@
 
 A recorder is told three things by the host loop (run/loop.py):
 `start(ctx)` once before the first chunk, `log_rows(rows)` after every chunk (one dict per
-(update, seed), DESIGN.md metric names) and `finish(summary)` once at the end, also after a
+(update, seed), the metric names of docs/architecture.md) and `finish(summary)` once at the end, also after a
 failure. metrics.csv, summary.json, benchmark.json, the progress display and the health
 warnings are recorders, and so is each optional logger; `choose_recorders` picks them, so
 benchmark mode is a different choice of recorders, not a branch in the loop.

@@ -8,7 +8,7 @@ from ppo_lab import rundir
 
 log = logging.getLogger(__name__)
 
-# summary.json fields a benchmark.json repeats (DESIGN.md "Run directory").
+# summary.json fields a benchmark.json repeats (docs/architecture.md, "Contracts").
 BENCHMARK_FIELDS = ("status", "stop_reason", "env", "reward", "seeds", "sps", "compile_s", "wall_s", "peak_host_memory_mb",
                     "device_memory_mb", "updates", "timesteps", "layout", "devices", "versions", "final")
 

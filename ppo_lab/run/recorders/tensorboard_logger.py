@@ -4,7 +4,7 @@
     tensorboard --logdir outputs/            # every run and seed, side by side
 
 Written with tensorboardX's `SummaryWriter` (no TensorFlow/PyTorch needed). Scalars keep their
-DESIGN.md names with `step=update` (plus `charts/timesteps`); the resolved config goes in
+The lab's metric names with `step=update` (plus `charts/timesteps`); the resolved config goes in
 as text; the final evaluation as `eval/*` scalars at the last update.
 
 Resume: the first update this session logs is passed as `purge_step`, so TensorBoard drops

@@ -7,7 +7,7 @@
 - One W&B run per seed (`reinit="create_new"`), grouped by `logger.wandb.group`, else by the
   Hydra sweep (multirun) the job belongs to, else by the experiment; `job_type` is the reward
   mode; the resolved config (with this run's seed) is the run config.
-- Metrics keep their DESIGN.md names (`train/*`, `reward/*`, `actions/*`, `true/*`,
+- Metrics keep the lab's metric names (`train/*`, `reward/*`, `actions/*`, `true/*`,
   `perf/sps`) and are logged with `step=update`, plus `timesteps` and `wall_s`.
 - The final evaluation (`eval/*`), the `final/*` metrics, status and compile time go into the
   run summary.
