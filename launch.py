@@ -50,11 +50,12 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
+    from ppo_lab.launching.objective import job_result
     from ppo_lab.run.entry import USER_ERRORS, train
 
     run_dir = _run_dir()
     try:
-        return train(cfg, run_dir)
+        return job_result(train(cfg, run_dir), cfg)  # the objective when a sweeper asks for one
     except USER_ERRORS as exc:  # bad config, missing hardware, a refused resume: nothing written
         log.error("%s", exc)
         print(f"error: {exc}", file=sys.stderr)

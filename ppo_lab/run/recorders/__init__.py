@@ -29,6 +29,7 @@ LOGGERS: dict[str, str | None] = {
     "csv": None,
     "wandb": "ppo_lab.run.recorders.wandb_logger:make_logger",
     "tensorboard": "ppo_lab.run.recorders.tensorboard_logger:make_logger",
+    "mlflow": "ppo_lab.run.recorders.mlflow_recorder:make_logger",
 }
 
 

@@ -1,0 +1,115 @@
+"""The number a tuning sweep optimises: one evaluation metric of a job, reduced across its seeds.
+
+    optimize:
+      metric: eval/episode_return     # summary.json's eval/<name> or final/<name>; a bare name: eval, then final
+      direction: maximize             # or minimize
+      reduce: mean                    # or iqm (the interquartile mean across the job's vmapped seeds)
+
+The value comes from the job's `summary.json`, so a sweeper can read it from the run dir
+whatever launcher ran the job (in this process, local processes, SLURM), and `launch.py`
+returns the same number when a sweeper asks for one (an `optimize` section is in the config).
+Only `completed` and `timed_out` runs have an objective, the runs the aggregate uses too.
+
+No jax, no optuna: imported by `launch.py` and by the sweeper before any job runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from ppo_lab.errors import ConfigError
+
+DIRECTIONS = ("maximize", "minimize")
+REDUCTIONS = ("mean", "iqm")
+USABLE_STATUS = ("completed", "timed_out")
+
+
+class ObjectiveError(RuntimeError):
+    """A job left no usable objective (it failed, stopped early, or lacks the metric)."""
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str = "eval/episode_return"
+    direction: str = "maximize"
+    reduce: str = "mean"
+
+
+def parse_objective(optimize: Mapping | None) -> Objective:
+    """The `optimize` config section, checked; None or {} gives the defaults."""
+    raw = dict(optimize or {})
+    unknown = sorted(set(raw) - {"metric", "direction", "reduce"})
+    if unknown:
+        raise ConfigError(f"optimize.{unknown[0]}", raw[unknown[0]], "only optimize.metric, optimize.direction, optimize.reduce")
+    obj = Objective(**{k: v for k, v in raw.items() if v is not None})
+    if not isinstance(obj.metric, str) or not obj.metric:
+        raise ConfigError("optimize.metric", obj.metric, "a metric of summary.json, e.g. eval/episode_return or final/train/mean_episode_return")
+    if obj.direction not in DIRECTIONS:
+        raise ConfigError("optimize.direction", obj.direction, " or ".join(DIRECTIONS))
+    if obj.reduce not in REDUCTIONS:
+        raise ConfigError("optimize.reduce", obj.reduce, " or ".join(REDUCTIONS))
+    return obj
+
+
+def seed_values(summary: Mapping, metric: str) -> list[float]:
+    """One value per seed of `metric` in a summary: `eval/NAME`, `final/NAME` or a bare NAME."""
+    for section in ("eval", "final"):
+        if metric.startswith(section + "/"):
+            candidates = [(section, metric[len(section) + 1:])]
+            break
+    else:
+        candidates = [("eval", metric), ("final", metric)]
+    for section, name in candidates:
+        values = (summary.get(section) or {}).get(name)
+        if values is not None:
+            return [math.nan if v is None else float(v) for v in values]
+    known = [f"{s}/{k}" for s in ("eval", "final") for k in sorted(summary.get(s) or {})]
+    raise ObjectiveError(f"optimize.metric={metric!r} is not in this summary; it has {', '.join(known) or 'no metrics'}")
+
+
+def reduce_seeds(values: list[float], how: str) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    if not finite:
+        return math.nan
+    if how == "iqm":
+        from ppo_lab.analysis.stats import iqm
+
+        return iqm(finite)
+    return float(sum(finite) / len(finite))
+
+
+def objective_value(summary: Mapping, objective: Objective) -> tuple[float, list[float]]:
+    """(reduced value, per-seed values); ObjectiveError when the run has no usable value."""
+    status = summary.get("status")
+    if status not in USABLE_STATUS:
+        reason = summary.get("error") or summary.get("stop_reason")
+        raise ObjectiveError(f"the run ended {status}" + (f" ({reason})" if reason else "") + ": no objective")
+    per_seed = seed_values(summary, objective.metric)
+    value = reduce_seeds(per_seed, objective.reduce)
+    if not math.isfinite(value):
+        raise ObjectiveError(f"{objective.metric} is {value} for every seed: no objective")
+    return value, per_seed
+
+
+def read_objective(run_dir: Path, objective: Objective) -> tuple[float, list[float]]:
+    """The objective of the run in `run_dir`, from its summary.json."""
+    from ppo_lab import rundir
+
+    path = Path(run_dir) / rundir.SUMMARY
+    if not path.exists():
+        raise ObjectiveError(f"{run_dir} has no {rundir.SUMMARY}: the job never trained")
+    return objective_value(rundir.read_summary(run_dir), objective)
+
+
+def job_result(summary: dict, resolved: Mapping):
+    """What `launch.py` returns: the objective (a float) when the config asks for one (an
+    `optimize` section, set by `hydra/sweeper=optuna`), else the summary."""
+    if not resolved.get("optimize"):
+        return summary
+    try:
+        return objective_value(summary, parse_objective(resolved["optimize"]))[0]
+    except ObjectiveError:
+        return math.nan

@@ -1,0 +1,131 @@
+"""A trained policy as an MLflow pyfunc model: observations in, greedy (argmax) actions out.
+
+    import mlflow
+    mlflow.set_tracking_uri("sqlite:///outputs/mlflow/mlflow.db")
+    policy = mlflow.pyfunc.load_model("models:/ppo_lab-cartpole/1")
+    actions = policy.predict(obs_batch)          # [N, *obs_shape] -> int64 [N]
+
+The model folder holds the run's `config.yaml` and one seed's network parameters, cut out of
+the run's final checkpoint (the checkpoint stacks every vmapped seed and carries the optimizer
+and env state, none of which acting needs). Loading rebuilds the env (for its observation
+shape) and the network from that config, so `ppo_lab` and its dependencies must be installed
+where the model is loaded; the model's `requirements.txt` pins the versions it was saved with.
+The code is logged as "models from code" (`mlflow_policy_code.py`), not pickled.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+try:  # mlflow is imported only where a model is saved or loaded
+    from mlflow.pyfunc import PythonModel
+except ImportError:  # pragma: no cover - mlflow is a declared dependency
+    PythonModel = object
+
+CODE_FILE = Path(__file__).with_name("mlflow_policy_code.py")
+REQUIREMENTS = ("jax", "jaxlib", "flax", "optax", "gymnax", "six", "omegaconf", "numpy")
+
+
+def seed_params_from_checkpoint(checkpoint_msgpack: Path, replica: int) -> bytes:
+    """One replica's network parameters from a checkpoint file, as flax msgpack bytes."""
+    import flax.serialization
+
+    raw = flax.serialization.msgpack_restore(Path(checkpoint_msgpack).read_bytes())
+    params = raw["params"]
+
+    def pick(tree):
+        if isinstance(tree, dict):
+            return {k: pick(v) for k, v in tree.items()}
+        return np.asarray(tree)[replica]
+
+    return flax.serialization.msgpack_serialize(pick(params))
+
+
+class GreedyPolicy:
+    """Argmax actions of a network rebuilt from a run config and one seed's parameters."""
+
+    def __init__(self, config: dict, params_msgpack: bytes):
+        import flax.serialization
+        import jax
+
+        from ppo_lab.config import validate
+        from ppo_lab.run.build import build_env_and_network
+        from ppo_lab.run.evaluate import make_policy
+
+        cfg = validate(config)
+        env, env_params, network, self.action_names = build_env_and_network(cfg)
+        self.obs_shape = tuple(env.observation_space(env_params).shape)
+        self.num_actions = len(self.action_names)
+        template = network.init(jax.random.PRNGKey(0), np.zeros((1, *self.obs_shape), np.float32))
+        params = flax.serialization.from_state_dict(template, flax.serialization.msgpack_restore(params_msgpack))
+        act = make_policy(network, deterministic=True)
+        self._act = jax.jit(lambda obs: act(params, obs, None))
+
+    def __call__(self, obs) -> np.ndarray:
+        obs = np.asarray(obs, dtype=np.float32)
+        single = obs.shape == self.obs_shape
+        if single:
+            obs = obs[None]
+        if obs.shape[1:] != self.obs_shape:
+            raise ValueError(f"observations of shape {obs.shape[1:]} (batch {obs.shape[:1]}); this policy takes {self.obs_shape}")
+        actions = np.asarray(self._act(obs), dtype=np.int64)
+        return actions[0] if single else actions
+
+    @classmethod
+    def from_files(cls, config_yaml: Path, params_msgpack: Path) -> "GreedyPolicy":
+        from omegaconf import OmegaConf
+
+        config = OmegaConf.to_container(OmegaConf.load(config_yaml), resolve=True)
+        return cls(config, Path(params_msgpack).read_bytes())
+
+
+class PolicyModel(PythonModel):
+    """The pyfunc wrapper: `predict(obs_batch)` returns one int64 action per observation."""
+
+    def load_context(self, context):
+        self.policy = GreedyPolicy.from_files(context.artifacts["config"], context.artifacts["params"])
+
+    def predict(self, context, model_input: np.ndarray, params=None):
+        if hasattr(model_input, "to_numpy"):  # a DataFrame of flat observations
+            model_input = model_input.to_numpy()
+        return self.policy(model_input)
+
+
+def _requirements() -> list[str]:
+    import mlflow
+
+    pins = [f"mlflow=={mlflow.__version__}"]
+    for name in REQUIREMENTS:
+        try:
+            pins.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            pins.append(name)
+    return pins
+
+
+def save_policy_model(path: Path, config_yaml: Path, params_msgpack: Path, metadata: dict) -> GreedyPolicy:
+    """Write the pyfunc model folder at `path`; returns the policy it loads (checked to act)."""
+    import mlflow
+    from mlflow.models import ModelSignature
+    from mlflow.types import Schema, TensorSpec
+
+    policy = GreedyPolicy.from_files(config_yaml, params_msgpack)
+    probe = np.zeros((2, *policy.obs_shape), np.float32)
+    actions = policy(probe)
+    if actions.shape != (2,) or not ((0 <= actions) & (actions < policy.num_actions)).all():
+        raise RuntimeError(f"the policy rebuilt from {params_msgpack} returned {actions!r} for a batch of 2 observations")
+    signature = ModelSignature(
+        inputs=Schema([TensorSpec(np.dtype(np.float32), (-1, *policy.obs_shape))]),
+        outputs=Schema([TensorSpec(np.dtype(np.int64), (-1,))]),
+    )
+    with warnings.catch_warnings():  # "no input example": the signature above says what it takes
+        warnings.simplefilter("ignore", UserWarning)
+        mlflow.pyfunc.save_model(
+            path, python_model=str(CODE_FILE), artifacts={"config": str(config_yaml), "params": str(params_msgpack)},
+            signature=signature, pip_requirements=_requirements(), metadata=metadata,
+        )
+    return policy

@@ -1,0 +1,374 @@
+"""MLflow recorder: one MLflow run per seed under a parent run for the job, and a model registry.
+
+    python launch.py logger=[csv,mlflow]                            # store: outputs/mlflow/mlflow.db
+    python launch.py logger=[csv,mlflow] train.target_return=475    # + a registered model once converged
+    python launch.py logger=[csv,mlflow] logger.mlflow.tracking_uri=http://host:5000
+    mlflow ui --backend-store-uri sqlite:///outputs/mlflow/mlflow.db
+
+- Store: by default a SQLite file `<logger.mlflow.dir>/mlflow.db` (the model registry needs a
+  database-backed store; a file store has none) with artifacts beside it in `artifacts/`; any
+  tracking URI by `logger.mlflow.tracking_uri`, the registry at the same URI. Nothing needs a
+  server; MLflow's usage telemetry is off unless the user turned it on.
+- Runs: the MLflow experiment is `logger.mlflow.experiment_name` (default: the lab's
+  `experiment`); the job is a parent run, each vmapped seed a child run (`mlflow.parentRunId`),
+  tagged `ppo_lab.experiment`, `ppo_lab.sweep` (the Hydra sweep dir, as the W&B logger groups),
+  `ppo_lab.run_dir`, `ppo_lab.reward`, `ppo_lab.seed`. Params: the resolved config flattened
+  (`ppo.lr`, ...; a seed run's `seed` is its own seed).
+- Metrics: every metric of every update with `step=update` (DESIGN.md names, plus `timesteps`
+  and `wall_s`), logged synchronously; at the end `eval/*` and `final/*` per seed (their mean
+  on the parent run).
+- Artifacts: `config.yaml`, `summary.json` and the plot panel `curves.png` on every run; the
+  final checkpoint (`checkpoint/ckpt_<update>.*`) on the parent.
+- Registry: when a seed converged (the run stopped on `train.target_return`, or that seed's
+  windowed return reached it, or `logger.mlflow.register_if` holds for its evaluation) its
+  policy is registered as `logger.mlflow.model_name` (default `ppo_lab-<experiment>`): a pyfunc
+  that maps observations to greedy actions (`mlflow_policy.py`), its evaluation as tags.
+- Resume: the run ids live in `<run_dir>/mlflow_runs.json`; a resumed run continues the same
+  MLflow runs. Each update is logged once: the last step MLflow holds is read back from it and
+  earlier updates are skipped; updates metrics.csv holds but MLflow does not (the logger was
+  added on a relaunch) are logged from metrics.csv first.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from ppo_lab import rundir
+from ppo_lab.errors import ConfigError
+from ppo_lab.rundir.atomic import write_json_atomic
+from ppo_lab.rundir.checkpoints import state_path
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "mlflow_runs.json"
+DEFAULTS = {
+    "dir": "outputs/mlflow", "tracking_uri": None, "experiment_name": None, "tags": None,
+    "artifacts": True, "register": True, "model_name": None,
+    "register_if": {"metric": None, "threshold": None, "direction": "maximize"},
+}
+END_STATUS = {"completed": "FINISHED", "timed_out": "FINISHED", "failed": "FAILED", "stopped": "KILLED"}
+KEYS = ("update", "seed")  # row keys that are the step and the run, not metrics
+MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
+MAX_PARAMS = 100  # ... and of params
+MAX_PARAM_CHARS = 6000
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_options(options: dict | None) -> dict:
+    opts = {**DEFAULTS, **{k: v for k, v in (options or {}).items()}}
+    unknown = sorted(set(opts) - set(DEFAULTS))
+    if unknown:
+        raise ConfigError(f"logger.mlflow.{unknown[0]}", opts[unknown[0]], f"one of {sorted(DEFAULTS)}")
+    rule = {**DEFAULTS["register_if"], **(opts["register_if"] or {})}
+    if rule["direction"] not in ("maximize", "minimize"):
+        raise ConfigError("logger.mlflow.register_if.direction", rule["direction"], "maximize or minimize")
+    if (rule["metric"] is None) != (rule["threshold"] is None):
+        raise ConfigError("logger.mlflow.register_if", dict(rule), "both metric and threshold, or neither")
+    if rule["threshold"] is not None and not _finite(rule["threshold"]):
+        raise ConfigError("logger.mlflow.register_if.threshold", rule["threshold"], "a number")
+    if opts["tags"] is not None and not isinstance(opts["tags"], dict):
+        raise ConfigError("logger.mlflow.tags", opts["tags"], "null or a mapping of tag -> value")
+    return {**opts, "register_if": rule}
+
+
+def store_location(opts: dict) -> tuple[str, Path | None]:
+    """(tracking URI, local artifact root or None for a remote store that decides)."""
+    uri = opts["tracking_uri"]
+    if uri:
+        local = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+        return uri, (Path(local).resolve().parent / "artifacts") if local else None
+    store = Path(opts["dir"]).resolve()
+    store.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{store / 'mlflow.db'}", store / "artifacts"
+
+
+def flatten(tree, prefix: str = "") -> dict[str, str]:
+    """A resolved config as MLflow params: dotted keys, values as text."""
+    out: dict[str, str] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, name + "."))
+        else:
+            text = value if isinstance(value, str) else json.dumps(value)
+            out[name] = text[:MAX_PARAM_CHARS]
+    return out
+
+
+def convergence(summary: dict, index: int, target: float | None, rule: dict) -> str | None:
+    """Why seed number `index` of this run counts as converged (None: it does not)."""
+    if summary.get("status") not in ("completed", "timed_out"):
+        return None
+    reason = summary.get("stop_reason") or ""
+    if target is not None:
+        if reason.startswith("train.target_return="):
+            return f"early stopping: {reason}"
+        final = (summary.get("final") or {}).get("train/mean_episode_return") or []
+        if index < len(final) and _finite(final[index]) and final[index] >= target:
+            return f"train/mean_episode_return {final[index]:.2f} >= train.target_return={target:g}"
+    if rule["metric"] is not None:
+        from ppo_lab.launching.objective import ObjectiveError, seed_values
+
+        try:
+            value = seed_values(summary, rule["metric"])[index]
+        except (ObjectiveError, IndexError):
+            return None
+        better = value >= rule["threshold"] if rule["direction"] == "maximize" else value <= rule["threshold"]
+        if _finite(value) and better:
+            return f"{rule['metric']} {value:g} {'>=' if rule['direction'] == 'maximize' else '<='} {rule['threshold']:g}"
+    return None
+
+
+class MlflowRecorder:
+    def __init__(self, run_dir: Path, cfg, options: dict):
+        self.opts = check_options(options)
+        self.run_dir, self.cfg = Path(run_dir), cfg
+        os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # offline-safe: no usage pings
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in job logs
+        from mlflow import MlflowClient
+
+        self.uri, artifact_root = store_location(self.opts)
+        self.client = MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
+        name = self.opts["experiment_name"] or cfg.experiment
+        self.experiment_id = self._experiment(name, artifact_root)
+        state = self._read_state()
+        tags = self._tags()
+        params = flatten(cfg.resolved)
+        self.parent = self._open_run(state.get("parent"), f"{cfg.experiment}-{self.run_dir.name}", tags, params)
+        self.run_ids: dict[int, str] = {}
+        for seed in cfg.seeds:
+            seed_tags = {**tags, "mlflow.parentRunId": self.parent, "ppo_lab.seed": str(seed)}
+            seed_params = {**params, "seed": str(seed), "first_seed": str(cfg.seed)}
+            run_name = f"{cfg.experiment}-{self.run_dir.name}-seed{seed}"
+            self.run_ids[seed] = self._open_run(state.get("seeds", {}).get(str(seed)), run_name, seed_tags, seed_params)
+        # What MLflow really holds (its own record), not what an earlier session meant to send.
+        self.last_logged = {seed: self._persisted_step(run_id) for seed, run_id in self.run_ids.items()}
+        self.backfilled: set[int] = set()
+        self._save_state()
+        log.info("MLflow: experiment %r (%s), parent run %s, %d seed run(s)", name, self.uri, self.parent, len(self.run_ids))
+
+    # -- store, runs, state ------------------------------------------------------------------
+    def _experiment(self, name: str, artifact_root: Path | None) -> str:
+        for attempt in range(3):  # jobs starting together may race to create the store or the experiment
+            try:
+                exp = self.client.get_experiment_by_name(name)
+                if exp is not None:
+                    if exp.lifecycle_stage == "deleted":
+                        self.client.restore_experiment(exp.experiment_id)
+                    return exp.experiment_id
+                location = (artifact_root / re.sub(r"[^\w.-]+", "_", name)).as_uri() if artifact_root else None
+                return self.client.create_experiment(name, artifact_location=location)
+            except Exception as exc:  # noqa: BLE001 - e.g. two processes creating the tables at once
+                if attempt == 2:
+                    raise
+                log.warning("MLflow store %s not ready (%s); retrying", self.uri, exc)
+                time.sleep(1 + attempt)
+        raise AssertionError("unreachable")
+
+    def _tags(self) -> dict[str, str]:
+        from ppo_lab.run.recorders.wandb_logger import _sweep_group
+
+        tags = {"ppo_lab.experiment": str(self.cfg.experiment), "ppo_lab.run_dir": str(self.run_dir.resolve()),
+                "ppo_lab.reward": str(self.cfg.reward.get("name") or "default"), "ppo_lab.env": str(self.cfg.env["name"])}
+        sweep = _sweep_group(self.run_dir)
+        if sweep:
+            tags["ppo_lab.sweep"] = sweep
+        tags.update({str(k): str(v) for k, v in (self.opts["tags"] or {}).items()})
+        return tags
+
+    def _open_run(self, run_id: str | None, run_name: str, tags: dict, params: dict) -> str:
+        """Continue run `run_id` when this store has it (a resume), else start a new one."""
+        from mlflow.entities import Param, RunTag
+        from mlflow.exceptions import MlflowException
+
+        run = None
+        if run_id:
+            try:
+                run = self.client.get_run(run_id)
+            except MlflowException:
+                log.warning("MLflow run %s is not in %s: starting a new run", run_id, self.uri)
+        if run is None:
+            run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
+        else:
+            self.client.update_run(run.info.run_id, status="RUNNING")
+        held = run.data.params
+        changed = sorted(k for k, v in params.items() if k in held and held[k] != v)
+        if changed:  # MLflow params are write-once; the run dir's config history has the change
+            log.warning("MLflow run %s keeps its earlier params for %s", run.info.run_id, ", ".join(changed[:10]))
+        new = [Param(k, v) for k, v in params.items() if k not in held]
+        for i in range(0, len(new), MAX_PARAMS):
+            self.client.log_batch(run.info.run_id, params=new[i:i + MAX_PARAMS])
+        self.client.log_batch(run.info.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        return run.info.run_id
+
+    def _persisted_step(self, run_id: str) -> int:
+        return max((int(m.step) for m in self.client.get_metric_history(run_id, "timesteps")), default=0)
+
+    def _read_state(self) -> dict:
+        path = self.run_dir / STATE_FILE
+        state = rundir.read_json(path, default={})
+        if state and state.get("tracking_uri") != self.uri:
+            log.warning("this run logged to MLflow at %s before; now %s: starting new MLflow runs", state.get("tracking_uri"), self.uri)
+            return {}
+        return state
+
+    def _save_state(self) -> None:
+        write_json_atomic(self.run_dir / STATE_FILE, {
+            "tracking_uri": self.uri, "experiment_id": self.experiment_id, "parent": self.parent,
+            "seeds": {str(s): r for s, r in self.run_ids.items()},
+        })
+
+    # -- metrics ----------------------------------------------------------------------------
+    def _backfill(self, seed: int, first_update: int) -> list[dict]:
+        """metrics.csv rows of `seed` that MLflow lacks, before this session's first update."""
+        self.backfilled.add(seed)
+        last = self.last_logged.get(seed, 0)
+        if first_update <= last + 1:
+            return []
+        return rundir.read_seed_rows(self.run_dir / rundir.METRICS, seed, after=last, before=first_update)
+
+    def _log_metrics(self, run_id: str, metrics: list) -> None:
+        for i in range(0, len(metrics), MAX_BATCH):
+            self.client.log_batch(run_id, metrics=metrics[i:i + MAX_BATCH])
+
+    def log_rows(self, rows: list[dict]) -> None:
+        from mlflow.entities import Metric
+
+        by_seed: dict[int, list[dict]] = {}
+        for row in rows:
+            by_seed.setdefault(int(row["seed"]), []).append(row)
+        now = int(time.time() * 1000)
+        for seed, seed_rows in by_seed.items():
+            run_id = self.run_ids.get(seed)
+            if run_id is None:
+                continue
+            if seed not in self.backfilled:
+                seed_rows = self._backfill(seed, int(seed_rows[0]["update"])) + seed_rows
+            metrics = []
+            for row in seed_rows:
+                update = int(row["update"])
+                if update <= self.last_logged[seed]:
+                    continue  # MLflow has this update already (a resumed run recomputes it)
+                metrics += [Metric(k, float(v), now, update) for k, v in row.items() if k not in KEYS and _finite(v)]
+                self.last_logged[seed] = update
+            self._log_metrics(run_id, metrics)
+
+    # -- the end ----------------------------------------------------------------------------
+    def finish(self, summary: dict) -> None:
+        from mlflow.entities import Metric, RunTag
+
+        seeds = [int(s) for s in summary.get("seeds") or self.run_ids]
+        step = int(summary.get("updates") or max(self.last_logged.values(), default=0))
+        now = int(time.time() * 1000)
+        status = summary.get("status") or "failed"
+        end_tags = [RunTag("ppo_lab.status", status), RunTag("ppo_lab.stop_reason", str(summary.get("stop_reason")))]
+        means: dict[str, list[float]] = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            files = self._artifact_files(Path(tmp)) if self.opts["artifacts"] else []
+            for index, seed in enumerate(seeds):
+                run_id = self.run_ids.get(seed)
+                if run_id is None:
+                    continue
+                metrics = []
+                for section in ("eval", "final"):
+                    for name, per_seed in (summary.get(section) or {}).items():
+                        if index < len(per_seed) and _finite(per_seed[index]):
+                            metrics.append(Metric(f"{section}/{name}", float(per_seed[index]), now, step))
+                            means.setdefault(f"{section}/{name}", []).append(float(per_seed[index]))
+                self.client.log_batch(run_id, metrics=metrics, tags=end_tags)
+                for path in files:
+                    self.client.log_artifact(run_id, str(path))
+                self._maybe_register(summary, index, seed, run_id)
+                self.client.set_terminated(run_id, END_STATUS.get(status, "FAILED"))
+            parent_metrics = [Metric(k, sum(v) / len(v), now, step) for k, v in means.items()]
+            self.client.log_batch(self.parent, metrics=parent_metrics, tags=end_tags)
+            for path in files:
+                self.client.log_artifact(self.parent, str(path))
+            if self.opts["artifacts"]:
+                self._log_checkpoint()
+        self.client.set_terminated(self.parent, END_STATUS.get(status, "FAILED"))
+
+    def _artifact_files(self, tmp: Path) -> list[Path]:
+        files = [self.run_dir / name for name in (rundir.CONFIG, rundir.SUMMARY) if (self.run_dir / name).exists()]
+        if (self.run_dir / rundir.METRICS).exists():
+            try:
+                from ppo_lab.analysis.run_plots import plot_run
+
+                files.append(plot_run(self.run_dir, out=tmp / "curves.png"))
+            except Exception:  # noqa: BLE001 - a plot must never cost the run's record
+                log.exception("could not draw the plot panel of %s for MLflow", self.run_dir)
+        return files
+
+    def _final_checkpoint(self) -> Path | None:
+        return rundir.latest_checkpoint(self.run_dir / rundir.CHECKPOINTS)
+
+    def _log_checkpoint(self) -> None:
+        meta = self._final_checkpoint()
+        if meta is not None:
+            for path in (state_path(meta), meta):
+                self.client.log_artifact(self.parent, str(path), "checkpoint")
+
+    def _maybe_register(self, summary: dict, index: int, seed: int, run_id: str) -> None:
+        if not self.opts["register"]:
+            return
+        reason = convergence(summary, index, self.cfg.train.target_return, self.opts["register_if"])
+        if reason is None:
+            return
+        run = self.client.get_run(run_id)
+        if "ppo_lab.registered_model" in run.data.tags:  # a relaunch of a finished run: once is enough
+            return
+        try:
+            version = self._register(summary, index, seed, run, reason)
+        except Exception as exc:  # noqa: BLE001 - the run's own record must still be closed
+            log.exception("could not register the policy of seed %d", seed)
+            self.client.set_tag(run_id, "ppo_lab.register_error", f"{type(exc).__name__}: {exc}"[:5000])
+            return
+        log.info("registered seed %d's policy as MLflow model %s version %s (%s)", seed, version.name, version.version, reason)
+
+    def _register(self, summary: dict, index: int, seed: int, run, reason: str):
+        from mlflow.exceptions import MlflowException
+
+        from ppo_lab.run.recorders.mlflow_policy import save_policy_model, seed_params_from_checkpoint
+
+        meta = self._final_checkpoint()
+        if meta is None:
+            raise FileNotFoundError(f"no complete checkpoint in {self.run_dir / rundir.CHECKPOINTS}")
+        replica = index if (summary.get("layout") or {}).get("mode", "seeds") == "seeds" else 0
+        name = self.opts["model_name"] or f"ppo_lab-{self.cfg.experiment}"
+        tags = {"seed": str(seed), "run_dir": str(self.run_dir.resolve()), "experiment": str(self.cfg.experiment),
+                "env": str(self.cfg.env["name"]), "updates": str(summary.get("updates")),
+                "timesteps": str(summary.get("timesteps")), "checkpoint": meta.stem, "converged": reason,
+                "stop_reason": str(summary.get("stop_reason"))}
+        for section in ("eval", "final"):
+            for metric, per_seed in (summary.get(section) or {}).items():
+                if index < len(per_seed) and per_seed[index] is not None:
+                    tags[f"{section}/{metric}"] = f"{per_seed[index]:.6g}"
+        with tempfile.TemporaryDirectory() as tmp:
+            params = Path(tmp) / "params.msgpack"
+            params.write_bytes(seed_params_from_checkpoint(state_path(meta), replica))
+            save_policy_model(Path(tmp) / "policy", self.run_dir / rundir.CONFIG, params, {"seed": seed, "converged": reason})
+            self.client.log_artifacts(run.info.run_id, str(Path(tmp) / "policy"), "policy")
+        try:
+            self.client.create_registered_model(name, description="ppo_lab policies: observations -> greedy actions")
+        except MlflowException:  # it exists (RESOURCE_ALREADY_EXISTS)
+            pass
+        version = self.client.create_model_version(
+            name, f"{run.info.artifact_uri}/policy", run_id=run.info.run_id, tags=tags,
+            description=f"seed {seed} of {self.run_dir}: {reason}",
+        )
+        self.client.set_tag(run.info.run_id, "ppo_lab.registered_model", f"{name}/{version.version}")
+        return version
+
+
+def make_logger(run_dir: Path, cfg, options: dict) -> MlflowRecorder:
+    return MlflowRecorder(run_dir, cfg, options)
