@@ -11,3 +11,7 @@ class ConfigError(ValueError):
     def __init__(self, key: str, value, valid: str):
         self.key, self.value, self.valid = key, value, valid
         super().__init__(f"invalid config: {key}={value!r}; expected {valid}")
+
+    def __reduce__(self):
+        # Picklable with its fields: submitit sends a job's exception back to the launcher.
+        return type(self), (self.key, self.value, self.valid)
