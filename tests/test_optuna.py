@@ -56,6 +56,24 @@ def test_search_space_syntax():
         search_space({}, ["ppo.lr=0.1"])
 
 
+def test_the_sweeper_is_a_hydra_plugin_and_the_named_sweep_composes():
+    from hydra.core.plugins import Plugins
+    from hydra.plugins.sweeper import Sweeper
+
+    assert "hydra_plugins.ppo_lab_optuna.OptunaSweeper" in {f"{c.__module__}.{c.__name__}" for c in Plugins.instance().discover(Sweeper)}
+    proc = subprocess.run([sys.executable, "launch.py", "-cd", "sweeps", "-cn", "optuna_cartpole", "--cfg", "all"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cfg = OmegaConf.create(proc.stdout)
+    assert cfg.hydra.sweeper._target_ == "hydra_plugins.ppo_lab_optuna.OptunaSweeper" and cfg.hydra.mode == "MULTIRUN"
+    assert "${" not in cfg.hydra.sweep.dir  # fixed: a relaunch continues the study
+    assert parse_objective(cfg.optimize) == Objective("eval/episode_return", "maximize", "mean")
+    assert cfg.experiment == "cartpole" and cfg.ppo.total_timesteps == 30000
+    space = search_space(OmegaConf.to_container(cfg.hydra.sweeper.params), [])
+    for key in space.distributions:  # every searched key exists in the config it overrides
+        assert OmegaConf.select(cfg, key) is not None, key
+
+
 def test_objective_from_a_summary():
     summary = {"status": "completed", "eval": {"episode_return": [10.0, 20.0, 30.0, 1000.0]},
                "final": {"train/mean_episode_return": [1.0, 2.0, 3.0, 4.0]}}

@@ -180,7 +180,8 @@ def expected_jobs_from_config(cfg) -> list[list[str]]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    if not str(OmegaConf.select(cfg, "hydra.sweeper._target_", default="") or "").endswith("BasicSweeper"):
+    sweeper = OmegaConf.select(cfg, "hydra.sweeper._target_", default=None)
+    if sweeper and not str(sweeper).endswith("BasicSweeper"):
         return []  # a sampling sweeper (hydra/sweeper=optuna) defines no grid of jobs up front
     try:
         params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}

@@ -231,7 +231,7 @@ class OptunaSweeper(Sweeper):
         # Jobs are numbered by trial, so run dirs follow trial numbers across relaunches.
         for group in _consecutive(jobs):
             results += self.launcher.launch([o for _, o in group], initial_job_idx=group[0][0].number)
-        for (trial, overrides), ret in zip((j for group in _consecutive(jobs) for j in group), results):
+        for (trial, overrides), ret in zip(jobs, results):  # _consecutive keeps the order of `jobs`
             run_dir = _job_dir(ret, sweep_dir, trial.number)
             trial.set_user_attr("run_dir", str(run_dir))
             if ret.status != JobStatus.COMPLETED:
