@@ -40,6 +40,7 @@ from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ppo_lab.launching.objective import Objective, ObjectiveError, parse_objective, read_objective
+from ppo_lab.rundir import MULTIRUN, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +151,6 @@ def open_study(storage: str, name: str, direction: str, sampler_cfg: Any):
 def write_results(sweep_dir: Path, study, objective: Objective) -> dict:
     import optuna
 
-    from ppo_lab.rundir.atomic import write_atomic
-
     states = [t.state for t in study.trials]
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     best = study.best_trial if complete else None
@@ -166,7 +165,7 @@ def write_results(sweep_dir: Path, study, objective: Objective) -> dict:
         "trials": {"total": len(states), "complete": len(complete),
                    "failed": sum(s == optuna.trial.TrialState.FAIL for s in states)},
     }
-    write_atomic(Path(sweep_dir) / RESULTS_FILE, OmegaConf.to_yaml(OmegaConf.create(results)).encode())
+    write_text_atomic(Path(sweep_dir) / RESULTS_FILE, OmegaConf.to_yaml(OmegaConf.create(results)))
     return results
 
 
@@ -195,7 +194,7 @@ class OptunaSweeper(Sweeper):
         space = search_space(self.params, arguments)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        write_text_atomic(sweep_dir / MULTIRUN, OmegaConf.to_yaml(self.config))  # as Hydra's BasicSweeper saves it
         storage = self.storage or f"sqlite:///{(sweep_dir / STUDY_FILE).resolve()}"
         name = self.study_name or sweep_dir.name
         study = open_study(storage, name, objective.direction, self.sampler_cfg)
