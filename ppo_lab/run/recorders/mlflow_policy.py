@@ -53,8 +53,8 @@ class GreedyPolicy:
         import jax
 
         from ppo_lab.config import validate
+        from ppo_lab.ppo.rollout import action_policy
         from ppo_lab.run.build import build_env_and_network
-        from ppo_lab.run.evaluate import make_policy
 
         cfg = validate(config)
         env, env_params, network, self.action_names = build_env_and_network(cfg)
@@ -62,8 +62,8 @@ class GreedyPolicy:
         self.num_actions = len(self.action_names)
         template = network.init(jax.random.PRNGKey(0), np.zeros((1, *self.obs_shape), np.float32))
         params = flax.serialization.from_state_dict(template, flax.serialization.msgpack_restore(params_msgpack))
-        act = make_policy(network, deterministic=True)
-        self._act = jax.jit(lambda obs: act(params, obs, None))
+        act = action_policy(network, params, deterministic=True)  # the evaluation's greedy policy
+        self._act = jax.jit(lambda obs: act(obs, None)[0])
 
     def __call__(self, obs) -> np.ndarray:
         obs = np.asarray(obs, dtype=np.float32)
