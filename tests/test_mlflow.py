@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, launch, read_summary
+from conftest import ROOT, compose_config, read_summary, train_run
 
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders.mlflow_recorder import STATE_FILE, check_options, convergence
@@ -30,13 +30,11 @@ def _client(store: Path):
 
 
 def _cfg(store: Path, extra=()):
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     from ppo_lab.config import validate
 
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=["env=cartpole", "logger=[csv,mlflow]", "num_seeds=2", f"logger.mlflow.dir={store}", *extra])
+    cfg = compose_config(["env=cartpole", "logger=[csv,mlflow]", "num_seeds=2", f"logger.mlflow.dir={store}", *extra])
     return validate(OmegaConf.to_container(cfg, resolve=True))
 
 
@@ -142,11 +140,11 @@ def test_a_logger_added_on_relaunch_gets_the_history_from_metrics_csv(store, tmp
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_launch_logs_runs_artifacts_and_registers_a_policy_that_acts(store, tmp_path, tiny):
+def test_a_run_logs_runs_artifacts_and_registers_a_policy_that_acts(store, tmp_path, tiny):
     run_dir = tmp_path / "run"
-    launch([*tiny, "num_seeds=2", "logger=[csv,mlflow]", f"logger.mlflow.dir={store}", "logger.mlflow.experiment_name=mlflow_launch",
-            "train.target_return=5"], run_dir, timeout=540)
-    summary = read_summary(run_dir)
+    summary = train_run([*tiny, "num_seeds=2", "logger=[csv,mlflow]", f"logger.mlflow.dir={store}",
+                         "logger.mlflow.experiment_name=mlflow_launch", "train.target_return=5"], run_dir)
+    assert read_summary(run_dir) == summary
     assert summary["status"] == "completed"
     client = _client(store)
     exp = client.get_experiment_by_name("mlflow_launch")
