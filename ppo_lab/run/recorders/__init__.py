@@ -54,6 +54,24 @@ class Recorder(Protocol):
     def finish(self, summary: dict) -> None: ...
 
 
+def sweep_group() -> str | None:
+    """`<sweep dir parent>_<sweep dir name>` when this job is part of a Hydra multirun, else
+    None: what the W&B and MLflow loggers group a sweep's runs by."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if not HydraConfig.initialized():
+            return None
+        hc = HydraConfig.get()
+        if hc.mode != RunMode.MULTIRUN:
+            return None
+        sweep_dir = Path(hc.sweep.dir)
+        return f"{sweep_dir.parent.name}_{sweep_dir.name}" if sweep_dir.parent.name else sweep_dir.name
+    except Exception:  # noqa: BLE001 - outside Hydra (tests, notebooks): no sweep
+        return None
+
+
 def check_logger_names(names) -> None:
     for name in names:
         if name not in LOGGERS:

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from ppo_lab import rundir
 from ppo_lab.errors import ConfigError
+from ppo_lab.run.recorders import sweep_group
 from ppo_lab.rundir.atomic import write_json_atomic
 from ppo_lab.rundir.checkpoints import state_path
 
@@ -176,11 +177,9 @@ class MlflowRecorder:
         raise AssertionError("unreachable")
 
     def _tags(self) -> dict[str, str]:
-        from ppo_lab.run.recorders.wandb_logger import _sweep_group
-
         tags = {"ppo_lab.experiment": str(self.cfg.experiment), "ppo_lab.run_dir": str(self.run_dir.resolve()),
                 "ppo_lab.reward": str(self.cfg.reward.get("name") or "default"), "ppo_lab.env": str(self.cfg.env["name"])}
-        sweep = _sweep_group(self.run_dir)
+        sweep = sweep_group()
         if sweep:
             tags["ppo_lab.sweep"] = sweep
         tags.update({str(k): str(v) for k, v in (self.opts["tags"] or {}).items()})

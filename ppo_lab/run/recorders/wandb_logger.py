@@ -31,6 +31,7 @@ import zlib
 from pathlib import Path
 
 from ppo_lab.rundir import METRICS, read_json, read_seed_rows, write_json_atomic
+from ppo_lab.run.recorders import sweep_group
 
 log = logging.getLogger(__name__)
 
@@ -38,23 +39,6 @@ STATE_FILE = "ppo_lab_runs.json"
 # W&B folders the user set before any run of this process touched them.
 _USER_ENV = {var: os.environ.get(var) for var in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR")}
 DEFAULTS = {"project": "ppo_lab", "mode": "offline", "entity": None, "group": None, "tags": None}
-
-
-def _sweep_group(run_dir: Path) -> str | None:
-    """`<experiment>/<sweep dir name>` when this job is part of a Hydra multirun."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        if not HydraConfig.initialized():
-            return None
-        hc = HydraConfig.get()
-        if hc.mode != RunMode.MULTIRUN:
-            return None
-        sweep_dir = Path(hc.sweep.dir)
-        return f"{sweep_dir.parent.name}_{sweep_dir.name}" if sweep_dir.parent.name else sweep_dir.name
-    except Exception:  # noqa: BLE001 - outside Hydra (tests, notebooks): no sweep
-        return None
 
 
 def _finite(value) -> bool:
@@ -88,7 +72,7 @@ class WandbLogger:
         # What W&B really holds (not what we sent): a killed process loses its unflushed tail.
         self.last_logged: dict[str, int] = {k: persisted_step(self.dir, v) for k, v in self.ids.items()}
         self.backfilled: set[int] = set()
-        group = opts["group"] or _sweep_group(self.run_dir) or cfg.experiment
+        group = opts["group"] or sweep_group() or cfg.experiment
         job_type = str(cfg.reward.get("name") or "default")
         settings = wandb.Settings(
             silent=True, console="off", disable_git=True, save_code=False, x_disable_stats=True,
