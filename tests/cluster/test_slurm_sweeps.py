@@ -203,3 +203,26 @@ def test_submit_and_return_then_aggregate_later_from_any_shell(cluster, tmp_path
     assert all(sacct(j["job_id"])[-1]["State"] == "COMPLETED" for j in jobs.values())
     assert int(next(r for r in aggregate_rows(sweep) if r["metric"] == "eval/episode_return")["n_seeds"]) == 2
     print(f"\nsubmit-only launch returned in {returned_s:.1f} s; aggregate --wait finished {time.monotonic() - t0:.1f} s after launch")
+
+
+@pytest.mark.timeout(400)
+def test_optuna_study_through_slurm_records_trials_and_a_failed_job(cluster, tmp_path):
+    """hydra/sweeper=optuna with hydra/launcher=slurm: every trial is a SLURM job, its objective
+    read from its run dir; a job that fails (an invalid gamma) is a FAILED trial, not a crash."""
+    import optuna
+    from omegaconf import OmegaConf
+
+    sweep = tmp_path / "study"
+    args = ["hydra/sweeper=optuna", "hydra.sweeper.study_name=slurm", "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2",
+            "hydra.sweeper.sampler._target_=optuna.samplers.BruteForceSampler", "ppo.gamma=choice(0.99,1.5)"]
+    proc = subprocess.run(launch_cmd(args, sweep), cwd=ROOT, capture_output=True, text=True, timeout=380)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    study = optuna.load_study(study_name="slurm", storage=f"sqlite:///{sweep / 'optuna.db'}")
+    by_gamma = {t.params["ppo.gamma"]: t for t in study.trials}
+    assert by_gamma[1.5].state.name == "FAIL"
+    good = by_gamma[0.99]
+    assert good.state.name == "COMPLETE"
+    summary = read_summary(Path(good.user_attrs["run_dir"]))
+    assert summary["slurm_job_id"] and good.value == pytest.approx(summary["eval"]["episode_return"][0])
+    results = OmegaConf.load(sweep / "optimization_results.yaml")
+    assert results.best_params == {"ppo.gamma": 0.99} and results.trials.failed == 1
