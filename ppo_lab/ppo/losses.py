@@ -7,6 +7,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+# The policy's (optionally masked) categorical lives in distributions.py; re-exported here
+# because the loss is where callers look for log-probs and entropy.
+from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob  # noqa: F401
+
 
 class LossTerms(NamedTuple):
     total: jax.Array
@@ -19,16 +23,6 @@ class LossTerms(NamedTuple):
 
 def normalize(x, eps: float = 1e-8):
     return (x - x.mean()) / (x.std() + eps)
-
-
-def categorical_entropy(logits):
-    log_p = jax.nn.log_softmax(logits)
-    return -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
-
-
-def categorical_log_prob(logits, actions):
-    log_p = jax.nn.log_softmax(logits)
-    return jnp.take_along_axis(log_p, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
 
 def ppo_loss_terms(
