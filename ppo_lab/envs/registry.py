@@ -35,6 +35,8 @@ ENVS: dict[str, EnvSpec] = {
     "cartpole": EnvSpec("ppo_lab.envs.gymnax_envs:make_cartpole", "ppo_lab.envs.gymnax_envs:check_cartpole"),
     "gymnax": EnvSpec("ppo_lab.envs.gymnax_envs:make_any_gymnax", "ppo_lab.envs.gymnax_envs:check_gymnax"),
     "foraging": EnvSpec("ppo_lab.envs.foraging.world:build", "ppo_lab.envs.foraging.config:check_config"),
+    "rare_actions": EnvSpec("ppo_lab.envs.rare_actions.game:build", "ppo_lab.envs.rare_actions.config:check_config"),
+    "jumanji": EnvSpec("ppo_lab.envs.jumanji_env.adapter:build", "ppo_lab.envs.jumanji_env.config:check_config"),
 }
 
 

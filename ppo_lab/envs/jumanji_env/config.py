@@ -1,0 +1,41 @@
+"""The `env` section of `env=jumanji` (imports no jax; the id is checked against Jumanji's
+registry when the env is built, since importing jumanji imports jax)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from ppo_lab.errors import ConfigError
+
+DEFAULTS: dict[str, Any] = dict(id=None, max_steps=1000, observation="flat", obs_transform="none", reward_scale=1.0)
+OBSERVATIONS = ("flat", "image")
+OBS_TRANSFORMS = ("none", "symlog")
+
+
+def read_config(env_cfg: Mapping) -> dict[str, Any]:
+    """The env section with defaults filled in; ConfigError naming any bad key or value."""
+    unknown = sorted(set(env_cfg) - set(DEFAULTS) - {"name"})
+    if unknown:
+        raise ConfigError(f"env.{unknown[0]}", env_cfg[unknown[0]], f"one of the known keys {sorted(DEFAULTS)}")
+    c = {k: env_cfg.get(k, d) for k, d in DEFAULTS.items()}
+    if not isinstance(c["id"], str) or not c["id"]:
+        raise ConfigError("env.id", c["id"], "a registered Jumanji id such as 'Game2048-v1' (jumanji.registered_environments())")
+    steps = c["max_steps"]
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ConfigError("env.max_steps", steps, "an integer >= 1 (episodes are truncated there)")
+    if c["observation"] not in OBSERVATIONS:
+        raise ConfigError("env.observation", c["observation"], f"one of {list(OBSERVATIONS)}")
+    if c["obs_transform"] not in OBS_TRANSFORMS:
+        raise ConfigError("env.obs_transform", c["obs_transform"], f"one of {list(OBS_TRANSFORMS)}")
+    scale = c["reward_scale"]
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (math.isfinite(scale) and scale > 0):
+        raise ConfigError("env.reward_scale", scale, "a finite number > 0")
+    return c
+
+
+def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
+    """The registry's jax-free check: the env section, and reward=default (the env's own)."""
+    read_config(env_cfg)
+    if reward_cfg.get("name", "default") != "default":
+        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_cfg.get('id')} has its own reward)")
