@@ -41,6 +41,7 @@ class PPOConfig:
     total_timesteps: int
     auto_scale: bool
     auto_scale_epoch_floor: int = 2
+    auto_scale_reference_batch: int = 256 * 128
 
     @property
     def batch_size(self) -> int:
@@ -181,8 +182,10 @@ def _ppo(s: Mapping) -> PPOConfig:
         total_timesteps=n("total_timesteps", int),
         auto_scale=_flag(s, "ppo", "auto_scale"),
         auto_scale_epoch_floor=n("auto_scale_epoch_floor", int) if "auto_scale_epoch_floor" in s else 2,
+        auto_scale_reference_batch=n("auto_scale_reference_batch", int) if "auto_scale_reference_batch" in s else 256 * 128,
     )
     _require(ppo.auto_scale_epoch_floor >= 1, "ppo.auto_scale_epoch_floor", ppo.auto_scale_epoch_floor, "an integer >= 1")
+    _require(ppo.auto_scale_reference_batch >= 1, "ppo.auto_scale_reference_batch", ppo.auto_scale_reference_batch, "a batch size (envs x steps) >= 1")
     _require(ppo.lr > 0, "ppo.lr", ppo.lr, "a learning rate > 0")
     _require(0 <= ppo.lr_final <= ppo.lr, "ppo.lr_final", ppo.lr_final, f"0 <= lr_final <= lr ({ppo.lr})")
     _require(0 < ppo.gamma <= 1, "ppo.gamma", ppo.gamma, "a discount in (0, 1]")

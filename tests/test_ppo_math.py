@@ -175,6 +175,10 @@ def test_auto_scale_rule(envs, steps, mb, epochs, expected):
 
 def test_auto_scale_epoch_floor_and_switch():
     assert scaled_minibatches_and_epochs(1024 * 128, 4, 4, epoch_floor=1) == (16, 1)
+    # A smaller reference batch: 32 x 64 is 4x a reference of 8 x 64, so the rule acts.
+    assert scaled_minibatches_and_epochs(32 * 64, 4, 4, epoch_floor=1, reference_batch=8 * 64) == (16, 1)
+    small = apply_auto_scale(_ppo(num_envs=32, num_steps=64, auto_scale_reference_batch=512, auto_scale_epoch_floor=2))
+    assert (small.num_minibatches, small.update_epochs) == (16, 2)
     off = apply_auto_scale(_ppo(num_envs=1024, auto_scale=False))
     assert (off.num_minibatches, off.update_epochs) == (4, 4)
     on = apply_auto_scale(dataclasses.replace(_ppo(num_envs=1024)))
