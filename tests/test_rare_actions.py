@@ -175,3 +175,19 @@ def test_bad_config_names_the_key(cfg, key):
         check_config({"name": "rare_actions", **cfg}, {"name": "default"})
     with pytest.raises(ConfigError, match="reward"):
         check_config({"name": "rare_actions"}, {"name": "proxy"})
+
+
+@pytest.mark.slow
+def test_trains_through_launch_with_no_invalid_action(tmp_path):
+    from conftest import launch, read_rows, read_summary
+
+    run_dir = tmp_path / "run"
+    launch(["env=rare_actions", "ppo.num_envs=16", "ppo.num_steps=32", "ppo.total_timesteps=4096",
+            "train.chunk_updates=4", "eval.episodes=4", "hardware.host_devices=1"], run_dir)
+    rows = read_rows(run_dir)
+    assert len(rows) == 8
+    for column in ("actions/move_frac", "actions/resource_frac", "actions/program_frac", "actions/rare_first_step_frac",
+                   "reward/data", "reward/trace", "reward/cache", "actions/shield"):
+        assert column in rows[0]
+    assert all(float(r["actions/invalid_frac"]) == 0.0 for r in rows)
+    assert read_summary(run_dir)["status"] == "completed"

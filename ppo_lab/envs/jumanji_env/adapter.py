@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from typing import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -40,8 +40,11 @@ MASK_FIELD = "action_mask"
 
 @struct.dataclass
 class JumanjiState:
-    inner: Any  # Jumanji's own state
-    observation: Any  # Jumanji's observation of `inner` (holds the action mask)
+    # Jumanji's state and its observation (which holds the action mask), as dicts of their
+    # leaves: Jumanji's own classes are not known to flax's checkpoint serialisation, dicts of
+    # arrays are. `JumanjiEnv.inner_state` / `.inner_observation` rebuild them.
+    inner: dict
+    observation: dict
     time: jax.Array  # int32: steps in this episode (for `max_steps`)
 
 
@@ -75,6 +78,9 @@ class JumanjiEnv:
         self.obs_fields = [name for name in observation_fields(env) if name != MASK_FIELD]
         self.action_names = [str(i) for i in range(self.num_actions)]
         key = jax.random.PRNGKey(0)
+        state, timestep = jax.eval_shape(env.reset, key)
+        self._state_def = jax.tree.structure(state)
+        self._obs_def = jax.tree.structure(timestep.observation)
         self._obs_shape = jax.eval_shape(lambda k: self._observe(env.reset(k)[1].observation), key).shape
 
     @property
@@ -94,6 +100,19 @@ class JumanjiEnv:
 
     def observation_space(self, params=None) -> spaces.Box:
         return spaces.Box(-jnp.inf, jnp.inf, self._obs_shape, jnp.float32)
+
+    # ---- Jumanji's objects <-> the lab's state ------------------------------------------------
+    def _wrap(self, inner, observation, time) -> JumanjiState:
+        leaves = lambda tree: {str(i): x for i, x in enumerate(jax.tree.leaves(tree))}  # noqa: E731
+        return JumanjiState(inner=leaves(inner), observation=leaves(observation), time=time)
+
+    def inner_state(self, state: JumanjiState):
+        """Jumanji's own state object."""
+        return jax.tree.unflatten(self._state_def, [state.inner[str(i)] for i in range(len(state.inner))])
+
+    def inner_observation(self, state: JumanjiState):
+        """Jumanji's observation of the current state (with `action_mask`)."""
+        return jax.tree.unflatten(self._obs_def, [state.observation[str(i)] for i in range(len(state.observation))])
 
     # ---- observations and actions -----------------------------------------------------------
     def _fields(self, observation) -> list[jax.Array]:
@@ -127,13 +146,13 @@ class JumanjiEnv:
     # ---- gymnax API -------------------------------------------------------------------------
     def reset(self, key: jax.Array, params=None):
         inner, timestep = self.jumanji_env.reset(key)
-        state = JumanjiState(inner=inner, observation=timestep.observation, time=jnp.zeros((), jnp.int32))
+        state = self._wrap(inner, timestep.observation, jnp.zeros((), jnp.int32))
         return self._observe(timestep.observation), state
 
     def step(self, key: jax.Array, state: JumanjiState, action, params=None):
         if params is None:
             params = self.default_params
-        inner, timestep = self.jumanji_env.step(state.inner, self._jumanji_action(action))
+        inner, timestep = self.jumanji_env.step(self.inner_state(state), self._jumanji_action(action))
         time = state.time + 1
         last = timestep.last()
         terminated = last & (timestep.discount == 0)
@@ -141,7 +160,7 @@ class JumanjiEnv:
         done = terminated | truncated
         obs_st = self._observe(timestep.observation)
         obs_re, state_re = self.reset(key, params)
-        state_st = JumanjiState(inner=inner, observation=timestep.observation, time=time)
+        state_st = self._wrap(inner, timestep.observation, time)
         next_state = jax.tree.map(lambda r, s: jnp.where(done, r, s), state_re, state_st)
         obs = jnp.where(done, obs_re, obs_st)
         metrics = {f"env/{k}": jnp.asarray(v, jnp.float32) for k, v in (timestep.extras or {}).items()
@@ -156,7 +175,7 @@ class MaskedJumanjiEnv(JumanjiEnv):
     replay then only ever pick valid actions."""
 
     def action_mask(self, state: JumanjiState, params=None) -> jax.Array:
-        return jnp.asarray(getattr(state.observation, MASK_FIELD), bool).reshape(-1)
+        return jnp.asarray(getattr(self.inner_observation(state), MASK_FIELD), bool).reshape(-1)
 
 
 def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
