@@ -140,7 +140,7 @@ def measure_env(name: str, extra: list[str], size: dict) -> dict:
 
     def env_only(env_state, obs, key):
         # The same rollout loop as the trainer's, with uniformly random actions and no network.
-        def random_policy(obs, k):
+        def random_policy(obs, k, mask=None):
             return jax.random.randint(k, (n,), 0, num_actions), None
 
         def keep(_, step):

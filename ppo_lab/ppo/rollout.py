@@ -5,8 +5,12 @@ benchmark all run this loop; what differs between them is passed in:
 - `env_step(key, env_state, action) -> (obs, env_state, reward, terminated, truncated, info)`:
   usually `batched_step` (gymnax's `step`, auto-reset included, over a batch of envs); the
   survival protocol and replay pass their own;
-- `policy(obs, key) -> (action, extras)`: sampled or greedy, over a network's `apply`
-  (`extras`, e.g. the log-prob and value, reach `record`);
+- `policy(obs, key, mask) -> (action, extras)`: sampled or greedy, over a network's `apply`
+  (`extras`, e.g. the log-prob and value, reach `record`); `mask` is the batch's valid
+  actions (bool `[..., num_actions]`) when the env has a mask, else None;
+- `action_mask(env_state) -> mask` (optional): usually `batched_mask`, for an env that
+  exposes `action_mask(state, params)`; the mask of the state each action is taken in
+  reaches the policy and `record` (`Step.mask`);
 - `record(stats, step) -> (stats, out)`: what the caller keeps. `stats` is carried from step
   to step (running returns, counters); `out` is stacked over the steps (transitions, frames).
 
@@ -32,6 +36,7 @@ class Step(NamedTuple):
     terminated: Any
     truncated: Any
     info: Any
+    mask: Any = None  # the valid actions at `obs` (None: the env has no mask)
 
 
 class Rollout(NamedTuple):
@@ -52,21 +57,34 @@ def batched_step(env, env_params, num_envs: int) -> Callable:
     return step
 
 
+def batched_mask(env, env_params) -> Callable | None:
+    """`mask(env_state)`: `env.action_mask` over a batch of envs (a state with no valid action
+    allows every action, see `distributions.allow_all_if_none_valid`); None for an env without
+    a mask."""
+    if not hasattr(env, "action_mask"):
+        return None
+    from ppo_lab.ppo.distributions import allow_all_if_none_valid
+
+    vmask = jax.vmap(env.action_mask, in_axes=(0, None))
+    return lambda env_state: allow_all_if_none_valid(vmask(env_state, env_params))
+
+
 def batched_reset(env, env_params, key, num_envs: int):
     """`(obs, env_state)` of `num_envs` envs, one key each split from `key`."""
     return jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, num_envs), env_params)
 
 
 def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps: int, *,
-            record: Callable, stats=()) -> Rollout:
+            record: Callable, stats=(), action_mask: Callable | None = None) -> Rollout:
     """Run `num_steps` steps from `(env_state, obs)`; see the module docstring."""
 
     def body(carry, _):
         env_state, obs, stats, key = carry
         key, policy_key, env_key = jax.random.split(key, 3)
-        action, extras = policy(obs, policy_key)
+        mask = None if action_mask is None else action_mask(env_state)
+        action, extras = policy(obs, policy_key, mask)
         next_obs, env_state, reward, terminated, truncated, info = env_step(env_key, env_state, action)
-        stats, out = record(stats, Step(obs, action, extras, next_obs, reward, terminated, truncated, info))
+        stats, out = record(stats, Step(obs, action, extras, next_obs, reward, terminated, truncated, info, mask))
         return (env_state, next_obs, stats, key), out
 
     (env_state, obs, stats, key), records = jax.lax.scan(body, (env_state, obs, stats, key), None, num_steps)
@@ -74,11 +92,13 @@ def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps
 
 
 def action_policy(network, params, deterministic: bool) -> Callable:
-    """`policy(obs, key) -> (actions, logits)`: argmax, or a sample from the policy's logits."""
+    """`policy(obs, key, mask=None) -> (actions, logits)`: argmax, or a sample from the policy's
+    logits; never an action the mask forbids."""
+    from ppo_lab.ppo.distributions import greedy_action, sample_action
 
-    def policy(obs, key):
+    def policy(obs, key, mask=None):
         logits, _ = network.apply(params, obs)
-        action = jax.numpy.argmax(logits, -1) if deterministic else jax.random.categorical(key, logits)
+        action = greedy_action(logits, mask) if deterministic else sample_action(key, logits, mask)
         return action, logits
 
     return policy

@@ -21,8 +21,9 @@ import optax
 
 from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
-from ppo_lab.ppo.losses import categorical_entropy, categorical_log_prob, explained_variance, ppo_loss_terms
-from ppo_lab.ppo.rollout import Rollout, Step, batched_reset, batched_step, rollout
+from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob, invalid_fraction, sample_action
+from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
+from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, rollout
 from ppo_lab.ppo.schedules import learning_rate_schedule, schedule_values
 
 
@@ -49,6 +50,7 @@ class Transition(NamedTuple):
     finished_return: jax.Array  # return of the episode that ended here (0 where none did)
     finished_length: jax.Array
     env_metrics: dict
+    mask: jax.Array | None = None  # bool [num_actions]: valid actions at `obs` (None: the env has no mask)
 
 
 def make_optimizer(ppo: PPOConfig, num_updates: int) -> optax.GradientTransformation:
@@ -91,6 +93,8 @@ def make_trainer(
     minibatch_size = batch_size // ppo.num_minibatches
     tx = make_optimizer(ppo, num_updates)
     env_step = batched_step(env, env_params, num_envs)
+    # An env with `action_mask(state, params)`: masked sampling, log-probs and entropy.
+    env_mask = batched_mask(env, env_params)
 
     def init(param_key, env_key) -> LearnerState:
         obs, env_state = batched_reset(env, env_params, env_key, num_envs)
@@ -111,10 +115,10 @@ def make_trainer(
         the running episode counters carried over."""
         params = state.params
 
-        def policy(obs, key):
+        def policy(obs, key, mask):
             logits, value = network.apply(params, obs)
-            action = jax.random.categorical(key, logits)
-            return action, (categorical_log_prob(logits, action), value)
+            action = sample_action(key, logits, mask)
+            return action, (categorical_log_prob(logits, action, mask), value)
 
         def record(counters, step: Step):
             ep_return, ep_length = counters
@@ -139,23 +143,25 @@ def make_trainer(
                 finished_return=jnp.where(done, ep_return, 0.0),
                 finished_length=jnp.where(done, ep_length, 0),
                 env_metrics=step.info.get("metrics", {}),
+                mask=step.mask,
             )
             return (jnp.where(done, 0.0, ep_return), jnp.where(done, 0, ep_length)), transition
 
         counters = (state.episode_return, state.episode_length)
-        return rollout(env_step, policy, state.env_state, state.obs, state.key, ppo.num_steps, record=record, stats=counters)
+        return rollout(env_step, policy, state.env_state, state.obs, state.key, ppo.num_steps, record=record, stats=counters,
+                       action_mask=env_mask)
 
     def loss_fn(params, minibatch, clip_eps, ent_coef):
         traj, advantages, returns = minibatch
         logits, value = network.apply(params, traj.obs)
         terms = ppo_loss_terms(
-            categorical_log_prob(logits, traj.action),
+            categorical_log_prob(logits, traj.action, traj.mask),
             traj.log_prob,
             advantages,
             value,
             traj.value,
             returns,
-            categorical_entropy(logits),
+            categorical_entropy(logits, traj.mask),
             clip_eps=clip_eps,
             vf_coef=ppo.vf_coef,
             ent_coef=ent_coef,
@@ -242,7 +248,10 @@ def rollout_metrics(traj: Transition, num_actions: int) -> dict:
         "train/num_episodes": jnp.sum(done),
         "actions": jnp.mean(jax.nn.one_hot(traj.action, num_actions), axis=(0, 1)),
     }
-    metrics.update({name: jnp.mean(value.astype(jnp.float32)) for name, value in traj.env_metrics.items()})
+    # NaN marks a step where an env metric is undefined (e.g. a rate over rare events).
+    metrics.update({name: jnp.nanmean(value.astype(jnp.float32)) for name, value in traj.env_metrics.items()})
+    if traj.mask is not None:
+        metrics["actions/invalid_frac"] = invalid_fraction(traj.action, traj.mask)
     return metrics
 
 

@@ -26,11 +26,12 @@ EVAL_KEY_SALT = 0x5EED
 
 def episodic_returns(env, env_params, policy, key, episodes: int, max_steps: int):
     """Mean return and length of each env's first episode (capped at `max_steps`);
-    `policy(obs, key) -> (actions, extras)` as `ppo.rollout` takes it."""
+    `policy(obs, key, mask) -> (actions, extras)` as `ppo.rollout` takes it; an env's action
+    mask, if it has one, is honoured."""
     import jax
     import jax.numpy as jnp
 
-    from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
+    from ppo_lab.ppo.rollout import batched_mask, batched_reset, batched_step, rollout
 
     reset_key, run_key = jax.random.split(key)
     obs, state = batched_reset(env, env_params, reset_key, episodes)
@@ -45,7 +46,7 @@ def episodic_returns(env, env_params, policy, key, episodes: int, max_steps: int
         return (ret, length, active), None
 
     out = rollout(batched_step(env, env_params, episodes), policy, state, obs, run_key, max_steps,
-                  record=record, stats=(zeros, zeros, jnp.ones_like(zeros)))
+                  record=record, stats=(zeros, zeros, jnp.ones_like(zeros)), action_mask=batched_mask(env, env_params))
     ret, length, _ = out.stats
     return {"episode_return": ret.mean(), "episode_length": length.mean()}
 

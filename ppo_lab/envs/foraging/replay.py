@@ -124,12 +124,14 @@ def run_episode(env, env_params, network, params, key, max_steps: int, determini
     import jax
     import jax.numpy as jnp
 
+    from ppo_lab.ppo.distributions import greedy_action, sample_action
     from ppo_lab.ppo.rollout import rollout
 
     def policy_of(p):
-        def policy(obs, k):
+        def policy(obs, k, mask=None):
+            # One env, unbatched; `mask` (None here: the foraging world has none) as ppo.rollout passes it.
             logits = network.apply(p, obs[None])[0][0]
-            action = jnp.argmax(logits) if deterministic else jax.random.categorical(k, logits)
+            action = greedy_action(logits, mask) if deterministic else sample_action(k, logits, mask)
             return action, jax.nn.softmax(logits)
 
         return policy

@@ -91,7 +91,7 @@ def _make_run(env, policy_fn, num_envs: int, num_steps: int):
                 life_max=jnp.where(died, jnp.maximum(acc["life_max"], life), acc["life_max"]),
             ), None
 
-        def policy(obs, k):
+        def policy(obs, k, mask=None):
             return policy_fn(policy_params, obs, k), None
 
         out = rollout(env_step, policy, state, get_obs(state, params), k_run, num_steps,
