@@ -10,9 +10,11 @@ as separate seeds, and writes into OUT (default: the one DIR given):
   (ci_low, ci_high), interquartile mean with a seeded bootstrap interval (iqm, iqm_ci_low,
   iqm_ci_high). Columns: ``group``, the swept keys, ``metric``, then those statistics.
   Metrics: every ``eval/*`` and every final ``train/*`` (and ``reward/*``, ``actions/*``,
-  ``perf/*``) value of summary.json.
+  ``perf/*``) value of summary.json, and the ``criteria/*`` computed from metrics.csv.
 - ``runs.csv``: one row per (run, seed) with its status, whether it is in the statistics, why
   not, and its values.
+- ``criteria.csv``: per group, the rare-action tuning spec's success criteria
+  (``ppo_lab/analysis/criteria.py``) as columns: mean and 95% interval of each.
 - ``curves.png``: mean learning curves with interval bands, per group.
 
 and prints a table. Failed, missing, stopped and still-running seeds are listed by name and
@@ -33,6 +35,7 @@ from typing import Sequence
 from ppo_lab import rundir
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.launching.slurm_jobs import wait_for_jobs
+from ppo_lab.analysis.criteria import criteria_table
 
 log = logging.getLogger("ppo_lab.analysis.aggregate")
 
@@ -82,6 +85,10 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
     rows = sw.aggregate_rows(col, confidence=confidence)
     paths = {"aggregate": out_dir / rundir.AGGREGATE, "runs": out_dir / rundir.RUNS}
     sw.write_csv(paths["aggregate"], rows, sw.aggregate_columns(col))
+    crit_rows, crit_cols = criteria_table(rows, col.group_keys)
+    if crit_cols:
+        paths["criteria"] = out_dir / rundir.CRITERIA
+        sw.write_csv(paths["criteria"], crit_rows, ["group", *col.swept_keys, "n_seeds", *crit_cols])
     units = sw.unit_rows(col)
     unit_cols = ["group", *col.swept_keys, "seed", "status", "used", "reason", "job", "job_id", "updates", "run_dir", *col.metrics]
     sw.write_csv(paths["runs"], units, unit_cols)

@@ -29,6 +29,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ppo_lab import rundir
+from ppo_lab.analysis.criteria import seed_criteria
 from ppo_lab.analysis.stats import SUMMARY_KEYS, summarize
 from ppo_lab.launching.slurm_jobs import failed_state, jobs_by_number
 
@@ -282,6 +283,8 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
         used = run.status in used_statuses
         final = run.summary.get("final") or {}
         evals = run.summary.get("eval") or {}
+        # The tuning spec's criteria need each seed's whole history, not just its final values.
+        history = rundir.columns_by_seed(run.path / rundir.METRICS) if used else {}
         for i, seed in enumerate(run.seeds or [None]):
             values = {}
             if used:
@@ -289,6 +292,7 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
                     values[f"eval/{name}"] = _at(per_seed, i)
                 for name, per_seed in final.items():
                     values[name] = _at(per_seed, i)
+                values.update(seed_criteria(history.get(seed, {})))
             units.append(Unit(run=run, seed=seed, group=label, values=values, used=used))
     metrics = sorted({m for u in units for m in u.values}, key=_metric_order)
     return Collection(runs=runs, units=units, groups=groups, swept_keys=swept, group_keys=group_keys, metrics=metrics)
@@ -307,7 +311,7 @@ def _at(values, i) -> float:
 
 def _metric_order(name: str):
     prefix = name.split("/", 1)[0]
-    rank = {"eval": 0, "train": 1, "reward": 2, "actions": 3, "perf": 4}.get(prefix, 5)
+    rank = {"eval": 0, "criteria": 1, "train": 2, "reward": 3, "actions": 4, "perf": 5}.get(prefix, 6)
     return rank, name
 
 

@@ -48,6 +48,7 @@ from ppo_lab.rundir.paths import (
     CHECKPOINTS,
     CONFIG,
     CONFIG_HISTORY,
+    CRITERIA,
     ERROR,
     JOBS,
     KEY_COLUMNS,
@@ -71,7 +72,7 @@ from ppo_lab.rundir.summary import (
 from ppo_lab.rundir.sweep_files import find_sweep_roots, read_multirun, read_overrides, write_table
 
 __all__ = [
-    "AGGREGATE", "BENCHMARK", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "ERROR", "JOBS", "KEY_COLUMNS", "METRICS", "MULTIRUN",
+    "AGGREGATE", "BENCHMARK", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "CRITERIA", "ERROR", "JOBS", "KEY_COLUMNS", "METRICS", "MULTIRUN",
     "RUNS", "STOP_FILE", "SUMMARY", "MetricsCSV", "MetricsFileError", "MetricsTail", "columns_by_seed",
     "copy_rows_until", "find_sweep_roots", "has_checkpoint", "has_run_files", "latest_checkpoint",
     "list_checkpoints", "load_run_config", "append_config_history", "read_config_history", "metrics_frame", "read_benchmark", "read_config", "read_error",

@@ -23,6 +23,7 @@ JOBS = "jobs.json"
 MULTIRUN = "multirun.yaml"
 AGGREGATE = "aggregate.csv"
 RUNS = "runs.csv"
+CRITERIA = "criteria.csv"  # the rare-action tuning spec's success criteria per cell
 
 # metrics.csv: the first columns, in this order; every logged metric follows, sorted.
 KEY_COLUMNS = ["update", "seed", "timesteps", "wall_s"]
