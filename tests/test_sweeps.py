@@ -114,28 +114,43 @@ def test_goodhart_sweep_is_four_modes_of_eight_seeds():
     assert cfg.seed == 0 and cfg.num_seeds == 8 and cfg.hydra.mode == "MULTIRUN"
 
 
-def test_goodhart_and_tuning_compose_with_the_goodhart_experiment():
+def test_goodhart_sweep_composes_with_the_goodhart_experiment():
     if not (CONF / "experiment" / "goodhart_cpu.yaml").exists():
         pytest.skip("conf/experiment/goodhart_cpu.yaml is not in the repo yet (the foraging experiment is added separately)")
     from ppo_lab.config import validate
 
-    for name in ("goodhart", "tuning"):
-        cfg = sweep_cfg(name, [])
-        assert cfg.experiment == "goodhart_cpu" and cfg.env.name == "foraging"
-        jobs = expected_jobs_from_config(cfg)
-        assert len(jobs) == (4 if name == "goodhart" else 8)
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            for job in jobs:
-                job_cfg = compose(config_name="config", overrides=["experiment=goodhart_cpu", f"num_seeds={cfg.num_seeds}", *job])
-                validate(OmegaConf.to_container(job_cfg, resolve=True))
+    cfg = sweep_cfg("goodhart", [])
+    assert cfg.experiment == "goodhart_cpu" and cfg.env.name == "foraging"
+    jobs = expected_jobs_from_config(cfg)
+    assert len(jobs) == 4
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for job in jobs:
+            job_cfg = compose(config_name="config", overrides=["experiment=goodhart_cpu", f"num_seeds={cfg.num_seeds}", *job])
+            validate(OmegaConf.to_container(job_cfg, resolve=True))
 
 
-def test_tuning_grid():
-    cfg = sweep_cfg("tuning", ["experiment=cartpole"])
+def test_rare_actions_sweep_crosses_floor_entropy_and_lr_at_a_batch_that_cuts_epochs():
+    from ppo_lab.config import validate
+    from ppo_lab.ppo.autoscale import apply_auto_scale
+
+    cfg = sweep_cfg("rare_actions", [])
+    assert cfg.experiment == "rare_actions" and cfg.env.name == "rare_actions" and cfg.num_seeds == 4
     lr = cfg.ppo.lr
-    jobs = {tuple(j[:3]) for j in expected_jobs_from_config(cfg)}
-    assert jobs == {(f"ppo.auto_scale_epoch_floor={f}", f"ppo.lr={x!r}", f"ppo.ent_coef_initial={e}")
-                    for f in (1, 2) for x in (lr, lr * 0.5) for e in (0.1, 0.15)}
+    jobs = expected_jobs_from_config(cfg)
+    assert {tuple(j[:3]) for j in jobs} == {
+        (f"ppo.auto_scale_epoch_floor={f}", f"ppo.ent_coef_initial={e}", f"ppo.lr={x!r}")
+        for f in (1, 2) for e in (0.1, 0.15, 0.2) for x in (lr, lr * 0.5)}
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for job in jobs:
+            job_cfg = compose(config_name="config", overrides=["experiment=rare_actions", *job])
+            run = validate(OmegaConf.to_container(job_cfg, resolve=True))
+            floor = run.ppo.auto_scale_epoch_floor
+            # Auto-scaling acts: epochs cut to the floor, four times the minibatches.
+            scaled = apply_auto_scale(run.ppo)
+            assert (scaled.update_epochs, scaled.num_minibatches) == (floor, 16)
+            assert run.ppo.ent_coef_final == run.ppo.ent_coef_initial  # a constant coefficient
+    # The same grid over another experiment (it absorbs the former `tuning` sweep).
+    assert len(expected_jobs_from_config(sweep_cfg("rare_actions", ["experiment=cartpole"]))) == 12
 
 
 def test_seed_and_lr_sweep_job_lists():

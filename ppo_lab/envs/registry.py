@@ -16,6 +16,13 @@ Optional extras an env may offer (the trainer uses them when present):
 - `env.action_names`: names for `actions/<name>` fractions (else the action index).
 - `env.actor_obs_channels`: if set, the actor sees only the first N observation channels
   while the critic sees all of them (a privileged critic).
+- `env.action_mask(state, params) -> bool[num_actions]`: the actions valid in `state`. An env
+  may expose such a mask of valid actions; the trainer, evaluation and replay honour it: invalid
+  actions are never sampled nor chosen greedily, log-probs and entropy are over the valid
+  actions (`ppo_lab.ppo.distributions`), and every masked run logs `actions/invalid_frac`
+  (always 0). Envs without it (gymnax's own) train exactly as before.
+- An `info["metrics"]` value may be NaN on steps where it is undefined (e.g. a rate over rare
+  events): its rollout mean ignores those steps.
 """
 
 from __future__ import annotations
