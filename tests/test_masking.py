@@ -80,3 +80,13 @@ def test_invalid_fraction_by_hand():
     mask = jnp.array([[True, False], [False, True], [True, True], [False, True]])
     assert float(invalid_fraction(jnp.array([0, 0, 1, 0]), mask)) == pytest.approx(0.5)
     assert float(invalid_fraction(jnp.array([0, 1, 1, 1]), mask)) == 0.0
+
+
+def test_a_state_with_no_valid_action_allows_every_action():
+    from ppo_lab.ppo.distributions import allow_all_if_none_valid
+
+    mask = jnp.array([[False, False, False], [False, True, False]])
+    usable = allow_all_if_none_valid(mask)
+    np.testing.assert_array_equal(usable, [[True, True, True], [False, True, False]])
+    logits = jnp.zeros((2, 3))
+    np.testing.assert_allclose(categorical_entropy(logits, usable), [np.log(3.0), 0.0], atol=1e-6)

@@ -52,6 +52,15 @@ def greedy_action(logits, mask=None):
     return jnp.argmax(mask_logits(logits, mask), axis=-1)
 
 
+def allow_all_if_none_valid(mask):
+    """The mask, with every action allowed in a state that has no valid action at all.
+
+    Some envs can reach such a state (Jumanji's Snake, boxed in by its own body: any move ends
+    the episode); masking every action there would leave the policy no distribution to sample.
+    Applied where the rollout reads the env's mask, so such steps are not counted as invalid."""
+    return mask | ~jnp.any(mask, axis=-1, keepdims=True)
+
+
 def invalid_fraction(actions, mask):
     """Share of `actions` that the `mask` (one row per action, last axis = actions) forbids."""
     valid = jnp.take_along_axis(mask, actions[..., None].astype(jnp.int32), axis=-1)[..., 0]
