@@ -90,3 +90,62 @@ def test_a_state_with_no_valid_action_allows_every_action():
     np.testing.assert_array_equal(usable, [[True, True, True], [False, True, False]])
     logits = jnp.zeros((2, 3))
     np.testing.assert_allclose(categorical_entropy(logits, usable), [np.log(3.0), 0.0], atol=1e-6)
+
+
+def _rare_actions():
+    from ppo_lab.envs.rare_actions.game import build
+
+    return build({"name": "rare_actions"}, {"name": "default"})
+
+
+def _random_rollout(masked: bool, num_envs=32, steps=1000):
+    """A long rollout of a policy with random logits through ppo.rollout: the share of actions
+    the env's own mask (read back from each state) forbids."""
+    from ppo_lab.ppo.rollout import batched_mask, batched_reset, batched_step, rollout
+
+    env, params = _rare_actions()
+    env_mask = batched_mask(env, params)
+
+    def policy(obs, key, mask):
+        k_logits, k_action = jax.random.split(key)
+        logits = 3.0 * jax.random.normal(k_logits, (num_envs, env.num_actions))
+        return sample_action(k_action, logits, mask), None
+
+    def record(_, step):
+        return (), jnp.logical_not(jnp.take_along_axis(step.mask, step.action[:, None], -1)[:, 0])
+
+    @jax.jit
+    def run(key):
+        obs, state = batched_reset(env, params, key, num_envs)
+        # Unmasked: the policy gets no mask, `record` still sees the env's (passed by hand).
+        policy_ = policy if masked else (lambda obs, key, mask: policy(obs, key, None))
+        out = rollout(batched_step(env, params, num_envs), policy_, state, obs, key, steps, record=record,
+                      action_mask=env_mask)
+        return out.records
+
+    return np.asarray(run(jax.random.PRNGKey(0)))
+
+
+def test_a_long_masked_rollout_takes_no_invalid_action():
+    invalid = _random_rollout(masked=True)
+    assert invalid.shape == (1000, 32) and invalid.sum() == 0
+    # The same policy without the mask takes invalid actions often: the count can fail.
+    assert _random_rollout(masked=False).mean() > 0.2
+
+
+def test_trainer_logs_zero_invalid_actions_and_masked_entropy():
+    from ppo_lab.config import NetworkConfig
+    from ppo_lab.networks import ActorCritic
+    from ppo_lab.ppo.train import make_trainer
+    from test_ppo_math import _ppo
+
+    env, params = _rare_actions()
+    network = ActorCritic(env.num_actions, NetworkConfig(kind="mlp", activation="tanh"))
+    ppo = _ppo(num_envs=16, num_steps=128, total_timesteps=16 * 128 * 3, update_epochs=1, num_minibatches=2)
+    trainer = make_trainer(ppo, env, params, network, num_envs=16, chunk_updates=3)
+    state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
+    _, metrics = jax.jit(trainer.chunk)(state, 0)
+    np.testing.assert_array_equal(metrics["actions/invalid_frac"], [0.0, 0.0, 0.0])
+    # Entropy over valid actions: at most log 8, and below log 8 since programs are mostly masked.
+    assert np.all(np.asarray(metrics["train/entropy"]) < np.log(8) - 0.3)
+    assert np.all(np.isfinite(np.asarray(metrics["train/approx_kl"])))
