@@ -13,7 +13,7 @@ import yaml
 
 from conftest import ROOT
 from ppo_lab.envs.rare_actions.config import PARAM_DEFAULTS, check_config
-from ppo_lab.envs.rare_actions.game import CACHE, OVERCLOCK, SHIELD, SIPHON, EnvParams, RareActions, build
+from ppo_lab.envs.rare_actions.game import CACHE, OVERCLOCK, SHIELD, SIPHON, EnvParams, build
 from ppo_lab.errors import ConfigError
 
 ENV_CFG = yaml.safe_load((ROOT / "conf/env/rare_actions.yaml").read_text())

@@ -122,7 +122,6 @@ def replay_key(seed: int, episode: int):
 def run_episode(env, env_params, network, params, key, max_steps: int, deterministic: bool) -> list[Record]:
     """Play one episode in one jitted rollout (`ppo.rollout`) and cut it where it ended."""
     import jax
-    import jax.numpy as jnp
 
     from ppo_lab.ppo.distributions import greedy_action, sample_action
     from ppo_lab.ppo.rollout import rollout
