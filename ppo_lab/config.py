@@ -121,6 +121,9 @@ class RunConfig:
 
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
+LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
+PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay fp32
+CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
 NETWORK_KINDS = ("mlp", "cnn")
 
 
@@ -285,6 +288,15 @@ def validate_hardware(s: Mapping) -> dict:
     _require(hd == "auto" or (isinstance(hd, int) and hd >= 1), "hardware.host_devices", hd, "'auto' or an integer >= 1")
     mf = s.get("mem_fraction")
     _require(mf is None or (isinstance(mf, (int, float)) and 0 < mf <= 1), "hardware.mem_fraction", mf, "null or a fraction in (0, 1]")
+    layout = s.get("layout", "auto")
+    _require(layout in LAYOUTS, "hardware.layout", layout, f"one of {list(LAYOUTS)}")
+    conv = s.get("conv", "auto")
+    _require(conv in CONVS, "hardware.conv", conv, f"one of {list(CONVS)}")
+    precision = s.get("precision", "fp32")
+    _require(precision in PRECISIONS, "hardware.precision", precision, f"one of {list(PRECISIONS)}")
+    cap = s.get("memory_limit_gb")
+    _require(cap is None or (isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap > 0),
+             "hardware.memory_limit_gb", cap, "null or a number of GB > 0")
     return dict(s)
 
 

@@ -4,59 +4,134 @@
 `shared_torso` (one tower, two heads: half the compute, the usual choice for CNNs).
 When the env sets `actor_obs_channels`, the actor sees only the first N channels of the
 observation and the critic sees all of them (a privileged critic).
+
+Two choices follow the hardware, neither changes the parameters (names, shapes, dtypes,
+initial values), so a checkpoint trained with one loads with the other:
+- `conv`: "im2col" (`Conv3x3`, matmuls) on CPU, "native" (`flax.linen.Conv`) on GPU and TPU
+  (`conv_for_platform`);
+- `precision`: "fp32", or "bf16": layers compute in bfloat16 on fp32 parameters (flax's
+  `dtype` vs `param_dtype`); logits and values come out in fp32, so losses, advantages and the
+  optimiser (state and updates) stay fp32.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from typing import Any
+
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ppo_lab.config import NetworkConfig
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "elu": nn.elu}
+COMPUTE_DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
 
 
-def _dense(features: int, scale: float) -> nn.Dense:
-    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros)
+def conv_for_platform(platform: str, requested: str = "auto") -> str:
+    """`hardware.conv`, where "auto" is: im2col on CPU (XLA:CPU's convolution gradient inside loops is ~15x slower than matmuls);
+    the native convolution on GPU/TPU (im2col there materialises nine shifted copies of every
+    activation: 1.6x slower and more memory on an H100, docs/performance.md)."""
+    if requested != "auto":
+        return requested
+    return "im2col" if platform == "cpu" else "native"
+
+
+def _dense(features: int, scale: float, dtype=None) -> nn.Dense:
+    return nn.Dense(features, kernel_init=nn.initializers.orthogonal(scale), bias_init=nn.initializers.zeros, dtype=dtype)
 
 
 class MLPTorso(nn.Module):
     hidden_sizes: Sequence[int]
     activation: str
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, x):
         x = x.reshape((x.shape[0], -1))
         for size in self.hidden_sizes:
-            x = ACTIVATIONS[self.activation](_dense(size, np.sqrt(2))(x))
+            x = ACTIVATIONS[self.activation](_dense(size, np.sqrt(2), self.dtype)(x))
         return x
 
 
-class Conv3x3(nn.Module):
-    """A 3x3 SAME convolution written as shifted slices and one matmul (im2col).
+CONV_INIT = nn.initializers.orthogonal(np.sqrt(2))
+_NHWC = ("NHWC", "HWIO", "NHWC")
 
-    Same function and parameter shapes as `nn.Conv(features, (3, 3), padding="SAME")`, built
-    from pad/slice/concat/dot only. Why: XLA on CPU runs the gradient of a real convolution
-    about 15x slower when it sits inside a loop, and the trainer's updates, epochs and
-    minibatches are all loops (docs/performance.md); matmuls do not have that problem. On small
-    observations (11x11) the 9x larger patch tensor costs little.
+
+def im2col_conv3x3(x, kernel):
+    """3x3 SAME convolution as shifted slices and one matmul. Why: XLA on CPU runs the gradient
+    of a real convolution about 15x slower when it sits inside a loop, and the trainer's updates,
+    epochs and minibatches are all loops (docs/performance.md); matmuls do not have that problem.
+    On small observations (11x11) the 9x larger patch tensor costs little there."""
+    height, width, channels = x.shape[-3:]
+    padded = jnp.pad(x, [(0, 0)] * (x.ndim - 3) + [(1, 1), (1, 1), (0, 0)])
+    patches = jnp.concatenate([padded[..., dy : dy + height, dx : dx + width, :] for dy in range(3) for dx in range(3)], axis=-1)
+    return patches @ kernel.reshape(9 * channels, kernel.shape[-1])
+
+
+def xla_conv3x3(x, kernel):
+    """XLA's own convolution, differentiated by JAX (what `flax.linen.Conv` runs)."""
+    return jax.lax.conv_general_dilated(x, kernel, (1, 1), "SAME", dimension_numbers=_NHWC)
+
+
+@jax.custom_vjp
+def native_conv3x3(x, kernel):
+    """XLA's convolution, with the kernel's gradient as nine shifted matmuls.
+
+    Why not JAX's own kernel gradient: with seeds vmapped every seed has its own kernel, the
+    convolution becomes a grouped one (`feature_group_count` = seeds) and its kernel gradient a
+    `batch_group_count` convolution, which XLA expands into a dense convolution over all seeds
+    (seeds x the memory and the work: one 36.5 GiB buffer at 8 seeds on an H100). Nine batched
+    matmuls contract over samples and pixels instead; the input gradient stays a convolution.
     """
+    return xla_conv3x3(x, kernel)
+
+
+def _native_fwd(x, kernel):
+    return xla_conv3x3(x, kernel), (x, kernel)
+
+
+def _native_bwd(residuals, grad):
+    x, kernel = residuals
+    _, input_vjp = jax.vjp(lambda x_: xla_conv3x3(x_, kernel), x)
+    (dx,) = input_vjp(grad)
+    batch, height, width, channels = x.shape
+    padded = jnp.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
+
+    def tap(_, offset):  # one kernel position; a scan keeps one shifted copy alive, not nine
+        shifted = jax.lax.dynamic_slice(padded, (0, offset // 3, offset % 3, 0), (batch, height, width, channels))
+        return None, jnp.einsum("nhwc,nhwf->cf", shifted, grad, preferred_element_type=jnp.float32)
+
+    _, taps = jax.lax.scan(tap, None, jnp.arange(9))
+    return dx, taps.reshape(kernel.shape).astype(kernel.dtype)
+
+
+native_conv3x3.defvjp(_native_fwd, _native_bwd)
+CONV_FUNCTIONS = {"im2col": im2col_conv3x3, "native": native_conv3x3, "xla": xla_conv3x3}
+
+
+class Conv3x3(nn.Module):
+    """A 3x3 SAME convolution with `nn.Conv(features, (3, 3), padding="SAME")`'s parameters
+    (kernel (3, 3, C, F), bias), computed by `impl`: "im2col" (CPU), "native" (GPU/TPU) or
+    "xla" (JAX's plain convolution gradient, for comparison)."""
 
     features: int
+    impl: str = "im2col"
+    dtype: Any = None  # compute dtype (None: the input's); parameters are fp32
 
     @nn.compact
     def __call__(self, x):
-        height, width, channels = x.shape[-3:]
-        kernel = self.param("kernel", nn.initializers.orthogonal(np.sqrt(2)), (3, 3, channels, self.features))
+        if self.impl not in CONV_FUNCTIONS:
+            raise ValueError(f"conv={self.impl!r}: expected one of {list(CONV_FUNCTIONS)}")
+        kernel = self.param("kernel", CONV_INIT, (3, 3, x.shape[-1], self.features))
         bias = self.param("bias", nn.initializers.zeros, (self.features,))
-        padded = jnp.pad(x, [(0, 0)] * (x.ndim - 3) + [(1, 1), (1, 1), (0, 0)])
-        patches = jnp.concatenate(
-            [padded[..., dy : dy + height, dx : dx + width, :] for dy in range(3) for dx in range(3)], axis=-1
-        )
-        return patches @ kernel.reshape(9 * channels, self.features) + bias
+        dtype = self.dtype or x.dtype
+        lead = x.shape[:-3]  # the native convolution takes one batch axis
+        y = CONV_FUNCTIONS[self.impl](x.astype(dtype).reshape((-1,) + x.shape[-3:]), kernel.astype(dtype))
+        return y.reshape(lead + y.shape[1:]) + bias.astype(dtype)
 
 
 class CNNTorso(nn.Module):
@@ -65,6 +140,8 @@ class CNNTorso(nn.Module):
     conv_channels: Sequence[int]
     dense_size: int
     activation: str
+    conv: str = "im2col"
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, x):
@@ -72,29 +149,34 @@ class CNNTorso(nn.Module):
             x = x[:, None, None, :]
         act = ACTIVATIONS[self.activation]
         for channels in self.conv_channels:
-            x = act(Conv3x3(channels)(x))
+            x = act(Conv3x3(channels, self.conv, self.dtype)(x))
         x = x.reshape((x.shape[0], -1))
-        return act(_dense(self.dense_size, np.sqrt(2))(x))
+        return act(_dense(self.dense_size, np.sqrt(2), self.dtype)(x))
 
 
-def _torso(cfg: NetworkConfig, name: str) -> nn.Module:
+def _torso(cfg: NetworkConfig, name: str, conv: str, dtype) -> nn.Module:
     if cfg.kind == "mlp":
-        return MLPTorso(cfg.hidden_sizes, cfg.activation, name=name)
-    return CNNTorso(cfg.conv_channels, cfg.dense_size, cfg.activation, name=name)
+        return MLPTorso(cfg.hidden_sizes, cfg.activation, dtype, name=name)
+    return CNNTorso(cfg.conv_channels, cfg.dense_size, cfg.activation, conv, dtype, name=name)
 
 
 class ActorCritic(nn.Module):
     action_dim: int
     cfg: NetworkConfig
     actor_obs_channels: int | None = None
+    conv: str = "im2col"  # conv_for_platform
+    precision: str = "fp32"  # COMPUTE_DTYPES
 
     def setup(self):
+        if self.precision not in COMPUTE_DTYPES:
+            raise ValueError(f"precision={self.precision!r}: expected one of {list(COMPUTE_DTYPES)}")
+        dtype = COMPUTE_DTYPES[self.precision]
         self.shared = self.cfg.shared_torso and self.actor_obs_channels is None
-        self.actor_torso = _torso(self.cfg, "actor_torso")
+        self.actor_torso = _torso(self.cfg, "actor_torso", self.conv, dtype)
         if not self.shared:
-            self.critic_torso = _torso(self.cfg, "critic_torso")
-        self.policy_head = _dense(self.action_dim, 0.01)
-        self.value_head = _dense(1, 1.0)
+            self.critic_torso = _torso(self.cfg, "critic_torso", self.conv, dtype)
+        self.policy_head = _dense(self.action_dim, 0.01, dtype)
+        self.value_head = _dense(1, 1.0, dtype)
 
     def _actor_obs(self, obs):
         return obs if self.actor_obs_channels is None else obs[..., : self.actor_obs_channels]
@@ -102,8 +184,9 @@ class ActorCritic(nn.Module):
     def __call__(self, obs):
         actor_features = self.actor_torso(self._actor_obs(obs))
         critic_features = actor_features if self.shared else self.critic_torso(obs)
-        return self.policy_head(actor_features), jnp.squeeze(self.value_head(critic_features), -1)
+        logits = self.policy_head(actor_features).astype(jnp.float32)
+        return logits, jnp.squeeze(self.value_head(critic_features), -1).astype(jnp.float32)
 
     def value(self, obs):
         features = self.actor_torso(obs) if self.shared else self.critic_torso(obs)
-        return jnp.squeeze(self.value_head(features), -1)
+        return jnp.squeeze(self.value_head(features), -1).astype(jnp.float32)

@@ -11,14 +11,14 @@ Two layouts, one code path (`shard_map` over a 1-D device mesh, `vmap` inside):
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from ppo_lab.config import PPOConfig
+from ppo_lab.config import LAYOUTS, PPOConfig
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,7 @@ class Layout:
     num_devices: int
     num_replicas: int
     envs_per_replica: int
+    reason: str = field(default="", compare=False)  # why this layout (logged, not saved)
 
     @property
     def grad_axis(self) -> str | None:
@@ -40,25 +41,61 @@ class Layout:
         return dict(mode=self.mode, num_devices=self.num_devices, num_replicas=self.num_replicas, envs_per_replica=self.envs_per_replica)
 
 
+# One seed's envs are split over devices only when each device's share of a minibatch has at
+# least this many rows: below it the gradient all-reduce of every minibatch costs more than the
+# smaller share saves. Measured on 2 host devices of a 2-core CPU (PureJaxRL's CartPole network,
+# 4 epochs x 4 minibatches x 128 steps; docs/performance.md "Layout"): 4 envs split = 64 rows
+# per device ran at 0.3x one device, 64 envs = 1024 rows at 1.1x.
+ENVS_SPLIT_MIN_ROWS = 1024
+
+
 def _largest_divisor_at_most(n: int, limit: int, ok=lambda d: True) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0 and ok(d))
 
 
-def choose_layout(num_seeds: int, ppo: PPOConfig, num_devices: int) -> Layout:
-    if num_seeds > 1 or num_devices == 1:
-        used = _largest_divisor_at_most(num_seeds, num_devices)
-        if used < num_devices:
-            log.warning(
-                "num_seeds=%d does not split evenly over %d devices: using %d of them "
-                "(pick num_seeds as a multiple of %d to use all)", num_seeds, num_devices, used, num_devices,
-            )
-        return Layout("seeds", used, num_seeds, ppo.num_envs)
-    used = _largest_divisor_at_most(
+def _seeds_layout(num_seeds: int, ppo: PPOConfig, num_devices: int, reason: str) -> Layout:
+    used = _largest_divisor_at_most(num_seeds, num_devices)
+    if used < num_devices:
+        log.warning(
+            "num_seeds=%d does not split evenly over %d devices: using %d of them "
+            "(pick num_seeds as a multiple of %d to use all)", num_seeds, num_devices, used, num_devices,
+        )
+    return Layout("seeds", used, num_seeds, ppo.num_envs, reason)
+
+
+def _envs_split(ppo: PPOConfig, num_devices: int) -> int:
+    """Most devices (<= num_devices) one seed's envs split evenly over, minibatches included."""
+    return _largest_divisor_at_most(
         ppo.num_envs, num_devices, ok=lambda d: (ppo.num_envs // d * ppo.num_steps) % ppo.num_minibatches == 0
     )
-    if used == 1:
-        return Layout("seeds", 1, 1, ppo.num_envs)
-    return Layout("envs", used, used, ppo.num_envs // used)
+
+
+def choose_layout(num_seeds: int, ppo: PPOConfig, num_devices: int, requested: str = "auto") -> Layout:
+    """How replicas sit on devices (`hardware.layout`): "single" (everything on one device),
+    "seeds" (seeds split over devices), "envs" (one seed's envs split over devices, gradients
+    averaged every minibatch) or "auto": seeds split whenever there are several (they never
+    communicate); one seed's envs split only above ENVS_SPLIT_MIN_ROWS rows per device and
+    minibatch. `Layout.reason` says why."""
+    if requested not in LAYOUTS:
+        raise ValueError(f"hardware.layout={requested!r}: expected one of {list(LAYOUTS)}")
+    if num_devices == 1 or requested == "single":
+        why = "one device" if num_devices == 1 else "hardware.layout=single"
+        return Layout("seeds", 1, num_seeds, ppo.num_envs, why)
+    if requested == "envs" and num_seeds > 1:
+        raise ValueError(f"hardware.layout=envs splits one seed's envs over devices; num_seeds={num_seeds} (use layout=seeds or num_seeds=1)")
+    if num_seeds > 1:
+        why = "hardware.layout=seeds" if requested == "seeds" else f"{num_seeds} seeds: split over devices (seeds never communicate)"
+        return _seeds_layout(num_seeds, ppo, num_devices, why)
+    split = _envs_split(ppo, num_devices)
+    rows = ppo.num_envs // split * ppo.num_steps // ppo.num_minibatches
+    if requested == "envs" or (requested == "auto" and split > 1 and rows >= ENVS_SPLIT_MIN_ROWS):
+        if split == 1:
+            raise ValueError(f"hardware.layout=envs: ppo.num_envs={ppo.num_envs} does not split evenly over {num_devices} devices with {ppo.num_minibatches} minibatches")
+        why = "hardware.layout=envs" if requested == "envs" else f"one seed, {rows} rows per device and minibatch >= {ENVS_SPLIT_MIN_ROWS}: envs split over {split} devices"
+        return Layout("envs", split, split, ppo.num_envs // split, why)
+    why = (f"one seed, {rows} rows per device and minibatch if split < {ENVS_SPLIT_MIN_ROWS}: "
+           "one device (the per-minibatch gradient all-reduce would cost more than it saves)")
+    return Layout("seeds", 1, 1, ppo.num_envs, why if requested == "auto" else "hardware.layout=seeds with one seed: one device")
 
 
 def make_mesh(layout: Layout, devices) -> Mesh:

@@ -6,9 +6,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import jax
+
 from ppo_lab.config import PPOConfig, RunConfig
 from ppo_lab.envs.registry import make_env
-from ppo_lab.networks import ActorCritic
+from ppo_lab.networks import ActorCritic, conv_for_platform
 from ppo_lab.ppo.parallel import Layout, choose_layout
 from ppo_lab.ppo.autoscale import apply_auto_scale
 from ppo_lab.ppo.train import Trainer, make_trainer
@@ -30,7 +32,8 @@ class Components:
 def build_env_and_network(cfg: RunConfig):
     env, env_params = make_env(cfg.env, cfg.reward, privileged_critic=cfg.network.privileged_critic)
     num_actions = env.action_space(env_params).n
-    network = ActorCritic(num_actions, cfg.network, getattr(env, "actor_obs_channels", None))
+    network = ActorCritic(num_actions, cfg.network, getattr(env, "actor_obs_channels", None),
+                          conv=conv_for_platform(jax.devices()[0].platform, cfg.hardware.get("conv", "auto")), precision=cfg.hardware.get("precision", "fp32"))
     names = list(getattr(env, "action_names", None) or [str(i) for i in range(num_actions)])
     return env, env_params, network, names
 
@@ -38,7 +41,9 @@ def build_env_and_network(cfg: RunConfig):
 def build(cfg: RunConfig, num_devices: int) -> Components:
     env, env_params, network, action_names = build_env_and_network(cfg)
     ppo = apply_auto_scale(cfg.ppo)
-    layout = choose_layout(cfg.num_seeds, ppo, num_devices)
+    layout = choose_layout(cfg.num_seeds, ppo, num_devices, cfg.hardware.get("layout", "auto"))
+    log.info("layout: %s over %d device(s), %d replica(s) of %d envs (%s)", layout.mode, layout.num_devices,
+             layout.num_replicas, layout.envs_per_replica, layout.reason)
     trainer = make_trainer(
         ppo, env, env_params, network,
         num_envs=layout.envs_per_replica,

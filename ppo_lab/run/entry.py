@@ -17,9 +17,11 @@ from typing import Mapping
 
 from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import HardwareError
+from ppo_lab.run.memory import ChunkTooLarge
 from ppo_lab.run.resume import ResumeError
 
-USER_ERRORS = (ConfigError, HardwareError, ResumeError)
+# ChunkTooLarge comes after compiling, before the first step (summary.json says failed: memory).
+USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge)
 
 
 def resolve(cfg) -> dict:

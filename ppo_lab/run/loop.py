@@ -23,6 +23,7 @@ from ppo_lab.ppo.parallel import make_mesh, sharded_chunk, start_update_arg
 from ppo_lab.run import checkpoint, resume
 from ppo_lab.run.build import Components
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
+from ppo_lab.run.memory import ChunkTooLarge, check_fits
 from ppo_lab.run.recorders import RunContext, choose_recorders
 from ppo_lab.run.stopping import EarlyStopping, RecentReturns, StopConditions, StopSignals
 from ppo_lab.run.summary import end_fields, slurm_job_id, start_summary
@@ -61,7 +62,7 @@ class Session:
         self.recent = RecentReturns(cfg.train.return_window)
         self.early = EarlyStopping(cfg.train.target_return, cfg.train.patience)
         self.early.restore(resumed.early_stopping)
-        self.steps, self.seconds = 0, 0.0  # env steps and chunk time of this session (for sps)
+        self.steps, self.seconds = 0, 0.0  # env steps and loop wall time of this session (for sps)
         self.compiled = None
 
     def compile(self, mesh) -> float:
@@ -69,6 +70,9 @@ class Session:
         self.compiled = sharded_chunk(self.comp.trainer.chunk, mesh).lower(self.state, start_update_arg(0)).compile()
         compile_s = time.perf_counter() - t0
         log.info("compiled a chunk of %d updates in %.1f s", self.comp.trainer.chunk_updates, compile_s)
+        hw, ppo = self.cfg.hardware, self.comp.ppo  # before the first step: numbers and knobs, not RESOURCE_EXHAUSTED
+        check_fits(self.compiled, list(mesh.devices.flat), hw.get("memory_limit_gb"), num_seeds=self.cfg.num_seeds,
+                   num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=hw.get("precision", "fp32"))
         # Training wall time = prior sessions + this loop from here on (host work included).
         self.loop_start = time.monotonic()
         return compile_s
@@ -81,7 +85,8 @@ class Session:
         elapsed = time.perf_counter() - t0
         count = min(self.comp.trainer.chunk_updates, self.num_updates - self.update)
         steps = count * self.comp.ppo.batch_size * self.cfg.num_seeds
-        self.steps, self.seconds = self.steps + steps, self.seconds + elapsed
+        # sps: env steps over the loop's wall time, host work between chunks included.
+        self.steps, self.seconds = self.steps + steps, time.monotonic() - self.loop_start
         self.train_wall = self.prior_wall + time.monotonic() - self.loop_start
         rows = rows_from_chunk(metrics, self.comp, self.cfg, self.update, count, self.train_wall, steps / elapsed)
         self.state, self.update = new_state, self.update + count
@@ -125,7 +130,12 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices) -> dict:
     recorders = choose_recorders(cfg)
     _start(recorders, RunContext(run_dir, cfg, summary, resumed.start_update, session.num_updates, comp.ppo.batch_size,
                                  session.recent.mean), summary)
-    summary["compile_s"] = round(session.compile(mesh), 3)
+    try:
+        summary["compile_s"] = round(session.compile(mesh), 3)
+    except ChunkTooLarge as exc:
+        summary.update(status="failed", stop_reason="memory", error=str(exc))
+        _finish(summary, session, recorders, devices)
+        raise
 
     signals = StopSignals()
     stops = StopConditions(run_dir, cfg.train.duration_min, session.early, signals, elapsed_s=resumed.prior_wall)

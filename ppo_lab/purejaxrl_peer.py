@@ -1,0 +1,121 @@
+"""PureJaxRL's PPO as an optional peer for the benchmark, loaded from a user's checkout.
+
+Nothing of PureJaxRL is copied here: `load(checkout)` imports its unchanged `purejaxrl/ppo.py`
+from the given directory and adapts the surroundings it expects:
+- gymnax 0.0.x's five-value `step`: gymnax 1.0 returns `terminated, truncated` separately, so
+  the env PureJaxRL builds is wrapped to return `terminated | truncated` as its one `done`;
+- its `wrappers.py` imports brax and navix at the top for wrappers `ppo.py` does not use:
+  when they are not installed, empty placeholder modules stand in for them;
+- `distrax` it needs for real (its policy is a `distrax.Categorical`); without it the peer is
+  not importable and the benchmark says so.
+
+Where: `ppo-lab benchmark --purejaxrl PATH` or `PPO_LAB_PUREJAXRL=PATH` (the repository root
+or its `purejaxrl/` folder).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import types
+from pathlib import Path
+
+ENV_VAR = "PPO_LAB_PUREJAXRL"
+
+# PureJaxRL's published CartPole settings (the `__main__` block of its ppo.py).
+CARTPOLE = {
+    "LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 5e5, "UPDATE_EPOCHS": 4,
+    "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01,
+    "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "ACTIVATION": "tanh", "ENV_NAME": "CartPole-v1",
+    "ANNEAL_LR": True, "DEBUG": False,
+}
+
+
+class PeerUnavailable(RuntimeError):
+    """PureJaxRL cannot be imported from where we were told to look (the reason says why)."""
+
+
+def find_checkout(path: str | os.PathLike | None) -> Path | None:
+    """The folder holding PureJaxRL's `ppo.py`, from a path or $PPO_LAB_PUREJAXRL (None: not given)."""
+    given = path or os.environ.get(ENV_VAR)
+    if not given:
+        return None
+    root = Path(given).expanduser()
+    for folder in (root / "purejaxrl", root):
+        if (folder / "ppo.py").is_file() and (folder / "wrappers.py").is_file():
+            return folder
+    raise PeerUnavailable(f"no purejaxrl/ppo.py and wrappers.py under {root} (give the repository root or its purejaxrl/ folder)")
+
+
+class _FiveValueEnv:
+    """A gymnax 1.0 env seen through gymnax 0.0.x's `step` (one `done`)."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def step(self, key, state, action, params=None):
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
+        return obs, state, reward, terminated | truncated, info
+
+
+def _make_five_value(*args, **kwargs):
+    import gymnax
+
+    env, params = gymnax.make(*args, **kwargs)
+    return _FiveValueEnv(env), params
+
+
+def _placeholder_modules() -> None:
+    """brax and navix, only as far as wrappers.py's top-level imports need them."""
+    for name in ("brax", "navix"):
+        if importlib.util.find_spec(name) is not None:
+            continue
+        if name == "brax":
+            training = types.ModuleType("brax.envs.wrappers.training")
+            training.EpisodeWrapper = training.AutoResetWrapper = object
+            modules = {"brax": types.ModuleType("brax"), "brax.envs": types.ModuleType("brax.envs"),
+                       "brax.envs.wrappers": types.ModuleType("brax.envs.wrappers"), "brax.envs.wrappers.training": training}
+            modules["brax"].envs = modules["brax.envs"]
+            modules["brax.envs"].wrappers = modules["brax.envs.wrappers"]
+            modules["brax.envs.wrappers"].training = training
+        else:
+            modules = {"navix": types.ModuleType("navix")}
+        for module_name, module in modules.items():
+            sys.modules.setdefault(module_name, module)
+
+
+def load(path: str | os.PathLike | None = None):
+    """PureJaxRL's `ppo` module, ready to `make_train(config)`; PeerUnavailable with the reason
+    when it is not given or cannot be imported here."""
+    folder = find_checkout(path)
+    if folder is None:
+        raise PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${ENV_VAR})")
+    for needed in ("distrax", "chex", "gymnax"):
+        if importlib.util.find_spec(needed) is None:
+            raise PeerUnavailable(f"PureJaxRL needs {needed!r}, which is not installed here (pip install {needed})")
+    _placeholder_modules()
+    sys.path.insert(0, str(folder))
+    try:
+        spec = importlib.util.spec_from_file_location("purejaxrl_ppo", folder / "ppo.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure means: not comparable here
+        raise PeerUnavailable(f"importing {folder / 'ppo.py'} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.remove(str(folder))
+    module.gymnax = types.SimpleNamespace(make=_make_five_value)
+    return module
+
+
+def make_train(module, num_envs: int, total_timesteps: int, num_seeds: int = 1):
+    """PureJaxRL's CartPole `train(rng)` at `num_envs`, jitted whole; with seeds, the
+    jit-of-vmap its README shows (`jax.jit(jax.vmap(make_train(config)))(keys)`)."""
+    import jax
+
+    train = module.make_train({**CARTPOLE, "NUM_ENVS": num_envs, "TOTAL_TIMESTEPS": total_timesteps})
+    return jax.jit(jax.vmap(train) if num_seeds > 1 else train)

@@ -1,0 +1,87 @@
+"""Fail before running: does the compiled chunk fit in device memory?
+
+XLA's memory analysis of the compiled program (arguments, outputs, temporaries; per device for
+a sharded program) is compared with what the device has free, or with the documented cap
+`hardware.memory_limit_gb` (which also lets a CPU, whose backend reports no free memory,
+trigger the check). When it does not fit, the run stops with the numbers and the settings that
+shrink it, instead of a RESOURCE_EXHAUSTED traceback after compiling and starting.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+GB = 1e9
+
+
+class ChunkTooLarge(RuntimeError):
+    """The compiled chunk needs more memory than the device has (or the cap allows)."""
+
+
+@dataclass(frozen=True)
+class ChunkMemory:
+    argument: int
+    output: int
+    temp: int
+    alias: int  # outputs that reuse argument buffers (donation)
+
+    @property
+    def total(self) -> int:
+        return self.argument + self.output + self.temp - self.alias
+
+    def describe(self) -> str:
+        return (f"{self.total / GB:.3g} GB per device (state in {self.argument / GB:.3g}, out {self.output / GB:.3g}, "
+                f"temporaries {self.temp / GB:.3g})")
+
+
+def chunk_memory(compiled) -> ChunkMemory | None:
+    """XLA's memory analysis of a compiled executable (None where the backend has none)."""
+    try:
+        m = compiled.memory_analysis()
+    except Exception:  # noqa: BLE001 - not every backend implements it
+        return None
+    if m is None:
+        return None
+    return ChunkMemory(m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes, m.alias_size_in_bytes)
+
+
+def device_free_bytes(devices) -> int | None:
+    """The least free memory over `devices` (None where the backend reports none, e.g. CPU)."""
+    free = []
+    for device in devices:
+        try:
+            stats = device.memory_stats()
+        except Exception:  # noqa: BLE001
+            stats = None
+        if stats and "bytes_limit" in stats:
+            free.append(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+    return min(free) if free else None
+
+
+def check_fits(compiled, devices, limit_gb: float | None, *, num_seeds: int, num_envs: int, num_minibatches: int,
+               precision: str = "fp32") -> ChunkMemory | None:
+    """Raise ChunkTooLarge when the compiled chunk will not fit; return its memory otherwise."""
+    need = chunk_memory(compiled)
+    if need is None:
+        return None
+    free = device_free_bytes(devices)
+    limits = [(limit_gb * GB, f"hardware.memory_limit_gb={limit_gb}")] if limit_gb is not None else []
+    if free is not None:
+        limits.append((free, f"{free / GB:.3g} GB free on {devices[0]}"))
+    log.info("compiled chunk: %s; limit: %s", need.describe(), ", ".join(name for _, name in limits) or "none known")
+    over = [(cap, name) for cap, name in limits if need.total > cap]
+    if not over:
+        return need
+    cap, name = min(over)
+    knobs = [f"num_seeds={num_seeds} (memory grows with seeds: fewer per process, or more devices)",
+             f"ppo.num_minibatches={num_minibatches} (more minibatches: smaller activations per gradient step)",
+             f"ppo.num_envs={num_envs} (fewer envs: a smaller batch)"]
+    if precision == "fp32":
+        knobs.append("hardware.precision=bf16 (half-size activations)")
+    raise ChunkTooLarge(
+        f"the compiled training chunk needs {need.describe()}, more than {name}. "
+        f"Settings that shrink it: " + "; ".join(knobs) + "."
+    )

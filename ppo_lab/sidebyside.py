@@ -1,0 +1,155 @@
+"""The lab and PureJaxRL side by side on PureJaxRL's CartPole settings, in one process.
+
+    python -m ppo_lab.sidebyside --purejaxrl PATH [--rounds 3] [--out f.json] [hydra overrides]
+
+(`ppo-lab benchmark --purejaxrl PATH` runs this in a fresh process as one of its sections.)
+
+Cases (PureJaxRL's `ppo.py` settings: 64-64 tanh MLP, separate actor and critic, 4 epochs x 4
+minibatches, 128 steps, lr 2.5e-4 annealed to 0, entropy 0.01, clip 0.2):
+- one seed at 4 envs and at 64 envs;
+- 4 seeds at 64 envs: PureJaxRL's jit-of-vmap against the lab's default layout.
+The lab runs as a user runs it: `run/loop.run` with `benchmark=true`, the lab's defaults
+(`hardware` as composed, truncation bootstrapping on, its layout choice); its `sps` is env steps
+over the training loop's wall time, compile excluded. PureJaxRL's whole training is one jitted
+call, timed after compiling it. The cases are interleaved and repeated (`--rounds`): a ratio
+is the median over rounds of lab / PureJaxRL measured next to each other, so a machine shared
+with other work shifts both sides of it alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ppo_lab import purejaxrl_peer
+
+# (label, num_envs, seeds, timesteps per seed) at each size; the bar: lab / PureJaxRL at least.
+CASES = {
+    "full": [("seed1_envs4", 4, 1, 250_000), ("seed1_envs64", 64, 1, 1_000_000), ("seeds4_envs64", 64, 4, 500_000)],
+    "quick": [("seed1_envs4", 4, 1, 4 * 128 * 8), ("seeds4_envs64", 64, 4, 64 * 128 * 2)],
+}
+BAR = {"seed1_envs4": 0.95, "seed1_envs64": 0.95, "seeds4_envs64": 1.5}
+
+
+def lab_overrides(num_envs: int, num_seeds: int, timesteps: int) -> list[str]:
+    """PureJaxRL's CartPole settings in the lab's keys; everything else the lab's defaults."""
+    return [
+        "env=cartpole", "network=mlp", "network.hidden_sizes=[64,64]", "network.activation=tanh",
+        "network.shared_torso=false", f"ppo.num_envs={num_envs}", "ppo.num_steps=128", "ppo.update_epochs=4",
+        "ppo.num_minibatches=4", "ppo.lr=2.5e-4", "ppo.anneal_lr=true", "ppo.lr_final=0.0",
+        "ppo.ent_coef_initial=0.01", "ppo.ent_coef_final=0.01", "ppo.clip_eps=0.2", "ppo.clip_eps_final=0.2",
+        "ppo.vf_coef=0.5", "ppo.max_grad_norm=0.5", "ppo.gamma=0.99", "ppo.gae_lambda=0.95", "ppo.auto_scale=false",
+        f"ppo.total_timesteps={timesteps}", f"num_seeds={num_seeds}", "benchmark=true",
+    ]
+
+
+class PeerCase:
+    """PureJaxRL's training for one case, compiled once, run once per round."""
+
+    def __init__(self, module, num_envs: int, num_seeds: int, timesteps: int):
+        import jax
+
+        self.steps = num_seeds * (timesteps // (num_envs * 128)) * num_envs * 128
+        self.key = jax.random.split(jax.random.PRNGKey(0), num_seeds) if num_seeds > 1 else jax.random.PRNGKey(0)
+        t0 = time.perf_counter()
+        self.compiled = purejaxrl_peer.make_train(module, num_envs, timesteps, num_seeds).lower(self.key).compile()
+        self.compile_s = time.perf_counter() - t0
+
+    def sps(self) -> float:
+        import jax
+
+        t0 = time.perf_counter()
+        jax.block_until_ready(self.compiled(self.key))
+        return self.steps / (time.perf_counter() - t0)
+
+
+def lab_sps(overrides: list[str], extra: list[str], devices, workdir: Path) -> tuple[float, dict]:
+    from ppo_lab.benchmark import compose
+    from ppo_lab.config import validate
+    from ppo_lab.run.loop import run
+
+    resolved = compose(overrides + extra)
+    summary = run(validate(resolved), Path(tempfile.mkdtemp(dir=workdir)), resolved, devices)
+    return summary["sps"], summary["layout"]
+
+
+def measure(checkout, extra: list[str], rounds: int, quick: bool, devices) -> dict:
+    """Interleaved rounds of every case; PeerUnavailable when PureJaxRL cannot be imported."""
+    module = purejaxrl_peer.load(checkout)
+    cases = CASES["quick" if quick else "full"]
+    peers = {label: PeerCase(module, envs, seeds, steps) for label, envs, seeds, steps in cases}
+    samples: dict = {label: {"purejaxrl": [], "lab": [], "ratio": []} for label, *_ in cases}
+    layouts = {}
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="ppo_lab_sidebyside_") as workdir:
+        for round_ in range(rounds):
+            for label, envs, seeds, steps in cases:
+                peer = peers[label].sps()
+                lab, layouts[label] = lab_sps(lab_overrides(envs, seeds, steps), extra, devices, Path(workdir))
+                s = samples[label]
+                s["purejaxrl"].append(peer), s["lab"].append(lab), s["ratio"].append(lab / peer)
+                print(f"[sidebyside] round {round_ + 1}/{rounds} {label}: lab {lab:,.0f} / PureJaxRL {peer:,.0f} "
+                      f"steps/s = {lab / peer:.2f}x", file=sys.stderr)
+    out = {"checkout": str(purejaxrl_peer.find_checkout(checkout)), "rounds": rounds,
+           "load_avg_before": load_before, "load_avg_after": os.getloadavg(), "cases": {}}
+    for label, envs, seeds, steps in cases:
+        s = samples[label]
+        ratio = statistics.median(s["ratio"])
+        out["cases"][label] = {
+            "num_envs": envs, "num_seeds": seeds, "timesteps_per_seed": steps, "lab_layout": layouts[label],
+            "lab_sps": statistics.median(s["lab"]), "purejaxrl_sps": statistics.median(s["purejaxrl"]),
+            "ratio": ratio, "bar": BAR[label], "pass": ratio >= BAR[label], "samples": s,
+            "purejaxrl_compile_s": peers[label].compile_s,
+        }
+    return out
+
+
+def format_table(result: dict) -> str:
+    if "skipped" in result:
+        return f"PureJaxRL side by side: skipped ({result['skipped']})"
+    lines = [f"PureJaxRL side by side ({result['rounds']} interleaved rounds, load average "
+             f"{result['load_avg_before'][0]:.1f} -> {result['load_avg_after'][0]:.1f})",
+             f"{'case':<16} {'lab layout':<14} {'lab sps':>10} {'PureJaxRL':>10} {'ratio':>7}  bar"]
+    for label, c in result["cases"].items():
+        layout = f"{c['lab_layout']['mode']} x{c['lab_layout']['num_devices']}"
+        lines.append(f"{label:<16} {layout:<14} {c['lab_sps']:>10,.0f} {c['purejaxrl_sps']:>10,.0f} {c['ratio']:>6.2f}x  "
+                     f"{'PASS' if c['pass'] else 'FAIL'} (>= {c['bar']}x)")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for the lab's runs")
+    parser.add_argument("--purejaxrl", default=None, help=f"PureJaxRL checkout (default: ${purejaxrl_peer.ENV_VAR})")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (tests)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+
+    from ppo_lab.benchmark import compose
+    from ppo_lab.hardware import start_jax
+
+    try:
+        if purejaxrl_peer.find_checkout(args.purejaxrl) is None:
+            raise purejaxrl_peer.PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${purejaxrl_peer.ENV_VAR})")
+        devices = start_jax(compose(list(args.overrides))["hardware"])
+        result = measure(args.purejaxrl, list(args.overrides), args.rounds, args.quick, devices)
+    except purejaxrl_peer.PeerUnavailable as exc:
+        result = {"skipped": str(exc)}
+    print(format_table(result))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
