@@ -1,0 +1,166 @@
+"""The suite's accelerator section: the reference-scale experiment at 1..16 seeds, fp32 and bf16.
+
+    python -m ppo_lab.benchmark_accel [--seeds 1,2,4,8,16] [--precisions fp32,bf16]
+        [--minibatches 1] [--updates 8] [--quick] [--out f.json] [hydra overrides]
+
+(`ppo-lab benchmark --accelerator` runs it in a fresh process as one of its sections.)
+
+Per (seeds, precision): `experiment=goodhart reward=ground_truth` (192 envs x 128 steps, the
+reference CNN) built and laid out as a run would be, its chunk of `--updates` updates compiled
+(`compile_s`), XLA's memory analysis of it read (`memory_gb`, per device) and checked against
+the device's free memory (`run.memory`: a config that will not fit is reported as such, not
+run), then timed after one warm-up call: `sps` is env steps of all seeds per second.
+`matrix_fraction` = sps x FLOPs per env step / the device's measured bf16 matmul rate, where
+FLOPs per env step = forward FLOPs of one observation (XLA's cost analysis of the network) x
+(1 rollout forward + 3 x update_epochs: forward and backward of every sample each epoch).
+`--quick` shrinks everything (tests: the code path on a CPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+SEEDS = (1, 2, 4, 8, 16)
+PRECISIONS = ("fp32", "bf16")
+REFERENCE = ["experiment=goodhart", "reward=ground_truth", "ppo.auto_scale=false"]
+QUICK = ["env.grid_size=16", "env.food_min=4", "env.food_max=8", "env.poison_min=4", "env.poison_max=8",
+         "ppo.num_envs=4", "ppo.num_steps=8", "ppo.update_epochs=1", "network.conv_channels=[4,4]", "network.dense_size=16"]
+
+
+def matmul_rate(device, n: int) -> float:
+    """FLOP/s of an n x n x n bf16 matmul on `device` (best of a few; the matrix rate)."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jax.device_put(jnp.ones((n, n), jnp.bfloat16), device)
+    f = jax.jit(lambda x: x @ x)
+    jax.block_until_ready(f(a))
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(a))
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best
+
+
+def forward_flops(network, obs) -> float:
+    """FLOPs of the network on one observation, by XLA's cost analysis (no loops inside)."""
+    import jax
+
+    params = jax.eval_shape(network.init, jax.random.PRNGKey(0), obs[:1])
+    cost = jax.jit(network.apply).lower(params, obs[:1]).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return float(cost.get("flops", 0.0))
+
+
+def measure(seeds: int, precision: str, overrides: list[str], updates: int, devices, min_s: float) -> dict:
+    import jax
+
+    from ppo_lab.benchmark import compose
+    from ppo_lab.config import validate
+    from ppo_lab.ppo.parallel import init_replicas, make_mesh, sharded_chunk, start_update_arg
+    from ppo_lab.ppo.train import make_trainer
+    from ppo_lab.run.build import build
+    from ppo_lab.run.memory import ChunkTooLarge, check_fits
+
+    cfg = validate(compose(REFERENCE + overrides + [f"num_seeds={seeds}", f"hardware.precision={precision}", "benchmark=true"]))
+    comp = build(cfg, len(devices))
+    layout, ppo = comp.layout, comp.ppo
+    trainer = make_trainer(ppo, comp.env, comp.env_params, comp.network, num_envs=layout.envs_per_replica,
+                           chunk_updates=updates, grad_axis=layout.grad_axis)
+    mesh = make_mesh(layout, devices)
+    state = init_replicas(trainer.init, layout, cfg.seeds, mesh)
+    row = {"seeds": seeds, "precision": precision, "conv": comp.network.conv, "num_minibatches": ppo.num_minibatches,
+           "num_envs": ppo.num_envs, "num_steps": ppo.num_steps, "layout": layout.as_dict()}
+    t0 = time.perf_counter()
+    compiled = sharded_chunk(trainer.chunk, mesh).lower(state, start_update_arg(0)).compile()
+    row["compile_s"] = time.perf_counter() - t0
+    try:
+        need = check_fits(compiled, devices[: layout.num_devices], cfg.hardware.get("memory_limit_gb"), num_seeds=seeds,
+                          num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=precision)
+    except ChunkTooLarge as exc:
+        return {**row, "status": "does not fit", "error": str(exc)}
+    row["memory_gb"] = None if need is None else need.total / 1e9
+    jax.block_until_ready(compiled(state, start_update_arg(0)))  # warm-up: first-run set-up
+    calls, t0 = 0, time.perf_counter()
+    while calls == 0 or time.perf_counter() - t0 < min_s:
+        state, metrics = compiled(state, start_update_arg(0))
+        jax.block_until_ready(metrics)
+        calls += 1
+    elapsed = time.perf_counter() - t0
+    row["sps"] = calls * updates * ppo.batch_size * seeds / elapsed
+    obs = jax.eval_shape(trainer.init, *jax.random.split(jax.random.PRNGKey(0))).obs
+    row["forward_flops"] = forward_flops(comp.network, jax.numpy.zeros(obs.shape, obs.dtype))
+    row["flops_per_step"] = row["forward_flops"] * (1 + 3 * ppo.update_epochs)
+    return {**row, "status": "ok"}
+
+
+def run_section(seeds, precisions, overrides, updates, quick: bool, devices, out: Path | None = None) -> dict:
+    rate = matmul_rate(devices[0], 512 if quick else 8192)
+    rows = []
+    result = {"device": str(devices[0].device_kind), "num_devices": len(devices), "matmul_bf16_flops": rate,
+              "updates_per_call": updates, "overrides": REFERENCE + overrides, "rows": rows}
+    for s in seeds:
+        for p in precisions:
+            try:
+                row = measure(s, p, overrides, updates, devices, 0.2 if quick else 3.0)
+            except Exception as exc:  # noqa: BLE001 - an out-of-memory at run time, say: record, go on
+                row = {"seeds": s, "precision": p, "status": "failed", "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+            if row.get("sps"):
+                row["matrix_fraction"] = row["sps"] * row["flops_per_step"] / (rate * row["layout"]["num_devices"])
+            rows.append(row)
+            print("[accelerator] " + format_row(row), file=sys.stderr, flush=True)
+            if out is not None:  # after every row: a long section cut short keeps what it measured
+                write_json(out, result)
+    return result
+
+
+def write_json(path: Path, result: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, default=str))
+
+
+def format_row(r: dict) -> str:
+    if r.get("status") != "ok":
+        return f"{r['seeds']:>5} {r['precision']:>5}  {r.get('status')}: {r.get('error', '')[:160]}"
+    return (f"{r['seeds']:>5} {r['precision']:>5} {r['sps']:>12,.0f} {r['memory_gb'] or 0:>8.3g} "
+            f"{r['compile_s']:>8.1f} {r.get('matrix_fraction', 0):>8.1%}")
+
+
+def format_table(result: dict) -> str:
+    lines = [f"accelerator section: {result['device']} x{result['num_devices']}, bf16 matmul "
+             f"{result['matmul_bf16_flops'] / 1e12:.1f} TFLOP/s measured; {' '.join(result['overrides'])}",
+             f"{'seeds':>5} {'prec':>5} {'steps/s':>12} {'mem GB':>8} {'compile':>8} {'matrix':>8}"]
+    return "\n".join(lines + [format_row(r) for r in result["rows"]])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides (e.g. hardware=gpu)")
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+    parser.add_argument("--precisions", default=",".join(PRECISIONS))
+    parser.add_argument("--minibatches", type=int, default=1, help="ppo.num_minibatches (1: the reference trainer's)")
+    parser.add_argument("--updates", type=int, default=8, help="updates per timed call")
+    parser.add_argument("--quick", action="store_true", help="toy sizes (tests)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+
+    from ppo_lab.benchmark import compose
+    from ppo_lab.hardware import start_jax
+
+    overrides = (QUICK if args.quick else []) + [f"ppo.num_minibatches={args.minibatches}"] + list(args.overrides)
+    devices = start_jax(compose(REFERENCE + overrides)["hardware"])
+    result = run_section([int(s) for s in args.seeds.split(",")], args.precisions.split(","), overrides,
+                         1 if args.quick else args.updates, args.quick, devices, args.out)
+    print(format_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
