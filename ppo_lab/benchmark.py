@@ -25,6 +25,13 @@ start-up + compile + training, the way a user pays it), CartPole:
 - `purejaxrl_cartpole`: training steps/s with PureJaxRL's published CartPole defaults
   (4 envs x 128 steps, 4 epochs, 4 minibatches, 64-64 tanh MLP, 5e5 steps, lr 2.5e-4 annealed,
   no truncation bootstrap), one seed on one device.
+
+Sections in processes of their own (their own JAX start-up):
+- `purejaxrl_side_by_side` (`ppo_lab.sidebyside`): the lab against PureJaxRL itself, imported
+  from a checkout (`--purejaxrl PATH` or $PPO_LAB_PUREJAXRL), interleaved rounds, ratios
+  against the bar; `{"skipped": reason}` when PureJaxRL is not given or not importable;
+- `accelerator` (`ppo_lab.benchmark_accel`): the reference-scale experiment at 1-16 seeds,
+  fp32 and bf16 (on a GPU/TPU, or with `--accelerator`).
 """
 
 from __future__ import annotations
@@ -288,12 +295,28 @@ def format_table(result: dict) -> str:
         ("2 host devices vs 1 (train sps)", _fmt(result.get("devices2_speedup"), ".2f") + "x", bar.get("devices2_speedup")),
         ("compile s cold / warm cache", f"{_fmt(result.get('compile_s_cold'), '.2f')} / {_fmt(result.get('compile_s_warm'), '.2f')}", ""),
         ("  compile speedup from the cache", _fmt(result.get("compile_cache_speedup"), ".2f") + "x", bar.get("compile_cache_speedup")),
-        ("PureJaxRL CartPole defaults (train sps)", _fmt((result.get("purejaxrl_cartpole") or {}).get("train_sps")), ""),  # full only
+        ("lab at PureJaxRL's CartPole defaults (train sps)", _fmt((result.get("purejaxrl_cartpole") or {}).get("train_sps")), ""),  # full only
     ]
     for label, value, check in rows:
         mark = "" if not isinstance(check, dict) else f"  [{'PASS' if check['pass'] else 'FAIL'}: bar {check['bar']}x]"
         lines.append(f"{label:<48} {value:>14}{mark}")
+    for key, formatter in (("purejaxrl_side_by_side", "ppo_lab.sidebyside"), ("accelerator", "ppo_lab.benchmark_accel")):
+        if result.get(key):
+            import importlib
+
+            lines += ["", importlib.import_module(formatter).format_table(result[key])]
     return "\n".join(lines)
+
+
+def run_section(module: str, args: list[str], workdir: Path, env: dict) -> dict:
+    """A section that needs its own process (its own JAX start-up): `python -m module ARGS --out`."""
+    out = workdir / f"{module.rsplit('.', 1)[-1]}.json"
+    cmd = [sys.executable, "-m", module, *args, "--out", str(out)]
+    print("[benchmark] $ " + " ".join(cmd), file=sys.stderr)
+    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode != 0 or not out.exists():
+        return {"skipped": f"{module} failed (exit {proc.returncode}): {proc.stderr[-2000:]}"}
+    return json.loads(out.read_text())
 
 
 def machine_info(devices) -> dict:
@@ -323,6 +346,10 @@ def main(argv=None) -> int:
     parser.add_argument("--no-processes", action="store_true", help="skip the fresh-process measurements")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark run directories")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--purejaxrl", default=None,
+                        help="PureJaxRL checkout for the side-by-side section (default: $PPO_LAB_PUREJAXRL; skipped when neither)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the side-by-side section")
+    parser.add_argument("--accelerator", action="store_true", help="run the accelerator section (always on a GPU/TPU; --quick: toy size)")
     args = parser.parse_args(argv)
     size = SIZES["quick" if args.quick else "full"]
     t_start = time.perf_counter()
@@ -354,6 +381,13 @@ def main(argv=None) -> int:
         result["bar"] = {
             k: {"value": result.get(k), "bar": v, "pass": result.get(k) is not None and result[k] >= v} for k, v in BAR.items()
         }
+    with tempfile.TemporaryDirectory(prefix="ppo_lab_bench_sections_") as sections:
+        quick = ["--quick"] if args.quick else []
+        peer = [f"--purejaxrl={args.purejaxrl}"] if args.purejaxrl else []
+        result["purejaxrl_side_by_side"] = run_section(
+            "ppo_lab.sidebyside", [*args.overrides, *peer, *quick, f"--rounds={1 if args.quick else args.rounds}"], Path(sections), base_env)
+        if args.accelerator or devices[0].platform != "cpu":
+            result["accelerator"] = run_section("ppo_lab.benchmark_accel", [*args.overrides, *quick], Path(sections), base_env)
     result["suite_wall_s"] = time.perf_counter() - t_start
     print(format_table(result))
     print(f"\nsuite wall time {result['suite_wall_s']:.0f} s")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -83,6 +84,35 @@ def test_performance_suite_quick(tmp_path):
     for key in TOP_KEYS:
         assert _positive(result[key]), key
     assert result["purejaxrl_cartpole"] is None  # full suite only
+    side = result["purejaxrl_side_by_side"]  # PureJaxRL is not a dependency: measured when given
+    if os.environ.get("PPO_LAB_PUREJAXRL"):
+        assert all(_positive(case["ratio"]) for case in side["cases"].values()), side
+    else:
+        assert "no PureJaxRL checkout given" in side["skipped"]
+    assert "accelerator" not in result  # CPU without --accelerator
     assert set(result["bar"]) == {"seeds16_speedup", "devices2_speedup", "compile_cache_speedup"}
     for env in expected_envs:
         assert env in proc.stdout  # the table
+
+
+@pytest.mark.timeout(600)
+def test_accelerator_section_at_toy_size(tmp_path):
+    out = tmp_path / "accel.json"
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.benchmark_accel", "--quick", "--seeds", "2", "--precisions", "bf16",
+                           "hardware.host_devices=1", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=590)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["status"] == "ok" and row["seeds"] == 2 and row["precision"] == "bf16" and row["conv"] == "im2col"
+    for key in ("sps", "memory_gb", "compile_s", "matrix_fraction", "flops_per_step"):
+        assert _positive(row[key]), key
+    assert "steps/s" in proc.stdout
+
+
+@pytest.mark.timeout(120)
+def test_side_by_side_says_why_it_is_skipped(tmp_path):
+    out = tmp_path / "side.json"
+    env = {k: v for k, v in os.environ.items() if k != "PPO_LAB_PUREJAXRL"}
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.sidebyside", "--purejaxrl", str(tmp_path), "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=110, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "no purejaxrl/ppo.py" in json.loads(out.read_text())["skipped"] and "skipped" in proc.stdout

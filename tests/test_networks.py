@@ -1,4 +1,5 @@
-"""Networks: the im2col convolution equals a real one; the privileged critic's input split."""
+"""Networks: the convolutions (im2col, native, plain XLA) agree on one parameter tree; the
+privileged critic's input split."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ppo_lab.config import NetworkConfig
-from ppo_lab.networks import ActorCritic, Conv3x3
+import pytest
+
+from ppo_lab.networks import ActorCritic, Conv3x3, conv_for_platform
 
 
 def test_conv3x3_equals_flax_conv_same_padding():
@@ -44,3 +47,32 @@ def test_shared_torso_has_one_tower():
     assert "critic_torso" not in shared and "critic_torso" in separate
     logits, value = ActorCritic(3, _cfg("mlp")).apply(ActorCritic(3, _cfg("mlp")).init(jax.random.PRNGKey(0), obs), obs)
     assert logits.shape == (1, 3) and value.shape == (1,)
+
+
+def test_conv_follows_the_backend_unless_forced():
+    assert conv_for_platform("cpu") == "im2col"
+    assert conv_for_platform("gpu") == conv_for_platform("tpu") == "native"
+    assert conv_for_platform("gpu", "im2col") == "im2col"
+
+
+def test_a_checkpoint_from_one_convolution_runs_on_the_others():
+    """Params initialised with im2col (CPU) give the same outputs and gradients with the native
+    convolution (GPU/TPU) and JAX's plain one, also with seeds vmapped (batched kernels)."""
+    cfg = NetworkConfig(kind="cnn", activation="relu", shared_torso=True, conv_channels=(4, 8), dense_size=16)
+    obs = jax.random.normal(jax.random.PRNGKey(0), (3, 6, 7, 5))
+    seeds = jax.random.split(jax.random.PRNGKey(1), 2)
+    params = jax.vmap(lambda k: ActorCritic(3, cfg, conv="im2col").init(k, obs))(seeds)
+    same_tree = ActorCritic(3, cfg, conv="native").init(jax.random.PRNGKey(1), obs)
+    assert jax.tree.structure(same_tree) == jax.tree.structure(jax.tree.map(lambda x: x[0], params))
+
+    def loss(p, conv):
+        logits, value = ActorCritic(3, cfg, conv=conv).apply(p, obs)
+        return jnp.sum(jnp.sin(logits)) + jnp.sum(value**2)
+
+    results = {conv: jax.vmap(jax.value_and_grad(loss), in_axes=(0, None))(params, conv) for conv in ("im2col", "native", "xla")}
+    for conv in ("native", "xla"):
+        np.testing.assert_allclose(results[conv][0], results["im2col"][0], rtol=1e-5, atol=1e-5)
+        for got, want in zip(jax.tree.leaves(results[conv][1]), jax.tree.leaves(results["im2col"][1])):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="conv='fft'"):
+        ActorCritic(3, cfg, conv="fft").init(jax.random.PRNGKey(0), obs)
