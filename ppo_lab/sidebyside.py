@@ -8,7 +8,7 @@ Cases (PureJaxRL's `ppo.py` settings: 64-64 tanh MLP, separate actor and critic,
 minibatches, 128 steps, lr 2.5e-4 annealed to 0, entropy 0.01, clip 0.2):
 - one seed at 4 envs and at 64 envs;
 - 4 seeds at 64 envs: PureJaxRL's jit-of-vmap against the lab's default layout.
-The lab runs as a user runs it: `run/loop.run` with `benchmark=true`, the lab's defaults
+The lab runs as a user runs it: `run.entry.train` (what launch.py calls) with `benchmark=true`, the lab's defaults
 (`hardware` as composed, truncation bootstrapping on, its layout choice); its `sps` is env steps
 over the training loop's wall time, compile excluded. PureJaxRL's whole training is one jitted
 call, timed after compiling it (its first call, like the lab's chunks). The cases are interleaved and repeated (`--rounds`): a ratio
@@ -74,17 +74,16 @@ class PeerCase:
         return self.steps / (time.perf_counter() - t0)
 
 
-def lab_sps(overrides: list[str], extra: list[str], devices, workdir: Path) -> tuple[float, dict]:
+def lab_sps(overrides: list[str], extra: list[str], workdir: Path) -> tuple[float, dict]:
+    """One lab run as `launch.py` makes it (`run.entry.train`), in this process's JAX."""
     from ppo_lab.benchmark import compose
-    from ppo_lab.config import validate
-    from ppo_lab.run.loop import run
+    from ppo_lab.run.entry import train
 
-    resolved = compose(overrides + extra)
-    summary = run(validate(resolved), Path(tempfile.mkdtemp(dir=workdir)), resolved, devices)
+    summary = train(compose(overrides + extra), Path(tempfile.mkdtemp(dir=workdir)))
     return summary["sps"], summary["layout"]
 
 
-def measure(checkout, extra: list[str], rounds: int, quick: bool, devices) -> dict:
+def measure(checkout, extra: list[str], rounds: int, quick: bool) -> dict:
     """Interleaved rounds of every case; PeerUnavailable when PureJaxRL cannot be imported."""
     module = purejaxrl_peer.load(checkout)
     cases = CASES["quick" if quick else "full"]
@@ -96,7 +95,7 @@ def measure(checkout, extra: list[str], rounds: int, quick: bool, devices) -> di
         for round_ in range(rounds):
             for label, envs, seeds, steps in cases:
                 peer = peers[label].sps()
-                lab, layouts[label] = lab_sps(lab_overrides(envs, seeds, steps), extra, devices, Path(workdir))
+                lab, layouts[label] = lab_sps(lab_overrides(envs, seeds, steps), extra, Path(workdir))
                 s = samples[label]
                 s["purejaxrl"].append(peer), s["lab"].append(lab), s["ratio"].append(lab / peer)
                 print(f"[sidebyside] round {round_ + 1}/{rounds} {label}: lab {lab:,.0f} / PureJaxRL {peer:,.0f} "
@@ -144,8 +143,8 @@ def main(argv=None) -> int:
     try:
         if purejaxrl_peer.find_checkout(args.purejaxrl) is None:
             raise purejaxrl_peer.PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${purejaxrl_peer.ENV_VAR})")
-        devices = start_jax(compose(list(args.overrides))["hardware"])
-        result = measure(args.purejaxrl, list(args.overrides), args.rounds, args.quick, devices)
+        start_jax(compose(list(args.overrides))["hardware"])  # before PureJaxRL imports jax
+        result = measure(args.purejaxrl, list(args.overrides), args.rounds, args.quick)
     except purejaxrl_peer.PeerUnavailable as exc:
         result = {"skipped": str(exc)}
     print(format_table(result))

@@ -32,8 +32,9 @@ class Components:
 def build_env_and_network(cfg: RunConfig):
     env, env_params = make_env(cfg.env, cfg.reward, privileged_critic=cfg.network.privileged_critic)
     num_actions = env.action_space(env_params).n
+    conv = conv_for_platform(jax.devices()[0].platform, cfg.hardware.get("conv", "auto"))
     network = ActorCritic(num_actions, cfg.network, getattr(env, "actor_obs_channels", None),
-                          conv=conv_for_platform(jax.devices()[0].platform, cfg.hardware.get("conv", "auto")), precision=cfg.hardware.get("precision", "fp32"))
+                          conv=conv, precision=cfg.hardware.get("precision", "fp32"))
     names = list(getattr(env, "action_names", None) or [str(i) for i in range(num_actions)])
     return env, env_params, network, names
 
