@@ -34,6 +34,8 @@ FREE_KEYS = (
     "optimize",  # what a tuning sweeper reads from the summary (hydra/sweeper=optuna), not what is trained
     # where compiled code is cached and how device memory is taken: not what is computed
     "hardware.compilation_cache_dir", "hardware.preallocate", "hardware.mem_fraction", "hardware.allow_fallback",
+    # how the same computation is laid out and checked (a split of envs is refused by its own check)
+    "hardware.layout", "hardware.conv", "hardware.memory_limit_gb",
 )
 _UNSET = "<unset>"
 
