@@ -149,6 +149,22 @@ def test_truncation_and_auto_reset_redraws_counts():
         check_invariants(env, jax.tree.map(lambda x: x[i], out[1]))
 
 
+@pytest.mark.parametrize("fresh_world", [False, True])
+def test_fixed_counts_keep_the_world_counts_through_resets(fresh_world):
+    env, p = make(max_steps=3, fixed_counts=True, fresh_world_on_done=fresh_world)
+    assert bool(p.fixed_counts)
+    keys = jax.random.split(jax.random.PRNGKey(1), 100)
+    s0 = hand_state(env, (3, 3), food=[(0, 0), (0, 1), (0, 2)], poison=[(6, 0), (6, 1)], time=2)
+    out = jax.vmap(env.step, in_axes=(0, None, None, None))(keys, s0, jnp.int32(A["E"]), p)
+    assert np.asarray(out[4]).all()  # every one truncated and reset
+    assert set(np.asarray(out[1].n_food).tolist()) == {3} and set(np.asarray(out[1].n_poison).tolist()) == {2}
+    assert (np.asarray(out[1].time) == 0).all()
+    for i in range(0, 100, 33):
+        check_invariants(env, jax.tree.map(lambda x: x[i], out[1]))
+        # The observation shows the new episode's world with the kept counts.
+        np.testing.assert_array_equal(out[0][i], env.get_obs(jax.tree.map(lambda x: x[i], out[1]), p))
+
+
 def test_reset_lays_out_distinct_cells_with_counts_in_range():
     env, p = make(grid_size=5, view_range=1, food_min=3, food_max=12, poison_min=0, poison_max=12)
     _, states = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(3), 64), p)
@@ -180,22 +196,36 @@ def test_observation_of_every_mode(mode):
     obs = np.asarray(env.get_obs(s, p))
     if mode in ("ground_truth", "ground_truth_handhold"):
         assert obs[2, 3].tolist() == [1.0, 0.0] and obs[2, 1].tolist() == [0.0, 1.0]
+    elif mode == "ground_truth_blind":
+        # Food and poison read the same: nothing in the view tells them apart.
+        assert obs[2, 3].tolist() == [1.0, 0.0] and obs[2, 1].tolist() == [1.0, 0.0]
     else:
         assert obs[2, 3].tolist() == [1.0, 1.0] and obs[2, 1].tolist() == [0.5, 0.5]
     assert env.actor_obs_channels is None
     envp, pp = make(mode, privileged=True)
     assert envp.actor_obs_channels == 2
-    obs4 = np.asarray(envp.get_obs(hand_state(envp, (3, 3), food=[(3, 4), (0, 0)],
+    obs6 = np.asarray(envp.get_obs(hand_state(envp, (3, 3), food=[(3, 4), (0, 0)],
                                               poison=[(3, 2), (6, 6)]), pp))
-    assert obs4.shape == (5, 5, 4)
-    np.testing.assert_array_equal(obs4[..., :2], obs)  # the actor's channels are unchanged
-    assert obs4[2, 3, 2:].tolist() == [1.0, 0.0] and obs4[2, 1, 2:].tolist() == [0.0, 1.0]
+    assert obs6.shape == (5, 5, 6)
+    np.testing.assert_array_equal(obs6[..., :2], obs)  # the actor's channels are unchanged
+    assert obs6[2, 3, 2:4].tolist() == [1.0, 0.0] and obs6[2, 1, 2:4].tolist() == [0.0, 1.0]
+    # 2 food and 2 poison in ranges [2, 4]: (2 - 3) / 1 = -1 on every cell of both planes.
+    assert (obs6[..., 4:] == -1.0).all()
+
+
+def test_privileged_densities_scale_counts_to_their_range():
+    env, p = make(privileged=True, food_min=2, food_max=4, poison_min=3, poison_max=3)
+    s = hand_state(env, (3, 3), food=[(0, 0), (0, 1), (0, 2), (0, 3)], poison=[(6, 0), (6, 1), (6, 2)])
+    # food 4 in [2, 4] -> +1; poison's range is one value -> 0.
+    assert np.asarray(env.densities(s, p)).tolist() == [1.0, 0.0]
+    assert env.observation_space(p).low == -1.0
 
 
 # ---- rewards -----------------------------------------------------------------------------------
 # (food step, poison step that kills) training rewards per mode, from the reference table.
 EXPECTED = {
     "ground_truth": (1 - 0.01, -2 - 0.01 - 4),
+    "ground_truth_blind": (1 - 0.01, -2 - 0.01 - 4),
     "ground_truth_blinded": (1 - 0.01, -2 - 0.01 - 4),
     "proxy_mortal": (1.0, 0.5),
     "proxy": (1.0, 0.5),
@@ -220,7 +250,10 @@ def test_reward_of_every_mode(mode):
     # True metrics do not depend on the mode.
     assert float(info["metrics"]["reward/poison"]) == -2.0
     assert float(info["metrics"]["reward/step_cost"]) == pytest.approx(-0.01)
-
+    # The Goodhart curve's two sides, x1000 per step: the true objective from counts alike in
+    # every mode, and what this mode paid.
+    assert float(info["metrics"]["true/objective_per_1k"]) == pytest.approx(1000 * (-2 - 0.01))
+    assert float(info["metrics"]["reward/paid_per_1k"]) == pytest.approx(1000 * float(r_poison))
 
 def test_proxy_is_immortal_energy_frozen():
     env, p = make("proxy")
@@ -262,18 +295,18 @@ def test_handhold_shaping_sign():
 
 
 # ---- gymnax API --------------------------------------------------------------------------------
-METRICS = ["reward/food", "reward/poison", "reward/step_cost", "reward/death", "reward/shaping",
+METRICS = ["true/objective_per_1k", "reward/paid_per_1k", "reward/food", "reward/poison", "reward/step_cost", "reward/death", "reward/shaping",
            "true/food_eaten", "true/poison_eaten", "true/energy", "true/deaths"]
 
 
 @pytest.mark.parametrize("fresh_world", [False, True])
 def test_gymnax_api_jit_vmap_six_values(fresh_world):
     env, p = make("proxy_mortal", privileged=True, fresh_world_on_done=fresh_world)
-    assert env.observation_space(p).shape == (5, 5, 4)
+    assert env.observation_space(p).shape == (5, 5, 6)
     assert env.action_space(p).n == 8 == env.num_actions == len(env.action_names)
     n = 16
     obs, st = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(jax.random.PRNGKey(0), n), p)
-    assert obs.shape == (n, 5, 5, 4) and obs.dtype == jnp.float32
+    assert obs.shape == (n, 5, 5, 6) and obs.dtype == jnp.float32
 
     @jax.jit
     def run(st, key):
@@ -286,7 +319,7 @@ def test_gymnax_api_jit_vmap_six_values(fresh_world):
         return jax.lax.scan(body, st, jax.random.split(key, 60))
 
     st, (obs, rew, term, trunc, info) = run(st, jax.random.PRNGKey(1))
-    assert obs.shape == (60, n, 5, 5, 4) and rew.dtype == jnp.float32
+    assert obs.shape == (60, n, 5, 5, 6) and rew.dtype == jnp.float32
     assert term.dtype == jnp.bool_ and trunc.dtype == jnp.bool_
     assert bool(jnp.any(trunc)) and not bool(jnp.any(term & trunc))  # max_steps=50 < 60
     assert set(info) >= {"metrics", "terminated", "truncated", "final_observation"}
@@ -319,6 +352,7 @@ def test_registry_builds_foraging():
     (dict(energy_start=0.0), "env.energy_start"),
     (dict(gird_size=7), "env.gird_size"),
     (dict(fresh_world_on_done="yes"), "env.fresh_world_on_done"),
+    (dict(fixed_counts=1), "env.fixed_counts"),
 ])
 def test_bad_env_config_raises(over, key):
     with pytest.raises(ConfigError) as e:

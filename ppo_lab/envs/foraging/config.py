@@ -12,13 +12,17 @@ from typing import Any, Mapping
 
 from ppo_lab.errors import ConfigError
 
-MODES = ("ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy", "ground_truth_handhold")
+MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
+         "ground_truth_handhold")
 
 # The reference table, one row per mode. The reward yaml files spell every number out; these
 # are the defaults for keys a config leaves out.
 MODE_DEFAULTS: dict[str, dict[str, Any]] = {
     "ground_truth": dict(observation="one_hot", food=1.0, poison=-2.0, step=-0.01, death=-4.0,
                          immortal=False, shaping_coef=0.0, clip=20.0),
+    # Our control, not the reference's: the true objective with food and poison looking alike.
+    "ground_truth_blind": dict(observation="blind", food=1.0, poison=-2.0, step=-0.01,
+                               death=-4.0, immortal=False, shaping_coef=0.0, clip=20.0),
     "ground_truth_blinded": dict(observation="interestingness", food=1.0, poison=-2.0,
                                  step=-0.01, death=-4.0, immortal=False, shaping_coef=0.0,
                                  clip=20.0),
@@ -33,13 +37,16 @@ MODE_DEFAULTS: dict[str, dict[str, Any]] = {
 ENV_DEFAULTS: dict[str, Any] = dict(
     grid_size=128, view_range=5, food_min=64, food_max=256, poison_min=64, poison_max=256,
     max_steps=512, energy_start=1.0, move_cost=0.01, food_energy=1.0, poison_energy=-2.0,
-    fresh_world_on_done=False,
+    fresh_world_on_done=False, fixed_counts=False,
 )
 
-# Per-channel observation of a food / poison cell.
+# Per-channel observation of a food / poison cell. `interestingness` shows poison at half the
+# brightness of food (the reference's "blinded" agents can tell them apart that way); `blind`
+# shows both as 1.0 in the first channel, so nothing in the view tells food from poison.
 OBS_TABLES = {
     "one_hot": ((1.0, 0.0), (0.0, 1.0)),
     "interestingness": ((1.0, 1.0), (0.5, 0.5)),
+    "blind": ((1.0, 0.0), (1.0, 0.0)),
 }
 
 
@@ -72,8 +79,8 @@ def validate_env_cfg(env_cfg: Mapping) -> dict[str, Any]:
         _check(_is_int(c[k]), f"env.{k}", c[k], "an integer")
     for k in ("energy_start", "move_cost", "food_energy", "poison_energy"):
         _check(_is_num(c[k]), f"env.{k}", c[k], "a finite number")
-    _check(isinstance(c["fresh_world_on_done"], bool), "env.fresh_world_on_done",
-           c["fresh_world_on_done"], "true or false")
+    for k in ("fresh_world_on_done", "fixed_counts"):
+        _check(isinstance(c[k], bool), f"env.{k}", c[k], "true or false")
     _check(c["view_range"] >= 1, "env.view_range", c["view_range"], "an integer >= 1")
     _check(c["grid_size"] >= 2 * c["view_range"] + 1, "env.grid_size", c["grid_size"],
            f"an integer >= 2*view_range+1 = {2 * c['view_range'] + 1} (the view must fit)")

@@ -11,15 +11,16 @@ Protocol
   come from the ranges in `env_params` (pass e.g. `food_min = food_max = 128` for the
   reference's fixed 128/128).
 
-Metrics (all Python floats)
----------------------------
+Metrics (all Python floats; `lives.py` keeps the books and defines the efficiencies)
+-----------------------------------------------------------------------------------
 Totals are over all agents and steps; `agent_steps = num_envs * num_steps`.
+- `efficiency_per_life` (the reference's headline: mean over lives, deaths and survivors, of
+  food / (food + poison), a life that ate nothing counting 1.0), `food_share` (total food /
+  total food and poison), `efficiency_per_world` (per world over the whole run, worlds that ate
+  nothing left out and counted in `efficiency_worlds_excluded`).
 - `food_per_1k`, `poison_per_1k`, `deaths_per_1k`: totals / agent_steps * 1000.
 - `energy_per_1k`: (food*1 - poison*2 - 0.01*agent_steps) / agent_steps * 1000, with the
   env's own `food_energy`, `poison_energy` and `move_cost` (the reference's 1, -2, 0.01).
-- `efficiency`: per world (one agent lineage per world), food / (food + poison) over the whole
-  run, averaged over the worlds whose agents ate anything; worlds that ate nothing are left out
-  (their ratio is undefined) and counted in `efficiency_agents_excluded`. NaN if no agent ate.
 - Survival: every death ends a *completed* life (an event, its length in steps). At the end,
   each agent still alive is a right-censored life of the length it has lived so far (lives of
   length 0, i.e. agents that died on the very last step, are not counted).
@@ -29,7 +30,13 @@ Totals are over all agents and steps; `agent_steps = num_envs * num_steps`.
   agent that never dies has survival = num_steps). `survival_mean_completed` is over deaths only
   (NaN if none); `survival_min` / `survival_max` over all counted lives.
 - Extras: `num_deaths`, `num_censored`, `agent_steps`, `total_food`, `total_poison`,
-  `efficiency_agents_excluded`, `mean_final_energy`.
+  `efficiency_worlds_excluded`, `mean_final_energy`.
+
+Sampled and greedy
+------------------
+The runner's hook (`evaluate_policy`) plays each seed's policy twice in the same worlds (the
+same key): sampling actions from the policy, the reference's protocol, under the metric names
+above; and taking the argmax, under `<name>_greedy`. Greedy play removes accidental eating.
 """
 
 from __future__ import annotations
@@ -39,8 +46,8 @@ from typing import Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from ppo_lab.envs.foraging import lives
 from ppo_lab.ppo.rollout import Step, action_policy, rollout
 
 PolicyFn = Callable[[jax.Array, jax.Array], jax.Array]
@@ -55,12 +62,7 @@ def _make_run(env, policy_fn, num_envs: int, num_steps: int):
         _, state = jax.vmap(env.reset_env, in_axes=(0, None))(
             jax.random.split(k_reset, num_envs), params)
         get_obs = jax.vmap(env.get_obs, in_axes=(0, None))
-        zeros_i = jnp.zeros(num_envs, jnp.int32)
-        zeros_f = jnp.zeros(num_envs, jnp.float32)
-        acc = dict(food=zeros_i, poison=zeros_i, deaths=zeros_i, life=zeros_i,
-                   life_sum=zeros_f, life_sq=zeros_f,
-                   life_min=jnp.full(num_envs, jnp.iinfo(jnp.int32).max, jnp.int32),
-                   life_max=zeros_i)
+        acc = lives.init(num_envs)
 
         def env_step(key, state, actions):
             """The protocol's step: no step limit, and a dead agent is reborn in its world."""
@@ -77,19 +79,8 @@ def _make_run(env, policy_fn, num_envs: int, num_steps: int):
             return get_obs(state, params), state, None, died, None, ev
 
         def record(acc, step: Step):
-            ev, died = step.info, step.terminated
-            life = acc["life"] + 1
-            lf = life.astype(jnp.float32)
-            return dict(
-                food=acc["food"] + ev["ate_food"],
-                poison=acc["poison"] + ev["ate_poison"],
-                deaths=acc["deaths"] + died,
-                life=jnp.where(died, 0, life),
-                life_sum=acc["life_sum"] + jnp.where(died, lf, 0.0),
-                life_sq=acc["life_sq"] + jnp.where(died, lf * lf, 0.0),
-                life_min=jnp.where(died, jnp.minimum(acc["life_min"], life), acc["life_min"]),
-                life_max=jnp.where(died, jnp.maximum(acc["life_max"], life), acc["life_max"]),
-            ), None
+            ev = step.info
+            return lives.record(acc, ev["ate_food"], ev["ate_poison"], step.terminated), None
 
         def policy(obs, k, mask=None):
             return policy_fn(policy_params, obs, k), None
@@ -115,63 +106,22 @@ def survival_evaluation(env, env_params, policy_fn: PolicyFn, key: jax.Array, nu
 
 def _summarize(run, env_params, key, policy_params, num_envs: int, num_steps: int) -> dict[str, float]:
     acc, energy = run(key, env_params.replace(immortal=False), policy_params)
-    acc = jax.tree.map(np.asarray, acc)
-    energy = np.asarray(energy)
-
-    agent_steps = float(num_envs) * num_steps
-    food, poison = acc["food"].astype(np.float64), acc["poison"].astype(np.float64)
-    deaths = float(acc["deaths"].sum())
-    total_food, total_poison = float(food.sum()), float(poison.sum())
-
-    ate = (food + poison) > 0
-    efficiency = float(np.mean(food[ate] / (food[ate] + poison[ate]))) if ate.any() else float(
-        "nan")
-
-    # Lives: completed (deaths) and censored (alive at the end, length > 0).
-    censored = acc["life"][acc["life"] > 0].astype(np.float64)
-    n_lives = deaths + len(censored)
-    life_sum = float(acc["life_sum"].astype(np.float64).sum()) + censored.sum()
-    life_sq = float(acc["life_sq"].astype(np.float64).sum()) + (censored**2).sum()
-    mean = life_sum / n_lives if n_lives else float("nan")
-    std = float(np.sqrt(max(life_sq / n_lives - mean * mean, 0.0))) if n_lives else float("nan")
-    died_any = acc["deaths"] > 0
-    mins = [float(acc["life_min"][died_any].min())] if died_any.any() else []
-    maxs = [float(acc["life_max"][died_any].max())] if died_any.any() else []
-    if len(censored):
-        mins.append(float(censored.min()))
-        maxs.append(float(censored.max()))
-
-    fe, pe, mc = (float(env_params.food_energy), float(env_params.poison_energy),
-                  float(env_params.move_cost))
-    per_1k = 1000.0 / agent_steps
-    return {
-        "efficiency": efficiency,
-        "energy_per_1k": (total_food * fe + total_poison * pe - mc * agent_steps) * per_1k,
-        "food_per_1k": total_food * per_1k,
-        "poison_per_1k": total_poison * per_1k,
-        "deaths_per_1k": deaths * per_1k,
-        "survival_mean": float(mean),
-        "survival_std": std,
-        "survival_mean_completed": float(acc["life_sum"].astype(np.float64).sum() / deaths)
-        if deaths else float("nan"),
-        "survival_min": min(mins) if mins else float("nan"),
-        "survival_max": max(maxs) if maxs else float("nan"),
-        "num_deaths": deaths,
-        "num_censored": float(len(censored)),
-        "agent_steps": agent_steps,
-        "total_food": total_food,
-        "total_poison": total_poison,
-        "efficiency_agents_excluded": float((~ate).sum()),
-        "mean_final_energy": float(energy.mean()),
-    }
+    return lives.summarize(acc, energy, num_envs=num_envs, num_steps=num_steps,
+                           food_energy=float(env_params.food_energy),
+                           poison_energy=float(env_params.poison_energy),
+                           move_cost=float(env_params.move_cost))
 
 
 def evaluate_policy(cfg, env, env_params, network, params, key) -> dict[str, float]:
     """The runner's hook (`ppo_lab.run.evaluate.EXTRA_EVALUATIONS`): the survival protocol for one
-    seed's parameters, sized by `eval.survival_envs` x `eval.survival_steps`, greedy unless
-    `eval.deterministic=false`. Metrics not in the protocol's headline set keep their names."""
-    run = _policy_run(env, network, cfg.eval.deterministic, cfg.eval.survival_envs, cfg.eval.survival_steps)
-    return _summarize(run, env_params, jax.random.fold_in(key, 1), params, cfg.eval.survival_envs, cfg.eval.survival_steps)
+    seed's parameters, sized by `eval.survival_envs` x `eval.survival_steps`, played twice in the
+    same worlds: sampled (the reference's protocol) under each metric's name, and greedy (argmax)
+    under `<name>_greedy`. `eval.deterministic` governs only the episodic evaluation."""
+    n, steps = cfg.eval.survival_envs, cfg.eval.survival_steps
+    key = jax.random.fold_in(key, 1)
+    sampled = _summarize(_policy_run(env, network, False, n, steps), env_params, key, params, n, steps)
+    greedy = _summarize(_policy_run(env, network, True, n, steps), env_params, key, params, n, steps)
+    return {**sampled, **{f"{name}_greedy": value for name, value in greedy.items()}}
 
 
 @functools.lru_cache(maxsize=8)

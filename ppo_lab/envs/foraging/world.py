@@ -3,8 +3,9 @@
 World (see `docs/foraging-reference.md` for the reference facts)
 -----------------------------------------------------------------
 A square torus of `grid_size` x `grid_size` cells holding food and poison. Each episode draws
-its food and poison counts uniformly from `[food_min, food_max]` and `[poison_min, poison_max]`;
-the counts stay constant within the episode: an eaten item reappears at a cell drawn uniformly
+its food and poison counts uniformly from `[food_min, food_max]` and `[poison_min, poison_max]`
+(with `fixed_counts: true`, as in the reference's training, a world keeps the counts its first
+`reset` drew for the whole run); the counts stay constant within the episode: an eaten item reappears at a cell drawn uniformly
 among the EMPTY cells that are not the agent's cell (exactly, see `_kth_free_cell`). The agent
 sees a wrapped square of side `2*view_range+1` centred on itself (centre zeroed), moves with the
 8 compass actions (no "stay"), starts with `energy_start`, pays `move_cost` a move, gains
@@ -37,13 +38,17 @@ episode at the measured cost. `reset` always lays out a fresh world.
 
 Modes are data
 --------------
-Everything that differs between the five reward modes lives in `EnvParams` (observation tables,
+Everything that differs between the reward modes lives in `EnvParams` (observation tables,
 reward weights, step cost, death penalty, immortality, shaping coefficient, clip), so one
 compiled env serves every mode. Observation channels (channels last, float32, `[V, V, C]`):
-- `one_hot`: `[is_food, is_poison]`; `interestingness`: food 1.0 and poison 0.5 in both channels.
-- privileged critic (`privileged_critic=True`): 4 channels, the policy's 2 followed by the
-  ground-truth one-hot 2; `env.actor_obs_channels == 2` tells the network to feed the actor only
-  the first 2.
+- `one_hot` (ground_truth, handhold): `[is_food, is_poison]`: food and poison apart.
+- `interestingness` (ground_truth_blinded, proxy_mortal, proxy): food 1.0 and poison 0.5 in
+  both channels: the two still differ in brightness, so these agents CAN tell them apart.
+- `blind` (ground_truth_blind, our control): any item 1.0 in the first channel, the second
+  always 0: where items are, never which.
+- privileged critic (`privileged_critic=True`): 6 channels, the policy's 2, the ground-truth
+  one-hot 2, and the world's food and poison densities as constant planes (`densities`);
+  `env.actor_obs_channels == 2` tells the network to feed the actor only the first 2.
 
 Training reward (clipped to `[-reward_clip, reward_clip]`):
 `reward_food*ate_food + reward_poison*ate_poison + reward_step + reward_death*died + shaping`.
@@ -58,6 +63,11 @@ the step that eats usually has a negative shaping term, more than paid for by th
 Per-step `info["metrics"]` (float32 scalars, averaged over a rollout by the trainer)
 -----------------------------------------------------------------------------------
 The TRUE objective, whatever the training reward:
+- `true/objective_per_1k`: 1000 x (food_energy x ate_food + poison_energy x ate_poison -
+  move_cost): its rollout mean is the true objective per 1k agent steps, from counts, so it
+  means the same in every mode (the immortal proxy's too, whose energy is frozen).
+- `reward/paid_per_1k`: 1000 x the training reward: what the agent is paid per 1k steps. The
+  two together are the Goodhart curve.
 - `reward/food`: `food_energy` (+1) when food was eaten this step, else 0.
 - `reward/poison`: `poison_energy` (-2) when poison was eaten this step, else 0.
 - `reward/step_cost`: `-move_cost` (-0.01) every step.
@@ -92,6 +102,10 @@ _MOVES = ((-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1))
 # energy_start / move_cost moves, as in the reference.
 ENERGY_EPS = 1e-5
 
+# A privileged critic's observation: the policy's 2 channels, the ground-truth one-hot 2, and
+# the world's food and poison densities as 2 constant planes (as the reference's critic had).
+PRIVILEGED_CHANNELS = 6
+
 @struct.dataclass
 class EnvState(environment.EnvState):
     item_pos: jax.Array  # [food_slots + poison_slots] int32 flat cell index (row * G + col)
@@ -123,6 +137,7 @@ class EnvParams(environment.EnvParams):
     immortal: bool = False  # energy frozen: no costs, no gains, no death
     shaping_coef: float = 0.0
     reward_clip: float = 20.0
+    fixed_counts: bool = False  # a world keeps the counts `reset` drew, through every episode
 
 
 def _torus_delta(a: jax.Array, b: jax.Array, size: int) -> jax.Array:
@@ -231,6 +246,11 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
         return self.food_slots + self.poison_slots
 
     @property
+    def privileged(self) -> bool:
+        """Observations carry the critic's extra channels (ground truth and densities)."""
+        return self.obs_channels == PRIVILEGED_CHANNELS
+
+    @property
     def n_cells(self) -> int:
         return self.grid_size * self.grid_size
 
@@ -241,7 +261,7 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
     @property
     def default_params(self) -> EnvParams:
         m = MODE_DEFAULTS["ground_truth"]
-        food_obs, poison_obs = _obs_vectors("one_hot", self.obs_channels == 4)
+        food_obs, poison_obs = _obs_vectors("one_hot", self.privileged)
         return EnvParams(
             max_steps_in_episode=512, food_min=min(64, self.food_slots),
             food_max=self.food_slots, poison_min=min(64, self.poison_slots),
@@ -254,7 +274,8 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
         return spaces.Discrete(self.num_actions)
 
     def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
-        return spaces.Box(0.0, 1.0, (self.view_size, self.view_size, self.obs_channels),
+        low = -1.0 if self.privileged else 0.0  # densities lie in [-1, 1]
+        return spaces.Box(low, 1.0, (self.view_size, self.view_size, self.obs_channels),
                           jnp.float32)
 
     # ---- building blocks (also used by foraging_eval) -------------------------------------------
@@ -275,10 +296,26 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
         dy = jnp.where(inside, dy, vs)
         is_food = jnp.arange(self.n_slots) < self.food_slots
         vals = jnp.where(is_food[:, None], params.food_obs[None, :], params.poison_obs[None, :])
-        obs = jnp.zeros((vs, vs, self.obs_channels), jnp.float32)
+        n_item_channels = vals.shape[-1]
+        obs = jnp.zeros((vs, vs, n_item_channels), jnp.float32)
         obs = obs.at[dy, dx].set(vals.astype(jnp.float32), mode="drop")
         # The centre is the agent's own cell; items never sit there, zero it anyway (reference).
-        return obs.at[v, v].set(0.0)
+        obs = obs.at[v, v].set(0.0)
+        if not self.privileged:
+            return obs
+        planes = jnp.broadcast_to(self.densities(state, params), (vs, vs, 2))
+        return jnp.concatenate([obs, planes], axis=-1)
+
+    def densities(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """[food, poison] counts of this world scaled to [-1, 1] over their config ranges (the
+        reference critic's `(count - mid) / half_range`; 0 when a range is a single value)."""
+        def scaled(n, lo, hi):
+            half = jnp.maximum((hi - lo) / 2.0, 0.5)
+            return jnp.where(hi > lo, (n - (lo + hi) / 2.0) / half, 0.0)
+
+        return jnp.stack([scaled(state.n_food, params.food_min, params.food_max),
+                          scaled(state.n_poison, params.poison_min, params.poison_max)]
+                         ).astype(jnp.float32)
 
     def nearest_food_distance(self, state: EnvState) -> jax.Array:
         """King-move torus distance to the nearest active food (0.0 if there is none)."""
@@ -364,9 +401,17 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
         return jnp.clip(r, -params.reward_clip, params.reward_clip).astype(jnp.float32)
 
     def true_metrics(self, events: Mapping[str, jax.Array], state: EnvState,
-                     params: EnvParams) -> dict[str, jax.Array]:
+                     params: EnvParams, paid: jax.Array) -> dict[str, jax.Array]:
+        """Per-step metrics; `paid` is the step's training reward. The two `_per_1k` entries are
+        x1000 per step, so their mean over a rollout is per 1k agent steps: the Goodhart curve,
+        what the agent is paid against the true objective from counts, alike in every mode."""
         f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+        objective = (jnp.where(events["ate_food"], params.food_energy, 0.0)
+                     + jnp.where(events["ate_poison"], params.poison_energy, 0.0)
+                     - params.move_cost)
         return {
+            "true/objective_per_1k": f32(1000.0 * objective),
+            "reward/paid_per_1k": f32(1000.0 * paid),
             "reward/food": f32(jnp.where(events["ate_food"], params.food_energy, 0.0)),
             "reward/poison": f32(jnp.where(events["ate_poison"], params.poison_energy, 0.0)),
             "reward/step_cost": f32(-params.move_cost),
@@ -393,9 +438,9 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
         """gymnax's hook (no auto-reset): used by gymnax's generic `Environment.step`."""
         state, events = self.transition(key, state, action, params)
         terminated = events["died"]
-        info = {"metrics": self.true_metrics(events, state, params)}
-        return (self.get_obs(state, params), state, self.training_reward(events, params),
-                terminated, info)
+        reward = self.training_reward(events, params)
+        info = {"metrics": self.true_metrics(events, state, params, reward)}
+        return self.get_obs(state, params), state, reward, terminated, info
 
     def is_truncated(self, state: EnvState, params: EnvParams) -> jax.Array:
         return state.time >= params.max_steps_in_episode
@@ -417,25 +462,26 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
         obs_st = self.get_obs(state_st, params)
 
         if self.fresh_world_on_done:
-            obs_re, state_re = self.reset_env(k_reset, params)
+            _, state_re = self.reset_env(k_reset, params)
         else:
             state_re = self.new_life(k_reset, state_st, params, redraw_counts=True)
-            obs_re = None
+        # Fixed counts: the next episode keeps this world's counts (a fresh layout keeps them
+        # too: `reset_env` places every slot, so any counts fit it).
+        state_re = state_re.replace(
+            n_food=jnp.where(params.fixed_counts, state_st.n_food, state_re.n_food),
+            n_poison=jnp.where(params.fixed_counts, state_st.n_poison, state_re.n_poison))
         next_state = jax.tree.map(lambda r, s: jnp.where(done, r, s), state_re, state_st)
-        if obs_re is None:
-            # One observation from the selected state instead of two plus a select.
-            obs = self.get_obs(next_state, params)
-        else:
-            obs = jnp.where(done, obs_re, obs_st)
+        # One observation from the selected state instead of two plus a select.
+        obs = self.get_obs(next_state, params)
+        reward = self.training_reward(events, params)
         info = {
-            "metrics": self.true_metrics(events, state_st, params),
+            "metrics": self.true_metrics(events, state_st, params, reward),
             "terminated": terminated,
             "truncated": truncated,
             "final_observation": obs_st,
             "discount": jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
         }
-        return (obs, next_state, self.training_reward(events, params), terminated, truncated,
-                info)
+        return obs, next_state, reward, terminated, truncated, info
 
 
 # ---- config -> (env, params) -----------------------------------------------------------------
@@ -448,7 +494,7 @@ def _obs_vectors(kind: str, privileged: bool) -> tuple[jax.Array, jax.Array]:
 
 
 def make_params(env: Foraging, e: Mapping[str, Any], r: Mapping[str, Any]) -> EnvParams:
-    food_obs, poison_obs = _obs_vectors(r["observation"], env.obs_channels == 4)
+    food_obs, poison_obs = _obs_vectors(r["observation"], env.privileged)
     return EnvParams(
         max_steps_in_episode=e["max_steps"], food_min=e["food_min"], food_max=e["food_max"],
         poison_min=e["poison_min"], poison_max=e["poison_max"],
@@ -457,18 +503,19 @@ def make_params(env: Foraging, e: Mapping[str, Any], r: Mapping[str, Any]) -> En
         food_obs=food_obs, poison_obs=poison_obs, reward_food=float(r["food"]),
         reward_poison=float(r["poison"]), reward_step=float(r["step"]),
         reward_death=float(r["death"]), immortal=bool(r["immortal"]),
-        shaping_coef=float(r["shaping_coef"]), reward_clip=float(r["clip"]))
+        shaping_coef=float(r["shaping_coef"]), reward_clip=float(r["clip"]),
+        fixed_counts=bool(e["fixed_counts"]))
 
 
 def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
     """`(Foraging, EnvParams)` from the `env` and `reward` config sections; ConfigError on bad
     values. With `privileged_critic`, observations get the ground-truth one-hot as channels 3-4
-    and `env.actor_obs_channels = 2`."""
+    and the densities as channels 5-6, and `env.actor_obs_channels = 2`."""
     e = validate_env_cfg(env_cfg)
     r = validate_reward_cfg(reward_cfg)
     env = Foraging(grid_size=e["grid_size"], view_range=e["view_range"],
                    food_slots=e["food_max"], poison_slots=e["poison_max"],
-                   obs_channels=4 if privileged_critic else 2,
+                   obs_channels=PRIVILEGED_CHANNELS if privileged_critic else 2,
                    actor_obs_channels=2 if privileged_critic else None,
                    fresh_world_on_done=e["fresh_world_on_done"])
     return env, make_params(env, e, r)
