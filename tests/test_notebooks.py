@@ -1,7 +1,7 @@
 """Both notebooks run with papermill on a small sweep, without error, and draw their figures.
 
 aggregate_seeds.ipynb runs on a real tiny CartPole sweep (2 jobs x 2 vmapped seeds);
-goodhart_report.ipynb on a hand-written sweep of the four reward modes in the run dir contract
+goodhart_report.ipynb on a hand-written sweep of the five reward modes in the run dir contract
 (training the foraging world for every mode is too slow for this suite).
 """
 
@@ -13,14 +13,10 @@ import sys
 import pytest
 
 from conftest import ROOT, TINY
-from test_aggregate import make_sweep
+from test_foraging_report import goodhart_sweep
 
 nbformat = pytest.importorskip("nbformat")
 papermill = pytest.importorskip("papermill")
-
-MODES = ["ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy"]
-FORAGING_EVAL = ("episode_return", "episode_length", "efficiency", "energy_per_1k", "food_per_1k",
-                 "poison_per_1k", "deaths_per_1k", "survival_mean")
 
 
 def execute(name: str, tmp_path, sweep_dir) -> "nbformat.NotebookNode":
@@ -53,12 +49,11 @@ def test_aggregate_seeds_notebook_on_a_real_sweep(tmp_path):
 
 @pytest.mark.timeout(300)
 def test_goodhart_report_notebook(tmp_path):
-    jobs = [[f"reward={m}", "seed=0", "num_seeds=3"] for m in MODES]
-    sweep = make_sweep(tmp_path / "goodhart", jobs, sweeper_params={"reward": ",".join(MODES)}, seeds_per_job=3,
-                       eval_metrics=FORAGING_EVAL, group_of=lambda ov: MODES.index(ov[0].split("=")[1]))
+    sweep = goodhart_sweep(tmp_path / "goodhart")
     nb = execute("goodhart_report", tmp_path, sweep)
-    assert images(nb) >= 2  # efficiency and energy bars
-    for metric in ("efficiency", "energy_per_1k"):
-        assert (sweep / f"goodhart_{metric}.png").stat().st_size > 1000
+    assert images(nb) >= 4  # three bar plots and the Goodhart curves
+    for name in ("efficiency_per_life", "food_share", "energy_per_1k", "curves"):
+        assert (sweep / f"goodhart_{name}.png").stat().st_size > 1000
     html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells for o in c.get("outputs", []))
     assert "reference" in html and "proxy_mortal" in html and "144.6" in html
+    assert "efficiency_per_life_greedy" in html and "ground_truth_blind" in html and "cohens_d" in html

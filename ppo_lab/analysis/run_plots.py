@@ -5,8 +5,10 @@
 
 One panel per metric over environment steps, one thin line per seed and the mean over seeds
 in bold: return, episode length, entropy, approx KL, clip fraction, policy and value losses,
-explained variance, every `true/*` counter and `reward/*` component the env logs, and the
-action distribution (stacked, mean over seeds). Health thresholds from the run's config are
+explained variance, every `true/*` counter and `reward/*` component the env logs, the
+action distribution (stacked, mean over seeds), and for the foraging world the Goodhart curve
+(what the agent is paid against the true objective per 1k steps, mean over seeds with a 95%
+band; `ppo_lab.analysis.goodhart`). Health thresholds from the run's config are
 drawn as dashed lines (entropy, KL, clip fraction).
 """
 
@@ -18,6 +20,7 @@ import sys
 from pathlib import Path
 
 from ppo_lab import rundir
+from ppo_lab.analysis.goodhart import PAID, TRUE, draw_goodhart
 
 PANELS = [
     ("train/mean_episode_return", "episode return"),
@@ -56,7 +59,8 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
     panels += [(c, c) for c in sorted(columns) if c.startswith("true/")]
     panels += [(c, c) for c in sorted(columns) if c.startswith("reward/")]
     actions = sorted(c for c in columns if c.startswith("actions/"))
-    n = len(panels) + (1 if actions else 0)
+    goodhart = {PAID, TRUE} <= columns
+    n = len(panels) + (1 if actions else 0) + (1 if goodhart else 0)
     ncols = min(4, max(n, 1))
     nrows = max(1, math.ceil(n / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
@@ -89,6 +93,8 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
         ax.set_xlabel("env steps", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="upper right", ncol=2)
+    if goodhart:
+        _goodhart_panel(flat[n - 1], df, x)
     for ax in flat[n:]:
         ax.axis("off")
     if panels and len(seeds) > 1 and len(seeds) <= 8:
@@ -102,6 +108,12 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return save_figure(fig, out or run_dir / "curves.png", close=True)
+
+
+def _goodhart_panel(ax, df, x: str) -> None:
+    series = {m: [(part[x].to_numpy(float), part[m].to_numpy(float)) for _, part in df.sort_values(x).groupby("seed")]
+              for m in (PAID, TRUE)}
+    draw_goodhart(ax, series[PAID], series[TRUE], title="Goodhart curve: paid vs true, per 1k steps")
 
 
 def main(argv=None) -> int:

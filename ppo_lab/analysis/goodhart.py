@@ -1,0 +1,177 @@
+"""The Goodhart report's numbers: modes of a sweep, the mode table, pairwise tests, the curves.
+
+Used by `notebooks/goodhart_report.ipynb` and by `ppo-lab plots` (the Goodhart-curve panel).
+A sweep's groups are mapped to reward modes by their `reward=` override (or the run's summary).
+
+- `REFERENCE`: the reference project's published one-seed table, under OUR metric names and
+  definitions: its headline "efficiency" is per life (`efficiency_per_life`), and its aggregate
+  food share (`food_share`) is total food / (food + poison) from its own per-1k columns. Its
+  evaluation sampled actions, so it sits beside our sampled metrics (no `_greedy` suffix).
+- `mode_table`: per mode and metric, the mean over seeds with a Student-t interval.
+- `pairwise_tests`: every pair of modes, Welch's t-test and Cohen's d per metric, p-values
+  Bonferroni-corrected within each metric (the family: which modes differ on that metric).
+- The Goodhart curve: per update, what the agent was paid (`reward/paid_per_1k`) against the
+  true objective from counts (`true/objective_per_1k`), both per 1k agent steps of the training
+  rollouts; per mode, the mean over seeds with its interval band.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ppo_lab.analysis.stats import bonferroni, cohens_d, summarize, welch_t_test
+from ppo_lab.analysis.sweep import Collection, mean_curve, read_metric_curves
+
+MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
+         "ground_truth_handhold")
+# The survival protocol's headline metrics, in the report's order; each also as `<name>_greedy`.
+METRICS = ("efficiency_per_life", "food_share", "efficiency_per_world", "energy_per_1k",
+           "survival_mean", "deaths_per_1k", "food_per_1k", "poison_per_1k")
+PAID, TRUE = "reward/paid_per_1k", "true/objective_per_1k"
+
+_REF_MODES = ("ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy")
+_REF_COLUMNS = {
+    "efficiency_per_life": (0.999, 0.299, 0.247, 0.238),
+    "food_share": (154.7 / 154.8, 55.8 / 85.1, 59.0 / 104.3, 79.2 / 143.2),  # 99.9/65.6/56.6/55.3%
+    "energy_per_1k": (144.6, -12.8, -41.5, -58.7),
+    "survival_mean": (16364.0, 95.1, 41.5, 29.0),
+    "deaths_per_1k": (0.00, 10.46, 24.03, 34.43),
+    "food_per_1k": (154.7, 55.8, 59.0, 79.2),
+    "poison_per_1k": (0.1, 29.3, 45.3, 64.0),
+}
+#: mode -> metric -> the reference's value (one seed, sampled play, 128x128, 2048 updates).
+REFERENCE = {mode: {m: col[i] for m, col in _REF_COLUMNS.items()} for i, mode in enumerate(_REF_MODES)}
+
+
+def mode_of_group(col: Collection) -> dict[str, str]:
+    """group label -> reward mode (its `reward` override, else the runs' summary)."""
+    out = {}
+    for group in col.groups:
+        mode = col.group_keys.get(group, {}).get("reward")
+        if mode is None:
+            runs = [u.run for u in col.units if u.group == group]
+            mode = (runs[0].summary or {}).get("reward") if runs else None
+        out[group] = mode or group
+    return out
+
+
+def modes_in(col: Collection) -> list[str]:
+    """The sweep's modes, the known ones in the report's order first."""
+    found = list(dict.fromkeys(mode_of_group(col).values()))
+    return [m for m in MODES if m in found] + [m for m in found if m not in MODES]
+
+
+def seed_values(col: Collection, mode: str, metric: str) -> list[float]:
+    """One value per used (run, seed) of `mode` for the evaluation metric `metric`."""
+    groups = {g for g, m in mode_of_group(col).items() if m == mode}
+    return [u.values.get(f"eval/{metric}", math.nan) for u in col.units if u.used and u.group in groups]
+
+
+def mode_table(col: Collection, metrics: Sequence[str], confidence: float = 0.95) -> list[dict]:
+    """Rows (mode, metric, n_seeds, mean, ci_low, ci_high) for every mode and metric."""
+    rows = []
+    for mode in modes_in(col):
+        for metric in metrics:
+            s = summarize(seed_values(col, mode, metric), confidence=confidence)
+            rows.append({"mode": mode, "metric": metric, "n_seeds": s["n_seeds"], "mean": s["mean"],
+                         "ci_low": s["ci_low"], "ci_high": s["ci_high"]})
+    return rows
+
+
+def format_cell(mean: float, low: float, high: float) -> str:
+    """`mean [low, high]` with 3 significant digits; `n/a` without a value."""
+    if mean is None or math.isnan(mean):
+        return "n/a"
+    ci = "" if low is None or math.isnan(low) else f" [{low:.3g}, {high:.3g}]"
+    return f"{mean:.3g}{ci}"
+
+
+def pairwise_tests(col: Collection, metrics: Sequence[str]) -> list[dict]:
+    """Every pair of modes (a, b) on every metric: Welch's t (> 0 when a's mean is larger),
+    its p, Cohen's d, and p Bonferroni-corrected over the pairs of that metric."""
+    rows = []
+    for metric in metrics:
+        block = []
+        for a, b in itertools.combinations(modes_in(col), 2):
+            xa, xb = seed_values(col, a, metric), seed_values(col, b, metric)
+            t, p = welch_t_test(xa, xb)
+            block.append({"metric": metric, "a": a, "b": b, "mean_a": _nanmean(xa), "mean_b": _nanmean(xb),
+                          "t": t, "p": p, "cohens_d": cohens_d(xa, xb)})
+        for row, adjusted in zip(block, bonferroni([r["p"] for r in block])):
+            row["p_bonferroni"] = float(adjusted)
+        rows += block
+    return rows
+
+
+def intervals_separate(col: Collection, better: str, worse: str, metric: str, confidence: float = 0.95) -> bool:
+    """True when `better`'s interval lies wholly above `worse`'s on `metric` (no overlap)."""
+    a = summarize(seed_values(col, better, metric), confidence=confidence)
+    b = summarize(seed_values(col, worse, metric), confidence=confidence)
+    return bool(a["ci_low"] > b["ci_high"])
+
+
+def _nanmean(values) -> float:
+    x = np.asarray(values, dtype=float)
+    x = x[~np.isnan(x)]
+    return float(x.mean()) if x.size else math.nan
+
+
+# ----------------------------------------------------------------------------- the curve
+def draw_goodhart(ax, paid: list, true: list, confidence: float = 0.95, title: str = "") -> bool:
+    """On `ax`: the mean over seeds of what was paid and of the true objective, each with its
+    interval band (`paid`, `true`: lists of (timesteps, values) series, one per seed).
+    Returns whether anything was drawn."""
+    drawn = False
+    for series, label, color in ((paid, "paid (training reward)", "tab:orange"),
+                                 (true, "true objective", "tab:blue")):
+        x, mean, low, high, _ = mean_curve(series, confidence)
+        if x.size == 0:
+            continue
+        ax.plot(x, mean, color=color, lw=1.6, label=f"{label}, n={len(series)}")
+        ax.fill_between(x, low, high, color=color, alpha=0.2, lw=0)
+        drawn = True
+    ax.axhline(0.0, color="k", lw=0.7)
+    ax.set_title(title or "Goodhart curve", fontsize=10)
+    ax.set_xlabel("env steps per seed", fontsize=8)
+    ax.set_ylabel("per 1k agent steps", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    if drawn:
+        ax.legend(fontsize=7, loc="best")
+    return drawn
+
+
+def goodhart_series(col: Collection) -> dict[str, tuple[list, list]]:
+    """mode -> (paid series, true series), one (timesteps, values) pair per used seed."""
+    paid, true = read_metric_curves(col, PAID), read_metric_curves(col, TRUE)
+    out: dict[str, tuple[list, list]] = {}
+    for group, mode in mode_of_group(col).items():
+        p, t = out.setdefault(mode, ([], []))
+        p += paid.get(group, [])
+        t += true.get(group, [])
+    return out
+
+
+def plot_goodhart_curves(col: Collection, confidence: float = 0.95, path: Path | None = None):
+    """One panel per mode: paid vs the true objective per 1k steps over training."""
+    from ppo_lab.analysis.figures import pyplot, save_figure
+
+    plt = pyplot()
+    series = goodhart_series(col)
+    modes = [m for m in modes_in(col) if m in series]
+    fig, axes = plt.subplots(1, max(len(modes), 1), figsize=(4.2 * max(len(modes), 1), 3.4),
+                             squeeze=False, sharey=True)
+    for ax, mode in zip(axes[0], modes):
+        if not draw_goodhart(ax, *series[mode], confidence=confidence, title=mode):
+            ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center")
+    fig.suptitle(f"What the agent is paid vs the true objective (mean, {int(confidence * 100)}% interval over seeds)",
+                 fontsize=11)
+    fig.tight_layout()
+    if path is not None:
+        save_figure(fig, path)
+    return fig
