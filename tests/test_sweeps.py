@@ -21,7 +21,7 @@ from conftest import ROOT, TINY, read_summary
 from ppo_lab.analysis.sweep import expected_jobs_from_config
 
 CONF = ROOT / "conf"
-MODES = ["ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy"]
+MODES = ["ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy"]
 
 
 def compose_in(conf_dir: Path, overrides: list[str]):
@@ -107,7 +107,7 @@ def test_cluster_values_from_the_git_ignored_local_file(tmp_path):
 
 
 # ----------------------------------------------------------------------------- named sweeps
-def test_goodhart_sweep_is_four_modes_of_eight_seeds():
+def test_goodhart_sweep_is_five_modes_of_eight_seeds():
     cfg = sweep_cfg("goodhart", ["experiment=cartpole"])  # the job list does not depend on the experiment
     jobs = expected_jobs_from_config(cfg)
     assert [j[0] for j in jobs] == [f"reward={m}" for m in MODES]
@@ -122,7 +122,7 @@ def test_goodhart_sweep_composes_with_the_goodhart_experiment():
     cfg = sweep_cfg("goodhart", [])
     assert cfg.experiment == "goodhart_cpu" and cfg.env.name == "foraging"
     jobs = expected_jobs_from_config(cfg)
-    assert len(jobs) == 4
+    assert len(jobs) == 5
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         for job in jobs:
             job_cfg = compose(config_name="config", overrides=["experiment=goodhart_cpu", f"num_seeds={cfg.num_seeds}", *job])
