@@ -1,0 +1,67 @@
+"""PopArt and the separate gradient clipping, on small arrays worked out by hand."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from ppo_lab.ppo import grad_clip, value_norm as vn
+
+
+def test_first_update_sets_the_statistics_then_ema_with_beta_floor():
+    returns = jnp.array([1.0, 3.0, 5.0])
+    s1 = vn.update(vn.init(), returns, beta_min=0.001)  # count 1: beta = 1
+    assert float(s1.mean) == pytest.approx(3.0) and float(s1.std) == pytest.approx(2.0)  # unbiased std
+    s2 = vn.update(s1, jnp.array([7.0, 7.0]), beta_min=0.001)  # beta = 1/2, batch std floored
+    assert float(s2.mean) == pytest.approx(5.0)
+    assert float(s2.std) == pytest.approx(np.sqrt(0.5 * 4.0 + 0.5 * 1e-8), rel=1e-5)
+    late = vn.PopArtStats(mean=jnp.float32(0.0), std=jnp.float32(1.0), count=jnp.int32(10_000))
+    s3 = vn.update(late, jnp.array([10.0, 10.0]), beta_min=0.01)  # 1/10001 < beta_min
+    assert float(s3.mean) == pytest.approx(0.1)
+
+
+def test_rescaling_preserves_denormalised_outputs():
+    key = jax.random.PRNGKey(0)
+    head = {"kernel": jax.random.normal(key, (5, 1)), "bias": jnp.array([0.3])}
+    x = jax.random.normal(jax.random.PRNGKey(1), (7, 5))
+    old = vn.PopArtStats(mean=jnp.float32(2.0), std=jnp.float32(3.0), count=jnp.int32(4))
+    new = vn.update(old, jnp.array([-10.0, 40.0, 100.0]), beta_min=0.1)
+    before = vn.denormalize(old, x @ head["kernel"] + head["bias"])
+    fixed = vn.rescale_head(head, old, new)
+    after = vn.denormalize(new, x @ fixed["kernel"] + fixed["bias"])
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(vn.normalize(new, vn.denormalize(new, x)), x, rtol=1e-5, atol=1e-5)
+
+
+def test_adam_moments_of_the_head_are_rescaled():
+    params = {"params": {"value_head": {"kernel": jnp.ones((2, 1)), "bias": jnp.ones(1)},
+                         "policy_head": {"kernel": jnp.ones((2, 3)), "bias": jnp.ones(3)}}}
+    tx = optax.chain(optax.clip_by_global_norm(1.0), optax.inject_hyperparams(optax.adam)(learning_rate=0.1))
+    state = tx.init(params)
+    _, state = tx.update(jax.tree.map(jnp.ones_like, params), state, params)
+    fixed = vn.rescale_adam_moments(state, ("params", "value_head"), jnp.float32(0.5))
+    adam, fixed_adam = state[1].inner_state[0], fixed[1].inner_state[0]
+    np.testing.assert_allclose(fixed_adam.mu["params"]["value_head"]["kernel"], 0.5 * adam.mu["params"]["value_head"]["kernel"])
+    np.testing.assert_allclose(fixed_adam.nu["params"]["value_head"]["bias"], 0.25 * adam.nu["params"]["value_head"]["bias"])
+    np.testing.assert_array_equal(fixed_adam.mu["params"]["policy_head"]["kernel"], adam.mu["params"]["policy_head"]["kernel"])
+
+
+def test_policy_and_value_gradients_are_clipped_apart():
+    params = {"params": {"actor_torso": {"w": jnp.zeros(2)}, "policy_head": {"w": jnp.zeros(1)},
+                         "critic_torso": {"w": jnp.zeros(2)}, "value_head": {"w": jnp.zeros(1)}}}
+    grads = {"params": {"actor_torso": {"w": jnp.array([0.3, 0.0])}, "policy_head": {"w": jnp.array([0.4])},
+                        "critic_torso": {"w": jnp.array([30.0, 0.0])}, "value_head": {"w": jnp.array([40.0])}}}
+    tx = grad_clip.clip_policy_and_value(1.0)
+    out, _ = tx.update(grads, tx.init(params), params)
+    p = out["params"]
+    # Policy norm 0.5 <= 1: untouched. Value norm 50: scaled to 1.
+    np.testing.assert_allclose(p["actor_torso"]["w"], [0.3, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(p["policy_head"]["w"], [0.4], rtol=1e-6)
+    np.testing.assert_allclose(p["critic_torso"]["w"], [0.6, 0.0], rtol=1e-5)
+    np.testing.assert_allclose(p["value_head"]["w"], [0.8], rtol=1e-5)
+    # One global norm would have shrunk the policy's step 100-fold.
+    joint, _ = optax.clip_by_global_norm(1.0).update(grads, None)
+    assert float(joint["params"]["policy_head"]["w"][0]) < 0.01
