@@ -42,6 +42,9 @@ class PPOConfig:
     auto_scale: bool
     auto_scale_epoch_floor: int = 2
     auto_scale_reference_batch: int = 256 * 128
+    value_norm: str | None = None  # None or "popart"
+    popart_beta_min: float = 0.001
+    separate_grad_clip: bool = False
 
     @property
     def batch_size(self) -> int:
@@ -124,6 +127,7 @@ ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
 LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
 PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay fp32
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
+VALUE_NORMS = (None, "popart")
 NETWORK_KINDS = ("mlp", "cnn")
 
 
@@ -186,7 +190,12 @@ def _ppo(s: Mapping) -> PPOConfig:
         auto_scale=_flag(s, "ppo", "auto_scale"),
         auto_scale_epoch_floor=n("auto_scale_epoch_floor", int) if "auto_scale_epoch_floor" in s else 2,
         auto_scale_reference_batch=n("auto_scale_reference_batch", int) if "auto_scale_reference_batch" in s else 256 * 128,
+        value_norm=s.get("value_norm"),
+        popart_beta_min=n("popart_beta_min") if "popart_beta_min" in s else 0.001,
+        separate_grad_clip=_flag(s, "ppo", "separate_grad_clip") if "separate_grad_clip" in s else False,
     )
+    _require(ppo.value_norm in VALUE_NORMS, "ppo.value_norm", ppo.value_norm, f"one of {list(VALUE_NORMS)}")
+    _require(0 < ppo.popart_beta_min <= 1, "ppo.popart_beta_min", ppo.popart_beta_min, "a step size in (0, 1]")
     _require(ppo.auto_scale_epoch_floor >= 1, "ppo.auto_scale_epoch_floor", ppo.auto_scale_epoch_floor, "an integer >= 1")
     _require(ppo.auto_scale_reference_batch >= 1, "ppo.auto_scale_reference_batch", ppo.auto_scale_reference_batch, "a batch size (envs x steps) >= 1")
     _require(ppo.lr > 0, "ppo.lr", ppo.lr, "a learning rate > 0")

@@ -81,3 +81,34 @@ def _scale_at(tree: dict, path: tuple[str, ...], scale) -> dict:
         return jax.tree.map(lambda x: x * scale, tree)
     head, *rest = path
     return {**tree, head: _scale_at(tree[head], tuple(rest), scale)}
+
+
+HEAD_PATH = ("params", "value_head")  # networks.ActorCritic's value head
+
+
+def read(stats: PopArtStats | None, value_out: jax.Array) -> jax.Array:
+    """The value in return units from the head's output (unchanged without PopArt)."""
+    return value_out if stats is None else denormalize(stats, value_out)
+
+
+def refit(stats: PopArtStats, params, opt_state, returns: jax.Array, old_values: jax.Array,
+          beta_min: float, axis_name: str | None = None):
+    """After GAE, before the epochs: move the statistics toward this batch of returns (over
+    every device of `axis_name`, so replicas of one seed agree), rescale the head and its Adam
+    moments, and express the loss's targets in the new units. Returns
+    `(stats, params, opt_state, returns_norm, old_values_norm)`."""
+    batch = returns.reshape(-1)
+    if axis_name is not None:
+        batch = jax.lax.all_gather(batch, axis_name).reshape(-1)
+    new = update(stats, batch, beta_min)
+    head = params
+    for name in HEAD_PATH:
+        head = head[name]
+    params = _replace_at(params, HEAD_PATH, rescale_head(head, stats, new))
+    opt_state = rescale_adam_moments(opt_state, HEAD_PATH, stats.std / new.std)
+    return new, params, opt_state, normalize(new, returns), normalize(new, old_values)
+
+
+def _replace_at(tree: dict, path: tuple[str, ...], value) -> dict:
+    head, *rest = path
+    return {**tree, head: value if not rest else _replace_at(tree[head], tuple(rest), value)}
