@@ -65,3 +65,26 @@ def test_policy_and_value_gradients_are_clipped_apart():
     # One global norm would have shrunk the policy's step 100-fold.
     joint, _ = optax.clip_by_global_norm(1.0).update(grads, None)
     assert float(joint["params"]["policy_head"]["w"][0]) < 0.01
+
+
+def test_refit_keeps_the_networks_values_and_normalises_the_targets():
+    from ppo_lab.config import NetworkConfig
+    from ppo_lab.networks import ActorCritic
+
+    net = ActorCritic(4, NetworkConfig(kind="mlp", activation="tanh", hidden_sizes=(8,)))
+    obs = jax.random.normal(jax.random.PRNGKey(0), (6, 3))
+    params = net.init(jax.random.PRNGKey(1), obs)
+    tx = optax.chain(grad_clip.clip_policy_and_value(0.5), optax.inject_hyperparams(optax.adam)(learning_rate=1e-3))
+    opt_state = tx.init(params)
+    stats = vn.PopArtStats(mean=jnp.float32(1.0), std=jnp.float32(2.0), count=jnp.int32(3))
+    before = vn.read(stats, net.apply(params, obs, method="value"))
+    returns, old_values = jnp.array([5.0, 9.0, -3.0, 12.0]), jnp.array([4.0, 8.0, -2.0, 10.0])
+    new, params2, opt2, ret_n, old_n = vn.refit(stats, params, opt_state, returns, old_values, beta_min=0.3)
+    after = vn.read(new, net.apply(params2, obs, method="value"))
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(vn.denormalize(new, ret_n), returns, rtol=1e-5)
+    np.testing.assert_allclose(vn.denormalize(new, old_n), old_values, rtol=1e-5)
+    assert int(new.count) == 4 and float(new.mean) == pytest.approx(0.7 * 1.0 + 0.3 * float(returns.mean()))
+    # The policy's parameters are untouched.
+    np.testing.assert_array_equal(params2["params"]["policy_head"]["kernel"], params["params"]["policy_head"]["kernel"])
+    assert jax.tree.structure(opt2) == jax.tree.structure(opt_state)
