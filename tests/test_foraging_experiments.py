@@ -26,6 +26,7 @@ def test_goodhart_reference_turns_on_every_parity_key():
     assert run.ppo.entropy_floor == 0.5 and run.ppo.entropy_floor_coef == 0.05
     assert run.network.privileged_critic and run.network.kind == "cnn"
     assert run.env["fixed_counts"] is True and run.env["grid_size"] == 128
+    assert run.ppo.value_norm == "popart" and run.ppo.popart_beta_min == 0.001 and run.ppo.separate_grad_clip
 
 
 def test_goodhart_reference_ablates_one_key_at_a_time():
@@ -42,3 +43,4 @@ def test_plain_goodhart_keeps_the_lab_defaults():
     assert run.reward["observation"] == "blind"
     assert run.ppo.num_minibatches == 4 and run.ppo.entropy_floor is None
     assert not run.network.privileged_critic and run.env["fixed_counts"] is False
+    assert run.ppo.value_norm is None and not run.ppo.separate_grad_clip

@@ -88,3 +88,31 @@ def test_refit_keeps_the_networks_values_and_normalises_the_targets():
     # The policy's parameters are untouched.
     np.testing.assert_array_equal(params2["params"]["policy_head"]["kernel"], params["params"]["policy_head"]["kernel"])
     assert jax.tree.structure(opt2) == jax.tree.structure(opt_state)
+
+
+def test_trainer_with_popart_and_separate_clipping_runs_and_tracks_returns():
+    import gymnax
+
+    from ppo_lab.config import NetworkConfig, PPOConfig
+    from ppo_lab.networks import ActorCritic
+    from ppo_lab.ppo.train import current_learning_rate, make_trainer
+
+    env, env_params = gymnax.make("CartPole-v1")
+    ppo = PPOConfig(lr=1e-3, lr_final=1e-3, anneal_lr=False, gamma=0.99, gae_lambda=0.95, clip_eps=0.2,
+                    clip_eps_final=0.2, clip_vloss=True, vf_coef=0.5, ent_coef_initial=0.01, ent_coef_final=0.01,
+                    entropy_floor=0.5, entropy_floor_coef=0.05, max_grad_norm=0.5, update_epochs=2, num_minibatches=1,
+                    normalize_advantages=True, bootstrap_truncation=True, num_envs=4, num_steps=32,
+                    total_timesteps=4 * 32 * 3, auto_scale=False, value_norm="popart", popart_beta_min=0.001,
+                    separate_grad_clip=True)
+    net = ActorCritic(2, NetworkConfig(kind="mlp", activation="tanh", hidden_sizes=(16,)))
+    trainer = make_trainer(ppo, env, env_params, net, num_envs=4, chunk_updates=3)
+    state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
+    assert int(state.value_norm.count) == 0
+    state, metrics = jax.jit(trainer.chunk)(state, 0)
+    assert int(state.value_norm.count) == 3
+    # CartPole pays +1 a step: the discounted returns of the first rollouts are well above 0 and
+    # the statistics followed them (the first batch sets them outright).
+    assert float(state.value_norm.mean) > 1.0 and float(state.value_norm.std) > 0.1
+    np.testing.assert_allclose(metrics["train/popart_mean"][-1], state.value_norm.mean)
+    assert np.isfinite(np.asarray(metrics["train/vf_loss"])).all()
+    assert float(current_learning_rate(state.opt_state)) == pytest.approx(1e-3)

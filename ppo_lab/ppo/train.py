@@ -24,6 +24,8 @@ from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob, invalid_fraction, sample_action
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
 from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, rollout
+from ppo_lab.ppo import value_norm as vn
+from ppo_lab.ppo.grad_clip import clip_policy_and_value
 from ppo_lab.ppo.schedules import learning_rate_schedule, schedule_values
 
 
@@ -38,6 +40,7 @@ class LearnerState:
     episode_return: jax.Array  # running return of each env's current episode
     episode_length: jax.Array
     key: jax.Array
+    value_norm: Any = None  # PopArt statistics with ppo.value_norm=popart, else None
 
 
 class Transition(NamedTuple):
@@ -57,8 +60,10 @@ def make_optimizer(ppo: PPOConfig, num_updates: int) -> optax.GradientTransforma
     # inject_hyperparams keeps the scheduled learning rate in the optimiser state, by name.
     steps_per_update = ppo.update_epochs * ppo.num_minibatches
     schedule = learning_rate_schedule(ppo, num_updates, steps_per_update)
+    # separate_grad_clip: the policy's and the value function's gradients clipped apart.
+    clip = clip_policy_and_value if ppo.separate_grad_clip else optax.clip_by_global_norm
     return optax.chain(
-        optax.clip_by_global_norm(ppo.max_grad_norm),
+        clip(ppo.max_grad_norm),
         optax.inject_hyperparams(optax.adam)(learning_rate=schedule, eps=1e-5),
     )
 
@@ -108,6 +113,7 @@ def make_trainer(
             episode_return=zeros,
             episode_length=zeros.astype(jnp.int32),
             key=jax.random.fold_in(env_key, 1),
+            value_norm=vn.init() if ppo.value_norm == "popart" else None,
         )
 
     def collect(state: LearnerState) -> Rollout:
@@ -118,7 +124,7 @@ def make_trainer(
         def policy(obs, key, mask):
             logits, value = network.apply(params, obs)
             action = sample_action(key, logits, mask)
-            return action, (categorical_log_prob(logits, action, mask), value)
+            return action, (categorical_log_prob(logits, action, mask), vn.read(state.value_norm, value))
 
         def record(counters, step: Step):
             ep_return, ep_length = counters
@@ -129,7 +135,7 @@ def make_trainer(
             train_reward = reward
             if ppo.bootstrap_truncation:
                 # A time limit is not a terminal state: credit the value of where the agent was.
-                final_value = network.apply(params, step.info["final_observation"], method="value")
+                final_value = vn.read(state.value_norm, network.apply(params, step.info["final_observation"], method="value"))
                 cut_short = jnp.logical_and(step.truncated, jnp.logical_not(step.terminated))
                 train_reward = reward + ppo.gamma * jax.lax.stop_gradient(final_value) * cut_short
             log_prob, value = step.extras
@@ -198,14 +204,15 @@ def make_trainer(
         params = state.params
         env_state, obs, (ep_return, ep_length), key, traj = collect(state)
 
-        last_value = network.apply(params, obs, method="value")
+        last_value = vn.read(state.value_norm, network.apply(params, obs, method="value"))
         advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, ppo.gamma, ppo.gae_lambda)
+        params, opt_state, value_norm, fit_returns, fit_values = value_targets(state, params, returns, traj.value)
 
         flatten = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
-        batch = (jax.tree.map(flatten, traj._replace(env_metrics={})), flatten(advantages), flatten(returns))
+        batch = (jax.tree.map(flatten, traj._replace(value=fit_values, env_metrics={})), flatten(advantages), flatten(fit_returns))
         (params, opt_state, key), terms = jax.lax.scan(
             lambda c, x: epoch(c, x, batch, sched["clip_eps"], sched["ent_coef"]),
-            (params, state.opt_state, key),
+            (params, opt_state, key),
             None,
             ppo.update_epochs,
         )
@@ -218,8 +225,20 @@ def make_trainer(
         if grad_axis is not None:
             metrics = combine_across_devices(metrics, grad_axis)
         metrics = finish_episode_metrics(metrics)
-        new_state = LearnerState(params, opt_state, env_state, obs, ep_return, ep_length, key)
+        if value_norm is not None:
+            metrics.update({"train/popart_mean": value_norm.mean, "train/popart_std": value_norm.std})
+        new_state = LearnerState(params, opt_state, env_state, obs, ep_return, ep_length, key, value_norm)
         return new_state, metrics
+
+    def value_targets(state: LearnerState, params, returns, values):
+        """The value loss's targets: returns and old values as they are, or, with PopArt, in the
+        units of statistics moved toward this batch (the head and its Adam moments rescaled so
+        its outputs in return units stay put)."""
+        if state.value_norm is None:
+            return params, state.opt_state, None, returns, values
+        stats, params, opt_state, returns, values = vn.refit(state.value_norm, params, state.opt_state, returns, values,
+                                                             ppo.popart_beta_min, axis_name=grad_axis)
+        return params, opt_state, stats, returns, values
 
     def chunk(state: LearnerState, start_update):
         """K updates in one scan; updates past `num_updates` are skipped (a cheap cond:

@@ -1,4 +1,4 @@
-"""The foraging world's config: its keys, the five reward modes, and their checks.
+"""The foraging world's config: its keys, the reward modes, and their checks.
 
 Kept free of jax so that `ppo_lab.config.validate` can check a foraging config (through the
 env registry) before the hardware settings are applied and jax is imported; `world.build`
