@@ -89,7 +89,7 @@ def test_watch_key_stops_the_selected_run_cleanly(tmp_path, tiny):
     run_dir = tmp_path / "long"
     # Its log goes to a file: an unread pipe fills up and blocks the trainer.
     log = (tmp_path / "train.log").open("w")
-    trainer = subprocess.Popen([sys.executable, "launch.py", *tiny, "ppo.total_timesteps=5000000", "train.chunk_updates=4",
+    trainer = subprocess.Popen([sys.executable, "launch.py", *tiny, "ppo.total_timesteps=200000000", "train.chunk_updates=4",
                                 f"hydra.run.dir={run_dir}"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     ui = None
     try:
