@@ -64,6 +64,7 @@ class Session:
         self.early.restore(resumed.early_stopping)
         self.steps, self.seconds = 0, 0.0  # env steps and loop wall time of this session (for sps)
         self.compiled = None
+        self.in_flight = None  # (state, metrics) of the chunk dispatched after `self.state`
 
     def compile(self, mesh) -> float:
         t0 = time.perf_counter()
@@ -78,18 +79,28 @@ class Session:
         return compile_s
 
     def chunk(self) -> list[dict]:
-        """Run one chunk, pull its metrics to the host once, return its rows."""
+        """Run one chunk, pull its metrics to the host once, return its rows.
+
+        Pipelined: the next chunk is dispatched (JAX runs it asynchronously) before this one's
+        metrics are pulled, so the device computes while the host writes rows, checkpoints and
+        checks stop conditions. A run that stops drops the chunk in flight: `self.state` is
+        always the state after the last chunk whose rows were returned (what a checkpoint
+        saves), exactly as without pipelining."""
         t0 = time.perf_counter()
-        new_state, metrics = self.compiled(self.state, start_update_arg(self.update))
+        if self.in_flight is None:
+            self.in_flight = self.compiled(self.state, start_update_arg(self.update))
+        new_state, metrics = self.in_flight
+        count = min(self.comp.trainer.chunk_updates, self.num_updates - self.update)
+        next_update = self.update + count
+        self.in_flight = self.compiled(new_state, start_update_arg(next_update)) if next_update < self.num_updates else None
         metrics = jax.device_get(metrics)
         elapsed = time.perf_counter() - t0
-        count = min(self.comp.trainer.chunk_updates, self.num_updates - self.update)
         steps = count * self.comp.ppo.batch_size * self.cfg.num_seeds
         # sps: env steps over the loop's wall time, host work between chunks included.
         self.steps, self.seconds = self.steps + steps, time.monotonic() - self.loop_start
         self.train_wall = self.prior_wall + time.monotonic() - self.loop_start
         rows = rows_from_chunk(metrics, self.comp, self.cfg, self.update, count, self.train_wall, steps / elapsed)
-        self.state, self.update = new_state, self.update + count
+        self.state, self.update = new_state, next_update
         self.recent.add(rows)
         return rows
 
