@@ -100,17 +100,40 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     return {**row, "status": "ok"}
 
 
-def run_section(seeds, precisions, overrides, updates, quick: bool, devices, out: Path | None = None) -> dict:
+def measure_in_fresh_process(seeds: int, precision: str, child_args: list[str]) -> dict:
+    """One row in its own process, as a run gets the device: nothing left over from earlier
+    rows. (In one process, 16 seeds failed at run time on an H100 with one 34.7 GiB allocation
+    after the 8-seed row, although XLA's analysis fits and a fresh process runs it.)"""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "row.json"
+        cmd = [sys.executable, "-m", "ppo_lab.benchmark_accel", "--seeds", str(seeds), "--precisions", precision,
+               "--in-process", "--out", str(out), *child_args]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode == 0 and out.exists():
+            return json.loads(out.read_text())["rows"][0]
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"seeds": seeds, "precision": precision, "status": "failed", "error": f"exit {proc.returncode}: {' | '.join(tail)[:500]}"}
+
+
+def run_section(seeds, precisions, overrides, updates, quick: bool, devices, out: Path | None = None,
+                child_args: list[str] | None = None) -> dict:
+    """Every (seeds, precision) row; with `child_args`, each row in a fresh process."""
     rate = matmul_rate(devices[0], 512 if quick else 8192)
     rows = []
     result = {"device": str(devices[0].device_kind), "num_devices": len(devices), "matmul_bf16_flops": rate,
               "updates_per_call": updates, "overrides": REFERENCE + overrides, "rows": rows}
     for s in seeds:
         for p in precisions:
-            try:
-                row = measure(s, p, overrides, updates, devices, 0.2 if quick else 3.0)
-            except Exception as exc:  # noqa: BLE001 - an out-of-memory at run time, say: record, go on
-                row = {"seeds": s, "precision": p, "status": "failed", "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+            if child_args is not None:
+                row = measure_in_fresh_process(s, p, child_args)
+            else:
+                try:
+                    row = measure(s, p, overrides, updates, devices, 0.2 if quick else 3.0)
+                except Exception as exc:  # noqa: BLE001 - an out-of-memory at run time, say: record, go on
+                    row = {"seeds": s, "precision": p, "status": "failed", "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
             if row.get("sps"):
                 row["matrix_fraction"] = row["sps"] * row["flops_per_step"] / (rate * row["layout"]["num_devices"])
             rows.append(row)
@@ -148,6 +171,8 @@ def main(argv=None) -> int:
     parser.add_argument("--updates", type=int, default=8, help="updates per timed call")
     parser.add_argument("--quick", action="store_true", help="toy sizes (tests)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure every row in this process (default: each row in a fresh process)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
@@ -156,8 +181,11 @@ def main(argv=None) -> int:
 
     overrides = (QUICK if args.quick else []) + [f"ppo.num_minibatches={args.minibatches}"] + list(args.overrides)
     devices = start_jax(compose(REFERENCE + overrides)["hardware"])
+    child_args = None if args.in_process else [
+        "--minibatches", str(args.minibatches), "--updates", str(args.updates), *(["--quick"] if args.quick else []),
+        *args.overrides]
     result = run_section([int(s) for s in args.seeds.split(",")], args.precisions.split(","), overrides,
-                         1 if args.quick else args.updates, args.quick, devices, args.out)
+                         1 if args.quick else args.updates, args.quick, devices, args.out, child_args)
     print(format_table(result))
     return 0
 
