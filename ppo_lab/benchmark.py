@@ -103,7 +103,7 @@ def available_envs(names) -> list[str]:
 
 
 # --- in-process measurements ----------------------------------------------------------------
-def _timed(fn, args, steps_per_call: int, min_s: float) -> tuple[float, float]:
+def timed_calls(fn, args, steps_per_call: int, min_s: float) -> tuple[float, float]:
     """(compile seconds, steps/s): compile, one warm-up call (the first run of an executable
     can be much slower: one-time kernel set-up), then calls until min_s has passed. A first
     call of 10 s or more is the measurement (such set-up costs are then a small part)."""
@@ -162,9 +162,9 @@ def measure_env(name: str, extra: list[str], size: dict) -> dict:
     if trainer.num_updates < k:
         raise ValueError(f"{name}: ppo.total_timesteps gives {trainer.num_updates} updates, fewer than {k}")
 
-    env_compile, env_sps = _timed(env_only, (env_state, obs, key), n * steps, size["min_s"])
-    roll_compile, rollout_sps = _timed(trainer.rollout, (learner,), n * steps, size["min_s"])
-    train_compile, train_sps = _timed(trainer.chunk, (learner, start), k * ppo.batch_size, size["min_s"])
+    env_compile, env_sps = timed_calls(env_only, (env_state, obs, key), n * steps, size["min_s"])
+    roll_compile, rollout_sps = timed_calls(trainer.rollout, (learner,), n * steps, size["min_s"])
+    train_compile, train_sps = timed_calls(trainer.chunk, (learner, start), k * ppo.batch_size, size["min_s"])
     t_env, t_roll, t_train = 1 / env_sps, 1 / rollout_sps, 1 / train_sps
     return {
         "overrides": overrides,

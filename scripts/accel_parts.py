@@ -15,21 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-
-
-def timed(fn, *args, min_s=2.0):
-    import jax
-
-    t0 = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    compile_s = time.perf_counter() - t0
-    jax.block_until_ready(compiled(*args))
-    calls, t0 = 0, time.perf_counter()
-    while calls == 0 or time.perf_counter() - t0 < min_s:
-        jax.block_until_ready(compiled(*args))
-        calls += 1
-    return (time.perf_counter() - t0) / calls, compile_s
 
 
 def main(argv=None):
@@ -43,7 +28,7 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
-    from ppo_lab.benchmark import compose
+    from ppo_lab.benchmark import compose, timed_calls
     from ppo_lab.hardware import start_jax
 
     base = ["experiment=goodhart", "reward=ground_truth", "ppo.auto_scale=false", "ppo.num_minibatches=1",
@@ -72,8 +57,10 @@ def main(argv=None):
         num_actions = env.action_space(params).n
         row = {"seeds": seeds, "precision": args.precision, "conv": comp.network.conv}
 
-        def report(name, per_call, compile_s, env_steps):
-            row[name] = {"s_per_call": per_call, "sps": env_steps / per_call, "compile_s": compile_s}
+        def report(name, fn, *fn_args, env_steps):
+            compile_s, sps = timed_calls(fn, fn_args, env_steps, 2.0)
+            per_call = env_steps / sps
+            row[name] = {"s_per_call": per_call, "sps": sps, "compile_s": compile_s}
             print(f"[parts] seeds={seeds} {name}: {per_call * 1e3:.1f} ms/call, {env_steps / per_call:,.0f} steps/s "
                   f"(compile {compile_s:.1f} s)", file=sys.stderr, flush=True)
 
@@ -87,12 +74,12 @@ def main(argv=None):
 
                 return rollout(batched_step(env, params, n), random_policy, state.env_state, state.obs, state.key, steps,
                                record=keep).records
-            report("env", *timed(jax.vmap(env_only), state), seeds * n * steps)
+            report("env", jax.vmap(env_only), state, env_steps=seeds * n * steps)
         if "rollout" in parts:
-            report("rollout", *timed(jax.vmap(lambda s: trainer.rollout(s).records), state), seeds * n * steps)
+            report("rollout", jax.vmap(lambda s: trainer.rollout(s).records), state, env_steps=seeds * n * steps)
         if "chunk" in parts:
-            report("chunk", *timed(jax.vmap(trainer.chunk, in_axes=(0, None)), state, jnp.int32(0)),
-                   seeds * n * steps * args.updates)
+            report("chunk", jax.vmap(trainer.chunk, in_axes=(0, None)), state, jnp.int32(0),
+                   env_steps=seeds * n * steps * args.updates)
         batch = n * steps
         obs = jnp.zeros((seeds, batch) + state.obs.shape[2:], state.obs.dtype)
         for impl in args.impls.split(","):
@@ -105,12 +92,12 @@ def main(argv=None):
             grad = jax.grad(loss)
             if "net" in parts:
                 # one epoch's forward+backward over the whole batch (4 of these per update)
-                report(f"net_grad_{impl}", *timed(jax.vmap(grad), state.params, obs), seeds * batch)
+                report(f"net_grad_{impl}", jax.vmap(grad), state.params, obs, env_steps=seeds * batch)
             if "netseq" in parts and seeds > 1:
-                report(f"net_grad_seq_{impl}", *timed(lambda p, o: jax.lax.map(lambda a: grad(*a), (p, o)), state.params, obs),
-                       seeds * batch)
+                report(f"net_grad_seq_{impl}", lambda p, o: jax.lax.map(lambda a: grad(*a), (p, o)), state.params, obs,
+                       env_steps=seeds * batch)
             if "fwd" in parts:
-                report(f"net_fwd_{impl}", *timed(jax.vmap(lambda p, o: net.apply(p, o)), state.params, obs), seeds * batch)
+                report(f"net_fwd_{impl}", jax.vmap(lambda p, o: net.apply(p, o)), state.params, obs, env_steps=seeds * batch)
         if "layers" in parts:
             from ppo_lab.networks import CONV_FUNCTIONS
             dt = jnp.bfloat16 if args.precision == "bf16" else jnp.float32
@@ -125,15 +112,15 @@ def main(argv=None):
                     return jnp.mean(x.astype(jnp.float32))
 
                 if seeds == 1:
-                    report(f"convs_fwd_{impl}", *timed(convs, ks, x0), batch)
-                    report(f"convs_grad_{impl}", *timed(jax.grad(convs), ks, x0), batch)
+                    report(f"convs_fwd_{impl}", convs, ks, x0, env_steps=batch)
+                    report(f"convs_grad_{impl}", jax.grad(convs), ks, x0, env_steps=batch)
                     for i, (c, f) in enumerate([(2, 32), (32, 64), (64, 64)]):
                         xi = jnp.zeros((batch, 11, 11, c), dt)
-                        report(f"conv{i}_grad_{impl}", *timed(jax.grad(lambda k, x: jnp.mean(conv(x, k).astype(jnp.float32)), argnums=(0, 1)), ks[i], xi), batch)
-                        report(f"conv{i}_fwd_{impl}", *timed(lambda k, x: conv(x, k), ks[i], xi), batch)
+                        report(f"conv{i}_grad_{impl}", jax.grad(lambda k, x: jnp.mean(conv(x, k).astype(jnp.float32)), argnums=(0, 1)), ks[i], xi, env_steps=batch)
+                        report(f"conv{i}_fwd_{impl}", lambda k, x: conv(x, k), ks[i], xi, env_steps=batch)
             w = jnp.zeros((7744, 512), dt)
             h = jnp.zeros((batch, 7744), dt)
-            report("dense_grad", *timed(jax.grad(lambda w, h: jnp.mean((h @ w).astype(jnp.float32)), argnums=(0, 1)), w, h), batch)
+            report("dense_grad", jax.grad(lambda w, h: jnp.mean((h @ w).astype(jnp.float32)), argnums=(0, 1)), w, h, env_steps=batch)
         results.append(row)
         if args.out:
             with open(args.out, "w") as f:
