@@ -69,7 +69,9 @@ def _comparable(rows):
 
 
 def test_kill_then_rerun_resumes_to_identical_rows(tmp_path, tiny, caplog):
-    args = [*tiny, "ppo.total_timesteps=8192", "train.chunk_updates=4", "checkpoint.every_min=0.0001"]
+    # 1024 updates: enough that the kill lands mid-run (a pipelined tiny run finished 128
+    # updates between two polls).
+    args = [*tiny, "ppo.total_timesteps=65536", "train.chunk_updates=4", "checkpoint.every_min=0.0001"]
     reference = tmp_path / "reference"
     train_run(args, reference)
 
@@ -88,8 +90,8 @@ def test_kill_then_rerun_resumes_to_identical_rows(tmp_path, tiny, caplog):
     assert max(counts.values()) == 1, "duplicate (update, seed) rows"
     assert sorted(counts) == sorted(_keys(ref_rows))
     s = read_summary(run_dir)
-    assert s["status"] == "completed" and s["updates"] == read_summary(reference)["updates"] == 128
-    assert s["resumed_from"] is not None and 0 < s["resumed_from"] < 128
+    assert s["status"] == "completed" and s["updates"] == read_summary(reference)["updates"] == 1024
+    assert s["resumed_from"] is not None and 0 < s["resumed_from"] < 1024
     # Same state, same keys: the resumed run continues bit for bit.
     assert _comparable(rows) == _comparable(ref_rows)
     assert s["eval"] == read_summary(reference)["eval"]

@@ -111,7 +111,7 @@ def test_requeued_job_resumes_and_finishes_without_duplicate_rows(cluster, tmp_p
     result -> SLURM requeues -> the same Hydra job starts in its own run dir, resumes from the
     checkpoint and completes; the launcher waits through it all."""
     sweep = tmp_path / "sweep"
-    total_updates = 2400  # 4 envs x 16 steps each
+    total_updates = 4000  # 4 envs x 16 steps each; long enough that the requeue lands mid-run
     args = ["seed=0", f"ppo.total_timesteps={total_updates * 64}", "train.chunk_updates=16", "checkpoint.every_min=0.0001"]
     t0 = time.monotonic()
     stamp = lambda: f"{time.monotonic() - t0:6.1f}s"  # noqa: E731
