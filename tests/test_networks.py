@@ -76,3 +76,30 @@ def test_a_checkpoint_from_one_convolution_runs_on_the_others():
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="conv='fft'"):
         ActorCritic(3, cfg, conv="fft").init(jax.random.PRNGKey(0), obs)
+
+
+@pytest.mark.parametrize("replicas", [3, 35])  # unrolled, and a lax.map past UNROLL_REPLICAS
+def test_native_convolution_runs_one_ordinary_convolution_per_replica(replicas):
+    """Under vmap with a kernel per replica, `native` equals JAX's own batching (value, input
+    and kernel gradients), also when only the kernel or only the input is batched, and its
+    program has no grouped convolution (the grouped kernel gradient was what XLA expanded into
+    a dense convolution over all seeds)."""
+    from ppo_lab.networks import UNROLL_REPLICAS, native_conv3x3, xla_conv3x3
+
+    assert (replicas > UNROLL_REPLICAS) == (replicas == 35)
+    kernels = jax.random.normal(jax.random.PRNGKey(0), (replicas, 3, 3, 3, 4))
+    x = jax.random.normal(jax.random.PRNGKey(1), (replicas, 2, 5, 5, 3))
+
+    def loss(conv):
+        return lambda k, x: jnp.sum(jnp.tanh(conv(x, k)) ** 2)
+
+    for in_axes in [(0, 0), (0, None), (None, 0)]:
+        args = (kernels if in_axes[0] == 0 else kernels[0], x if in_axes[1] == 0 else x[0])
+        got = jax.vmap(jax.value_and_grad(loss(native_conv3x3), argnums=(0, 1)), in_axes=in_axes)(*args)
+        want = jax.vmap(jax.value_and_grad(loss(xla_conv3x3), argnums=(0, 1)), in_axes=in_axes)(*args)
+        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    program = jax.jit(jax.vmap(jax.grad(loss(native_conv3x3), argnums=(0, 1)))).lower(kernels, x).as_text()
+    assert "convolution" in program
+    assert "feature_group_count = 1" in program and not any(
+        f"{kind}_group_count = {replicas}" in program for kind in ("feature", "batch"))
