@@ -126,12 +126,31 @@ def timed_calls(fn, args, steps_per_call: int, min_s: float) -> tuple[float, flo
             return compile_s, calls * steps_per_call / elapsed
 
 
+def env_only_rollout(env, env_params, num_envs: int, num_steps: int, env_state, obs, key):
+    """The trainer's rollout loop with uniformly random actions and no network (what the env
+    alone costs); records rewards and dones."""
+    import jax
+    import jax.numpy as jnp
+
+    from ppo_lab.ppo.rollout import batched_step, rollout
+
+    num_actions = env.action_space(env_params).n
+
+    def random_policy(obs, k, mask=None):
+        return jax.random.randint(k, (num_envs,), 0, num_actions), None
+
+    def keep(_, step):
+        return (), (step.reward, jnp.logical_or(step.terminated, step.truncated))
+
+    return rollout(batched_step(env, env_params, num_envs), random_policy, env_state, obs, key, num_steps, record=keep)
+
+
 def measure_env(name: str, extra: list[str], size: dict) -> dict:
     import jax
     import jax.numpy as jnp
 
     from ppo_lab.config import validate
-    from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
+    from ppo_lab.ppo.rollout import batched_reset
     from ppo_lab.ppo.train import make_trainer
     from ppo_lab.run.build import build
 
@@ -141,19 +160,11 @@ def measure_env(name: str, extra: list[str], size: dict) -> dict:
     comp = build(cfg, 1)
     env, params, network, ppo = comp.env, comp.env_params, comp.network, comp.ppo
     n, steps = ppo.num_envs, ppo.num_steps
-    num_actions = env.action_space(params).n
     key = jax.random.PRNGKey(0)
     obs, env_state = jax.jit(lambda k: batched_reset(env, params, k, n))(key)
 
     def env_only(env_state, obs, key):
-        # The same rollout loop as the trainer's, with uniformly random actions and no network.
-        def random_policy(obs, k, mask=None):
-            return jax.random.randint(k, (n,), 0, num_actions), None
-
-        def keep(_, step):
-            return (), (step.reward, jnp.logical_or(step.terminated, step.truncated))
-
-        return rollout(batched_step(env, params, n), random_policy, env_state, obs, key, steps, record=keep)
+        return env_only_rollout(env, params, n, steps, env_state, obs, key)
 
     k = size["train_chunk"]
     trainer = make_trainer(ppo, env, params, network, num_envs=n, chunk_updates=k)

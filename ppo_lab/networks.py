@@ -89,16 +89,15 @@ def per_replica(fn):
 
     @wrapped.def_vmap
     def _loop(axis_size, in_batched, *args):
+        mapped = [a for a, batched in zip(args, in_batched) if batched]
+
+        def one(replica_args):  # `fn` on one replica's slice of each batched argument
+            it = iter(replica_args)
+            return wrapped(*[next(it) if batched else a for a, batched in zip(args, in_batched)])
+
         if axis_size > UNROLL_REPLICAS:
-            mapped = [a for a, batched in zip(args, in_batched) if batched]
-
-            def one(xs):
-                it = iter(xs)
-                return wrapped(*[next(it) if batched else a for a, batched in zip(args, in_batched)])
-
             return jax.lax.map(one, mapped), True
-        take = lambda i: [a[i] if batched else a for a, batched in zip(args, in_batched)]  # noqa: E731
-        return jnp.stack([wrapped(*take(i)) for i in range(axis_size)]), True
+        return jnp.stack([one([a[i] for a in mapped]) for i in range(axis_size)]), True
 
     return wrapped
 

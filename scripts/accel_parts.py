@@ -28,7 +28,7 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
-    from ppo_lab.benchmark import compose, timed_calls
+    from ppo_lab.benchmark import compose, env_only_rollout, timed_calls
     from ppo_lab.hardware import start_jax
 
     base = ["experiment=goodhart", "reward=ground_truth", "ppo.auto_scale=false", "ppo.num_minibatches=1",
@@ -39,7 +39,6 @@ def main(argv=None):
 
     from ppo_lab.config import validate
     from ppo_lab.networks import ActorCritic
-    from ppo_lab.ppo.rollout import batched_step, rollout
     from ppo_lab.ppo.train import make_trainer
     from ppo_lab.run.build import build
 
@@ -66,14 +65,7 @@ def main(argv=None):
 
         if "env" in parts:
             def env_only(state):
-                def random_policy(obs, k, mask=None):
-                    return jax.random.randint(k, (n,), 0, num_actions), None
-
-                def keep(_, step):
-                    return (), (step.reward,)
-
-                return rollout(batched_step(env, params, n), random_policy, state.env_state, state.obs, state.key, steps,
-                               record=keep).records
+                return env_only_rollout(env, params, n, steps, state.env_state, state.obs, state.key).records
             report("env", jax.vmap(env_only), state, env_steps=seeds * n * steps)
         if "rollout" in parts:
             report("rollout", jax.vmap(lambda s: trainer.rollout(s).records), state, env_steps=seeds * n * steps)

@@ -172,7 +172,7 @@ def make_trainer(
                       record=record, stats=counters, action_mask=env_mask)
         traj, cut_short, previous_final_value = out.records
         obs, last_final_obs = out.obs
-        _, _, last_final_value = network.apply(params, obs[:1], last_final_obs, method="with_extra_values")
+        last_final_value = network.apply(params, last_final_obs, method="value")
         final_value = jnp.concatenate([previous_final_value[1:], last_final_value[None]])
         bootstrap = ppo.gamma * jax.lax.stop_gradient(read(final_value)) * cut_short
         return out._replace(obs=obs, records=traj._replace(reward=traj.reward + bootstrap))
