@@ -50,7 +50,7 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
-    from ppo_lab.launching.objective import job_result
+    from ppo_lab.analysis.objective import job_result
     from ppo_lab.run.entry import USER_ERRORS, train
 
     run_dir = _run_dir()

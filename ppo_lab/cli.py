@@ -23,7 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "watch": ("ppo_lab.analysis.watch", "live dashboard of every run under a directory"),
     "aggregate": ("ppo_lab.analysis.aggregate", "statistics across seeds of a sweep (aggregate.csv, curves.png)"),
     "evaluate": ("ppo_lab.run.evaluate", "re-evaluate a saved run from its latest checkpoint"),
-    "replay": ("ppo_lab.envs.foraging.replay", "render one episode of a trained foraging agent to a GIF"),
+    "replay": ("ppo_lab.run.replay", "render one episode of a trained foraging agent to a GIF"),
     "plots": ("ppo_lab.analysis.run_plots", "a PNG panel of one run's training curves"),
     "compare": ("ppo_lab.analysis.compare", "compare runs or benchmarks (table and comparison.png)"),
     "benchmark": ("ppo_lab.benchmark", "the performance suite (steps/s and their ratios)"),

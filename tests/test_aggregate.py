@@ -194,7 +194,7 @@ def test_scaled_resolver_and_expected_jobs(tmp_path):
     from omegaconf import OmegaConf
 
     from ppo_lab.analysis.sweep import expected_jobs_from_config
-    from ppo_lab.launching.resolvers import scaled
+    from ppo_lab.resolvers import scaled
 
     assert scaled(0.001, 1, 0.5) == "0.001,0.0005"
     cfg = OmegaConf.create({"ppo": {"lr": 0.002}, "hydra": {"sweeper": {"params": {"ppo.lr": "${ppo_lab.scaled:${ppo.lr},1,0.5}", "seed": "range(0,8,4)"}},

@@ -98,7 +98,7 @@ def test_no_import_cycles():
 
 def test_rundir_and_analysis_import_no_jax():
     code = "import ppo_lab.rundir, ppo_lab.analysis, ppo_lab.analysis.sweep, ppo_lab.analysis.aggregate, " \
-           "ppo_lab.launching.slurm_jobs, sys; assert 'jax' not in sys.modules, 'jax imported'"
+           "ppo_lab.rundir.slurm_jobs, sys; assert 'jax' not in sys.modules, 'jax imported'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
 

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from conftest import ROOT, launch
-from ppo_lab.envs.foraging.replay import COLOURS, PAD, PANEL_W
+from ppo_lab.run.replay import COLOURS, PAD, PANEL_W
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from ppo_lab import rundir
-from ppo_lab.launching import slurm_jobs
+from ppo_lab.rundir import slurm_jobs
 from ppo_lab.rundir import checkpoints
 
 

@@ -34,7 +34,7 @@ from typing import Sequence
 
 from ppo_lab import rundir
 from ppo_lab.analysis import sweep as sw
-from ppo_lab.launching.slurm_jobs import wait_for_jobs
+from ppo_lab.rundir.slurm_jobs import wait_for_jobs
 from ppo_lab.analysis.criteria import criteria_table
 
 log = logging.getLogger("ppo_lab.analysis.aggregate")

@@ -31,7 +31,7 @@ import numpy as np
 from ppo_lab import rundir
 from ppo_lab.analysis.criteria import seed_criteria
 from ppo_lab.analysis.stats import SUMMARY_KEYS, summarize
-from ppo_lab.launching.slurm_jobs import failed_state, jobs_by_number
+from ppo_lab.rundir.slurm_jobs import failed_state, jobs_by_number
 
 SUMMARY = rundir.SUMMARY
 USED_STATUSES = ("completed", "timed_out")
@@ -176,7 +176,7 @@ def expected_jobs(sweep_dir: Path) -> list[list[str]]:
 def expected_jobs_from_config(cfg) -> list[list[str]]:
     """The jobs (override lists, by job number) that a full config (hydra node included, as in
     multirun.yaml or `launch.py ... --cfg all`) sweeps: hydra.sweeper.params + the task overrides."""
-    import ppo_lab.launching.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...}
+    import ppo_lab.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...}
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf

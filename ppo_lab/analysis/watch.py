@@ -153,7 +153,7 @@ class RunView:
 
     def health(self) -> list[str]:
         from ppo_lab.config import HealthConfig
-        from ppo_lab.run.health import health_warnings
+        from ppo_lab.analysis.health import health_warnings
 
         limits = {**DEFAULT_HEALTH, **{k: v for k, v in (self.config.get("health") or {}).items() if k in DEFAULT_HEALTH}}
         return health_warnings(list(self.latest.values()), HealthConfig(**{k: float(v) for k, v in limits.items()}))

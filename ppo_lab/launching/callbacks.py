@@ -10,7 +10,7 @@
   the command to aggregate it later is printed instead.
 - ``completed_summary`` (called by ``launch.py``) makes a relaunched sweep skip its runs that
   already completed with the same resolved config.
-- ``${ppo_lab.scaled:BASE,F1,F2,...}`` (``ppo_lab.launching.resolvers``, registered when this
+- ``${ppo_lab.scaled:BASE,F1,F2,...}`` (``ppo_lab.resolvers``, registered when this
   module is imported; Hydra imports it before it builds the sweeper).
 
 No jax here: this module is imported in the launching process of every Hydra command.
@@ -27,8 +27,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab import rundir  # jax-free: safe before the hardware settings are applied
-from ppo_lab.launching import slurm_jobs
-from ppo_lab.launching.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}
+from ppo_lab.rundir import slurm_jobs
+from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}
 
 log = logging.getLogger(__name__)
 

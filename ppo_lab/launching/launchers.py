@@ -11,7 +11,7 @@ They are hydra-submitit-launcher 1.2.0's launchers with four changes (see docs/s
   any shell: ``ppo-lab aggregate <sweep_dir> --wait``.
 - **``<sweep_dir>/jobs.json``** records every job (number, SLURM id, overrides, final state),
   so the aggregate can name a cancelled job as failed even though its run dir says "stopped"
-  (the file: ``ppo_lab.rundir.jobs``; states and sacct: ``ppo_lab.launching.slurm_jobs``).
+  (the file: ``ppo_lab.rundir.jobs``; states and sacct: ``ppo_lab.rundir.slurm_jobs``).
 - **The jobs can import this plugin:** Hydra only instantiates launchers from the
   ``hydra_plugins`` package, and the pickled launcher (and Hydra's plugin registry) must be
   importable in the job, so a ``setup`` line puts the repository root on ``PYTHONPATH``.
@@ -37,7 +37,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as _plugin
 from omegaconf import OmegaConf
 
-from ppo_lab.launching.slurm_jobs import final_state, read_jobs, sacct_states, write_jobs
+from ppo_lab.rundir.slurm_jobs import final_state, read_jobs, sacct_states, write_jobs
 
 log = logging.getLogger(__name__)
 

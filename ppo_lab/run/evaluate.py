@@ -19,7 +19,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 # env name -> "module:function(cfg, env, env_params, network, params, key) -> dict[str, float]"
-EXTRA_EVALUATIONS: dict[str, str] = {"foraging": "ppo_lab.envs.foraging.survival:evaluate_policy"}
+EXTRA_EVALUATIONS: dict[str, str] = {"foraging": "ppo_lab.run.survival:evaluate_policy"}
 
 EVAL_KEY_SALT = 0x5EED
 

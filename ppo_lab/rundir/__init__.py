@@ -12,7 +12,7 @@ directory": contract):
     summary      summary.json, benchmark.json, error.txt
     checkpoints  which checkpoints exist (their pytree (de)serialisation: ppo_lab.run.checkpoint)
     stop_file    STOP
-    jobs         jobs.json (the SLURM meaning of its states: ppo_lab.launching.slurm_jobs)
+    jobs         jobs.json (the SLURM meaning of its states: ppo_lab.rundir.slurm_jobs)
     sweep_files  multirun.yaml, .hydra/overrides.yaml, aggregate.csv, runs.csv
 
 The names below are re-exported so that callers write `rundir.read_config(...)`.

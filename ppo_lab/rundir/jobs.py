@@ -1,7 +1,7 @@
 """jobs.json: the jobs a sweep launcher submitted (number, scheduler id, overrides, state).
 
 Only the file here; what the states mean and how to ask SLURM for them is in
-`ppo_lab.launching.slurm_jobs`.
+`ppo_lab.rundir.slurm_jobs`.
 """
 
 from __future__ import annotations

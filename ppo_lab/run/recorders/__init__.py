@@ -112,7 +112,7 @@ class LoggerRecorder:
 def choose_recorders(cfg) -> list[Recorder]:
     """Training: metrics.csv, summary.json, the loggers, progress, health. Benchmark: progress,
     health and benchmark.json only (a measurement, not a result: no run files, no loggers)."""
-    from ppo_lab.run.health import HealthWarnings
+    from ppo_lab.analysis.health import HealthWarnings
     from ppo_lab.run.recorders.console import ProgressRecorder
     from ppo_lab.run.recorders.files import BenchmarkFile, MetricsFile, SummaryFile
 

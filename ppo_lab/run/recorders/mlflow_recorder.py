@@ -118,7 +118,7 @@ def convergence(summary: dict, index: int, target: float | None, rule: dict) -> 
         if index < len(final) and _finite(final[index]) and final[index] >= target:
             return f"train/mean_episode_return {final[index]:.2f} >= train.target_return={target:g}"
     if rule["metric"] is not None:
-        from ppo_lab.launching.objective import ObjectiveError, seed_values
+        from ppo_lab.analysis.objective import ObjectiveError, seed_values
 
         try:
             value = seed_values(summary, rule["metric"])[index]
