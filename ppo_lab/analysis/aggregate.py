@@ -34,8 +34,10 @@ from typing import Sequence
 
 from ppo_lab import rundir
 from ppo_lab.analysis import sweep as sw
-from ppo_lab.rundir.slurm_jobs import wait_for_jobs
 from ppo_lab.analysis.criteria import criteria_table
+from ppo_lab.analysis.figures import plt
+from ppo_lab.analysis.sweep_plots import plot_curves
+from ppo_lab.rundir.slurm_jobs import wait_for_jobs
 
 log = logging.getLogger("ppo_lab.analysis.aggregate")
 
@@ -93,12 +95,9 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
     unit_cols = ["group", *col.swept_keys, "seed", "status", "used", "reason", "job", "job_id", "updates", "run_dir", *col.metrics]
     sw.write_csv(paths["runs"], units, unit_cols)
     if plot:
-        from ppo_lab.analysis.sweep_plots import plot_curves
-        from ppo_lab.analysis.figures import pyplot
-
         metrics = list(curve_metrics or DEFAULT_CURVES)
         fig = plot_curves(col, metrics, confidence=confidence, path=out_dir / "curves.png")
-        pyplot().close(fig)
+        plt.close(fig)
         paths["curves"] = out_dir / "curves.png"
     problems = sw.problem_lines(col)
     if not quiet:

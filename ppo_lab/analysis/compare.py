@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ppo_lab import rundir
+from ppo_lab.analysis.figures import plt, save_figure
 
 COLUMNS = [  # (key, header, format)
     ("kind", "kind", ""),
@@ -97,9 +98,6 @@ def format_table(records: list[dict]) -> str:
 
 
 def plot(records: list[dict], out: Path) -> Path:
-    from ppo_lab.analysis.figures import pyplot, save_figure
-
-    plt = pyplot()
     panels = [("sps", "steps/s (all seeds)"), ("duration_s", "training seconds"), ("compile_s", "compile seconds"),
               ("peak_host_memory_mb", "peak host memory (MB)"), ("final_return", "final return")]
     if any(r.get("device_memory_mb") for r in records):

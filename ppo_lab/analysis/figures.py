@@ -1,23 +1,23 @@
-"""Matplotlib for the lab's plots: a headless backend unless one is already chosen, one way to save."""
+"""Matplotlib for the lab's plots: a headless backend unless one is already chosen, one way to save.
+
+Importing this module picks the Agg backend unless pyplot is already in use or $MPLBACKEND
+names one (a notebook keeps its inline backend; a SLURM job or a test has no display).
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
+import matplotlib
+
+if "matplotlib.pyplot" not in sys.modules and "MPLBACKEND" not in os.environ:
+    matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
+
 DPI = 110
-
-
-def pyplot():
-    """`matplotlib.pyplot`, on the Agg backend unless pyplot is already in use (a notebook
-    keeps its inline backend; a SLURM job or a test has no display)."""
-    import matplotlib
-
-    if "matplotlib.pyplot" not in sys.modules:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def save_figure(fig, path: Path, close: bool = False) -> Path:
@@ -26,5 +26,5 @@ def save_figure(fig, path: Path, close: bool = False) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
     if close:
-        pyplot().close(fig)
+        plt.close(fig)
     return path

@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.stats import bonferroni, cohens_d, summarize, welch_t_test
 from ppo_lab.analysis.sweep import Collection, mean_curve, read_metric_curves
 
@@ -159,9 +160,6 @@ def goodhart_series(col: Collection) -> dict[str, tuple[list, list]]:
 
 def plot_goodhart_curves(col: Collection, confidence: float = 0.95, path: Path | None = None):
     """One panel per mode: paid vs the true objective per 1k steps over training."""
-    from ppo_lab.analysis.figures import pyplot, save_figure
-
-    plt = pyplot()
     series = goodhart_series(col)
     modes = [m for m in modes_in(col) if m in series]
     fig, axes = plt.subplots(1, max(len(modes), 1), figsize=(4.2 * max(len(modes), 1), 3.4),

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from ppo_lab import rundir
+from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.goodhart import PAID, TRUE, draw_goodhart
 
 PANELS = [
@@ -44,9 +45,6 @@ def load_metrics(run_dir: Path):
 
 
 def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
-    from ppo_lab.analysis.figures import pyplot, save_figure
-
-    plt = pyplot()
     run_dir = Path(run_dir)
     df = load_metrics(run_dir)
     try:

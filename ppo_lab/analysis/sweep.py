@@ -22,12 +22,18 @@ missing     a job the sweep defines (``multirun.yaml``) has no run dir or no sum
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+from scipy import stats as st
 
+import ppo_lab.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...} for the configs read here
 from ppo_lab import rundir
 from ppo_lab.analysis.criteria import seed_criteria
 from ppo_lab.analysis.stats import SUMMARY_KEYS, summarize
@@ -44,7 +50,6 @@ AGGREGATE_COLUMNS_TAIL = ["metric", *SUMMARY_KEYS]
 @dataclass
 class Run:
     """One run directory (or one job of a sweep that never produced one)."""
-
     path: Path
     overrides: dict[str, str]
     seeds: list[int]
@@ -63,7 +68,6 @@ class Run:
 @dataclass
 class Unit:
     """One seed of one run: the unit of every statistic."""
-
     run: Run
     seed: int
     group: str
@@ -176,11 +180,6 @@ def expected_jobs(sweep_dir: Path) -> list[list[str]]:
 def expected_jobs_from_config(cfg) -> list[list[str]]:
     """The jobs (override lists, by job number) that a full config (hydra node included, as in
     multirun.yaml or `launch.py ... --cfg all`) sweeps: hydra.sweeper.params + the task overrides."""
-    import ppo_lab.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...}
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
-
     sweeper = OmegaConf.select(cfg, "hydra.sweeper._target_", default=None)
     if sweeper and not str(sweeper).endswith("BasicSweeper"):
         return []  # a sampling sweeper (hydra/sweeper=optuna) defines no grid of jobs up front
@@ -198,8 +197,6 @@ def _multirun_defaults(sweep_dir: Path) -> tuple[int, int, str | None]:
     """(seed, num_seeds, experiment) of the sweep's base config, for runs that did not say."""
     cfg = rundir.read_multirun(sweep_dir)
     if cfg is not None:
-        from omegaconf import OmegaConf
-
         try:
             experiment = OmegaConf.select(cfg, "experiment", default=None)
         except Exception:  # noqa: BLE001 - an interpolation we cannot resolve here
@@ -381,8 +378,6 @@ def read_metric_curves(col: Collection, metric: str) -> dict[str, list[tuple[np.
 def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], confidence: float = 0.95):
     """Mean over units at each timestep that every contributing unit logged, with a Student-t
     interval: returns (x, mean, low, high, n) arrays."""
-    from scipy import stats as st
-
     if not series:
         return (np.array([]),) * 5
     xs = np.unique(np.concatenate([x for x, _ in series]))
@@ -391,8 +386,6 @@ def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], confidence: float = 
         grid[i, np.searchsorted(xs, x)] = y
     n = np.sum(~np.isnan(grid), axis=0)
     with np.errstate(all="ignore"):
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             mean = np.nanmean(grid, axis=0)

@@ -11,14 +11,14 @@ from typing import Sequence
 
 import numpy as np
 
+from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.stats import iqm
 from ppo_lab.analysis.sweep import Collection, mean_curve, read_metric_curves
-from ppo_lab.analysis.figures import pyplot, save_figure
 
 
 def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.95, path: Path | None = None):
     """One panel per metric; per group the mean over its seeds against env steps, with the
     Student-t `confidence` band (where at least two seeds logged that step)."""
-    plt = pyplot()
     metrics = list(metrics) or ["train/mean_episode_return"]
     fig, axes = plt.subplots(1, len(metrics), figsize=(6.0 * len(metrics), 4.0), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
@@ -48,9 +48,6 @@ def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.9
 
 def plot_seed_spread(col: Collection, metric: str, path: Path | None = None):
     """Per group: every used seed's value of `metric` (dots), the mean and the IQM."""
-    plt = pyplot()
-    from ppo_lab.analysis.stats import iqm
-
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(col.groups) + 2), 4.0))
     rng = np.random.default_rng(0)
     for i, group in enumerate(col.groups):
@@ -76,7 +73,6 @@ def plot_seed_spread(col: Collection, metric: str, path: Path | None = None):
 def plot_bars(labels: Sequence[str], means: Sequence[float], lows: Sequence[float], highs: Sequence[float],
               ylabel: str, title: str, reference: Sequence[float] | None = None, path: Path | None = None):
     """Bars with interval whiskers; `reference` (optional) drawn as hollow bars beside them."""
-    plt = pyplot()
     x = np.arange(len(labels))
     means = np.asarray(means, dtype=float)
     err = np.vstack([means - np.asarray(lows, dtype=float), np.asarray(highs, dtype=float) - means])

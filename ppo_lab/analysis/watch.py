@@ -23,13 +23,25 @@ import argparse
 import io
 import math
 import os
+import select
 import sys
+import termios
 import time
+import tty
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.columns import Columns
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
 from ppo_lab import rundir
+from ppo_lab.analysis.health import health_warnings
+from ppo_lab.config import HealthConfig
 
 SKIP_DIRS = {"checkpoints", "wandb", "tb", ".hydra", ".submitit", "__pycache__"}
 MAIN = [  # (column, metric, format)
@@ -68,7 +80,6 @@ def _mean(values) -> float:
 @dataclass
 class RunView:
     """What the dashboard knows about one run; `refresh()` reads only what is new."""
-
     path: Path
     latest: dict = field(default_factory=dict)  # seed -> last row
     finite: dict = field(default_factory=dict)  # seed -> {metric: last finite value}
@@ -152,9 +163,6 @@ class RunView:
         return status
 
     def health(self) -> list[str]:
-        from ppo_lab.config import HealthConfig
-        from ppo_lab.analysis.health import health_warnings
-
         limits = {**DEFAULT_HEALTH, **{k: v for k, v in (self.config.get("health") or {}).items() if k in DEFAULT_HEALTH}}
         return health_warnings(list(self.latest.values()), HealthConfig(**{k: float(v) for k, v in limits.items()}))
 
@@ -189,11 +197,6 @@ STATUS_STYLE = {"running": "green", "completed": "bold blue", "stopped": "yellow
 
 
 def render(root: Path, runs: list[RunView], selected: int, message: str = "", all_details: bool = False):
-    from rich.console import Group
-    from rich.panel import Panel
-    from rich.table import Table
-    from rich.text import Text
-
     table = Table(title=f"ppo_lab.analysis.watch {root}  ({len(runs)} run(s), {time.strftime('%H:%M:%S')})", expand=True, show_lines=False)
     table.add_column("", width=1)
     table.add_column("run", overflow="fold")
@@ -231,11 +234,6 @@ def render(root: Path, runs: list[RunView], selected: int, message: str = "", al
 
 
 def detail(run: RunView, root: Path):
-    from rich.columns import Columns
-    from rich.panel import Panel
-    from rich.table import Table
-    from rich.text import Text
-
     seeds = sorted(run.latest)
     per_seed = Table(title="latest update, per seed", expand=False)
     per_seed.add_column("metric")
@@ -268,8 +266,6 @@ def detail(run: RunView, root: Path):
         body.append(Text("\n".join(warnings), style="bold red"))
     else:
         body.append(Text("health: ok", style="green"))
-    from rich.console import Group
-
     return Panel(Group(*body), title=f"{run.label(root)}  ({run.path})", expand=True)
 
 
@@ -292,8 +288,6 @@ class Dashboard:
 
 def snapshot(root: Path, width: int = 200) -> str:
     """The dashboard as plain text, once (`--once`)."""
-    from rich.console import Console
-
     dash = Dashboard(root)
     views = dash.refresh()
     console = Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None, record=True)
@@ -310,22 +304,15 @@ class _Keys:
     """Single key presses from a terminal (cbreak mode), without blocking."""
 
     def __enter__(self):
-        import termios
-        import tty
-
         self.fd = sys.stdin.fileno()
         self.old = termios.tcgetattr(self.fd)
         tty.setcbreak(self.fd)
         return self
 
     def __exit__(self, *exc):
-        import termios
-
         termios.tcsetattr(self.fd, termios.TCSADRAIN, self.old)
 
     def read(self, timeout: float) -> str | None:
-        import select
-
         ready, _, _ = select.select([sys.stdin], [], [], timeout)
         if not ready:
             return None
@@ -346,9 +333,6 @@ class _Keys:
 
 
 def live(root: Path, interval: float) -> int:
-    from rich.console import Console
-    from rich.live import Live
-
     dash = Dashboard(root)
     console = Console()
     message, confirm = "", False

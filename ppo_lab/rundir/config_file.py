@@ -6,20 +6,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from ppo_lab.config import validate
 from ppo_lab.rundir.atomic import write_text_atomic
 from ppo_lab.rundir.paths import CONFIG, CONFIG_HISTORY
 
 
 def write_config(run_dir: Path, resolved: dict) -> None:
-    from omegaconf import OmegaConf
-
     write_text_atomic(Path(run_dir) / CONFIG, OmegaConf.to_yaml(OmegaConf.create(resolved)))
 
 
 def read_config(run_dir: Path, resolve: bool = True) -> dict:
     """The saved config; `resolve=False` keeps interpolations as written (never fails on them)."""
-    from omegaconf import OmegaConf
-
     path = Path(run_dir) / CONFIG
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory: it has no {CONFIG}")
@@ -42,8 +41,6 @@ def append_config_history(run_dir: Path, entries: list[dict]) -> None:
 
 def read_experiment(run_dir: Path):
     """The `experiment` key of config.yaml, or None (no file, or one that does not parse)."""
-    from omegaconf import OmegaConf
-
     path = Path(run_dir) / CONFIG
     if not path.exists():
         return None
@@ -55,8 +52,6 @@ def read_experiment(run_dir: Path):
 
 def load_run_config(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
     """The RunConfig a run was trained with, optionally with other evaluation settings."""
-    from ppo_lab.config import validate
-
     raw = read_config(run_dir)
     if eval_episodes is not None:
         raw["eval"]["episodes"] = eval_episodes

@@ -19,6 +19,9 @@ from collections import deque
 from pathlib import Path
 from typing import Iterable
 
+import numpy as np
+import pandas as pd
+
 from ppo_lab.rundir.atomic import write_text_atomic
 from ppo_lab.rundir.paths import INT_COLUMNS, KEY_COLUMNS
 
@@ -106,8 +109,6 @@ def read_recent_rows(path: Path, window: int) -> list[dict]:
 def columns_by_seed(path: Path) -> dict[int, dict]:
     """Per seed, every column as a float array ordered by update; a duplicated (update,
     seed) row counts once, the last one written."""
-    import numpy as np
-
     header = read_header(path) or []
     if "seed" not in header or "update" not in header:
         return {}
@@ -121,8 +122,6 @@ def columns_by_seed(path: Path) -> dict[int, dict]:
 
 def metrics_frame(path: Path):
     """metrics.csv as a pandas DataFrame with the same typing as `read_metrics`."""
-    import pandas as pd
-
     header = read_header(path)
     if header is None:
         raise FileNotFoundError(f"{path} does not exist or is empty")

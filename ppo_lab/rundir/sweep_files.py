@@ -8,22 +8,20 @@ import io
 import math
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from ppo_lab.rundir.atomic import write_text_atomic
 from ppo_lab.rundir.paths import HYDRA_OVERRIDES, MULTIRUN
 
 
 def read_overrides(run_dir: Path) -> list[str]:
     """The override strings Hydra recorded for a job ([] when it recorded none)."""
-    from omegaconf import OmegaConf
-
     path = Path(run_dir) / HYDRA_OVERRIDES
     return [str(x) for x in OmegaConf.to_container(OmegaConf.load(path))] if path.exists() else []
 
 
 def read_multirun(sweep_dir: Path):
     """The sweep's full config (`multirun.yaml`, Hydra node included), or None."""
-    from omegaconf import OmegaConf
-
     path = Path(sweep_dir) / MULTIRUN
     return OmegaConf.load(path) if path.exists() else None
 
