@@ -5,42 +5,40 @@
     python launch.py -m seed=0,1,2,3                   # one job per seed (Hydra multirun)
 
 All the work is `ppo_lab.run.entry.train(cfg, run_dir)`; this file adds Hydra (the config,
-the run dir) and the exit code. jax is imported only after the `hardware` group is applied:
-JAX reads its platform and XLA flags at import, so importing it here would ignore hardware=...
+the run dir) and the exit code. Importing the lab imports jax but does not start XLA's
+backend: `train` applies the `hardware` group (`ppo_lab.hardware.start_jax`) before that.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 from pathlib import Path
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
+
+from ppo_lab import rundir
+from ppo_lab.analysis.objective import job_result
+from ppo_lab.run.entry import USER_ERRORS, train
 
 log = logging.getLogger("ppo_lab.launch")
 
 
 def _run_dir() -> Path:
-    from hydra.core.hydra_config import HydraConfig
-
     return Path(HydraConfig.get().runtime.output_dir)
 
 
 def _multirun() -> bool:
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def _forget_empty_run_dir(run_dir: Path) -> None:
     """After a user error, remove the run dir Hydra just made if it holds no result, so a
     bad command line leaves nothing that looks like a run (never touches an existing run)."""
-    import shutil
-
-    from ppo_lab import rundir
-
     if any((run_dir / name).exists() for name in (rundir.CONFIG, rundir.METRICS, rundir.SUMMARY, rundir.CHECKPOINTS)):
         return
     if all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir()):
@@ -50,9 +48,6 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
-    from ppo_lab.analysis.objective import job_result
-    from ppo_lab.run.entry import USER_ERRORS, train
-
     run_dir = _run_dir()
     try:
         return job_result(train(cfg, run_dir), cfg)  # the objective when a sweeper asks for one

@@ -1,9 +1,12 @@
-"""Validated, frozen run configuration.
+"""Validated, frozen run configuration: one typed section per config group.
 
 Hydra composes a `DictConfig`; `validate` takes it resolved to plain dicts, checks every value
-a user can get wrong (the env's own keys too, through the env registry's jax-free checks) and
-returns frozen dataclasses. Errors name the key, the value and what is valid, and are raised
-before jax is imported, anything compiles or the run writes anything.
+a user can get wrong, each section once (the env's own keys through the jax-free check its
+YAML names, `env.check`), and returns frozen dataclasses. Errors name the key, the value and
+what is valid, and are raised before XLA starts, anything compiles or the run writes anything.
+
+The values themselves live in one place, `conf/`: every key is read from the composed config
+(a missing key is an error that names it), never filled in from a second copy here.
 """
 
 from __future__ import annotations
@@ -11,9 +14,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
+from ppo_lab import parts
 from ppo_lab.errors import ConfigError
+
+# The config groups: `conf/` at the top of the repository (the lab runs from its checkout).
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 @dataclass(frozen=True)
@@ -40,11 +48,11 @@ class PPOConfig:
     num_steps: int
     total_timesteps: int
     auto_scale: bool
-    auto_scale_epoch_floor: int = 2
-    auto_scale_reference_batch: int = 256 * 128
-    value_norm: str | None = None  # None or "popart"
-    popart_beta_min: float = 0.001
-    separate_grad_clip: bool = False
+    auto_scale_epoch_floor: int
+    auto_scale_reference_batch: int
+    value_norm: str | None  # None or "popart"
+    popart_beta_min: float
+    separate_grad_clip: bool
 
     @property
     def batch_size(self) -> int:
@@ -61,13 +69,17 @@ class PPOConfig:
 
 @dataclass(frozen=True)
 class NetworkConfig:
+    """`conf/network/*.yaml`: the torso is the module at `target` (`_target_`), built with
+    `torso` (its own keys: hidden_sizes, or conv_channels and dense_size) and `activation`."""
     kind: str
+    target: str
     activation: str
-    privileged_critic: bool = False
-    shared_torso: bool = False
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    conv_channels: tuple[int, ...] = (32, 64, 64)
-    dense_size: int = 512
+    privileged_critic: bool
+    shared_torso: bool
+    torso: tuple[tuple[str, Any], ...]  # the torso's own keys, as sorted (name, value) pairs (hashable)
+
+    def torso_kwargs(self) -> dict:
+        return dict(self.torso)
 
 
 @dataclass(frozen=True)
@@ -84,8 +96,8 @@ class EvalConfig:
     episodes: int
     deterministic: bool
     max_steps: int | None
-    survival_envs: int = 256
-    survival_steps: int = 2048
+    survival_envs: int
+    survival_steps: int
 
 
 @dataclass(frozen=True)
@@ -97,22 +109,74 @@ class HealthConfig:
 
 
 @dataclass(frozen=True)
+class HardwareConfig:
+    """`conf/hardware/*.yaml` (cpu, gpu, tpu): what `ppo_lab.hardware.start_jax` applies."""
+    platform: str
+    allow_fallback: bool
+    host_devices: int | str  # an integer, or "auto" (one per core)
+    num_envs: int | None  # the env count a scale file sizes for this hardware
+    preallocate: bool
+    mem_fraction: float | None
+    compilation_cache_dir: str | None
+    layout: str
+    precision: str
+    memory_limit_gb: float | None
+    conv: str
+
+
+@dataclass(frozen=True)
+class EnvSection:
+    """`conf/env/*.yaml`: the builder at `target` (`_target_`), its jax-free `check`, the extra
+    evaluations it offers, and its own keys (`options`, `name` included) as its builder reads them."""
+    name: str
+    target: str
+    check: str | None
+    evaluations: Mapping[str, str]  # name -> dotted path of `evaluate(cfg, env, env_params, network, params, key)`
+    options: Mapping[str, Any]
+
+    def get(self, key: str, default=None):
+        return self.options.get(key, default)
+
+    def __getitem__(self, key: str):
+        return self.options[key]
+
+
+@dataclass(frozen=True)
+class RewardSection:
+    """`conf/reward/*.yaml`: a reward mode by `name` and its keys, as the env reads them."""
+    name: str
+    options: Mapping[str, Any]
+
+    def get(self, key: str, default=None):
+        return self.options.get(key, default)
+
+
+@dataclass(frozen=True)
+class LoggerSpec:
+    """One entry of `logger` (`conf/logger/<name>.yaml`): the factory at `target`
+    (`_target_`; null for csv, whose metrics.csv is always written) and its options."""
+    name: str
+    target: str | None
+    options: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class RunConfig:
     seed: int
     num_seeds: int
     experiment: str
     resume: str | None
     benchmark: bool
-    env: Mapping[str, Any]
-    reward: Mapping[str, Any]
+    env: EnvSection
+    reward: RewardSection
     ppo: PPOConfig
     network: NetworkConfig
     train: TrainConfig
     eval: EvalConfig
     health: HealthConfig
     checkpoint_every_min: float
-    hardware: Mapping[str, Any]
-    logger: Mapping[str, Any]
+    hardware: HardwareConfig
+    logger: Mapping[str, LoggerSpec]
     extra: Mapping[str, Any] = field(default_factory=dict)
     # The whole resolved config (plain dicts) this RunConfig was validated from: what
     # config.yaml, loggers and the resume check see. Not part of equality: it repeats the fields.
@@ -125,10 +189,10 @@ class RunConfig:
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
 LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
-PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay fp32
+PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
 VALUE_NORMS = (None, "popart")
-NETWORK_KINDS = ("mlp", "cnn")
+PLATFORMS = ("cpu", "gpu", "tpu")
 
 
 def _require(cond: bool, key: str, value, valid: str) -> None:
@@ -188,11 +252,11 @@ def _ppo(s: Mapping) -> PPOConfig:
         num_steps=n("num_steps", int),
         total_timesteps=n("total_timesteps", int),
         auto_scale=_flag(s, "ppo", "auto_scale"),
-        auto_scale_epoch_floor=n("auto_scale_epoch_floor", int) if "auto_scale_epoch_floor" in s else 2,
-        auto_scale_reference_batch=n("auto_scale_reference_batch", int) if "auto_scale_reference_batch" in s else 256 * 128,
+        auto_scale_epoch_floor=n("auto_scale_epoch_floor", int),
+        auto_scale_reference_batch=n("auto_scale_reference_batch", int),
         value_norm=s.get("value_norm"),
-        popart_beta_min=n("popart_beta_min") if "popart_beta_min" in s else 0.001,
-        separate_grad_clip=_flag(s, "ppo", "separate_grad_clip") if "separate_grad_clip" in s else False,
+        popart_beta_min=n("popart_beta_min"),
+        separate_grad_clip=_flag(s, "ppo", "separate_grad_clip"),
     )
     _require(ppo.value_norm in VALUE_NORMS, "ppo.value_norm", ppo.value_norm, f"one of {list(VALUE_NORMS)}")
     _require(0 < ppo.popart_beta_min <= 1, "ppo.popart_beta_min", ppo.popart_beta_min, "a step size in (0, 1]")
@@ -231,25 +295,33 @@ def _ppo(s: Mapping) -> PPOConfig:
     return ppo
 
 
-def _network(s: Mapping) -> NetworkConfig:
+NETWORK_KEYS = ("_target_", "kind", "activation", "privileged_critic", "shared_torso")
+
+
+def validate_network(s: Mapping) -> NetworkConfig:
     kind = s.get("kind")
-    _require(kind in NETWORK_KINDS, "network.kind", kind, f"one of {list(NETWORK_KINDS)}")
+    _require(isinstance(kind, str) and kind, "network.kind", kind, "a name for the network (mlp, cnn, ...)")
+    target = s.get("_target_")
+    _require(isinstance(target, str) and "." in target, "network._target_", target,
+             "the dotted path of a flax torso module, e.g. ppo_lab.networks.MLPTorso")
     act = s.get("activation")
     _require(act in ACTIVATIONS, "network.activation", act, f"one of {list(ACTIVATIONS)}")
-    sizes = tuple(s.get("hidden_sizes", (64, 64)))
-    _require(all(isinstance(h, int) and h > 0 for h in sizes), "network.hidden_sizes", list(sizes), "positive integers")
-    convs = tuple(s.get("conv_channels", (32, 64, 64)))
-    _require(all(isinstance(c, int) and c > 0 for c in convs), "network.conv_channels", list(convs), "positive integers")
-    dense = s.get("dense_size", 512)
-    _require(isinstance(dense, int) and dense > 0, "network.dense_size", dense, "a positive integer")
+    torso = {k: v for k, v in s.items() if k not in NETWORK_KEYS}
+    for key in ("hidden_sizes", "conv_channels"):
+        if key in torso:
+            sizes = torso[key] = tuple(torso[key])
+            _require(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in sizes),
+                     f"network.{key}", list(sizes), "positive integers")
+    if "dense_size" in torso:
+        dense = torso["dense_size"]
+        _require(isinstance(dense, int) and dense > 0, "network.dense_size", dense, "a positive integer")
     return NetworkConfig(
         kind=kind,
+        target=target,
         activation=act,
-        privileged_critic=_flag(s, "network", "privileged_critic") if "privileged_critic" in s else False,
-        shared_torso=_flag(s, "network", "shared_torso") if "shared_torso" in s else False,
-        hidden_sizes=sizes,
-        conv_channels=convs,
-        dense_size=dense,
+        privileged_critic=_flag(s, "network", "privileged_critic"),
+        shared_torso=_flag(s, "network", "shared_torso"),
+        torso=tuple(sorted(torso.items())),
     )
 
 
@@ -274,8 +346,8 @@ def _eval(s: Mapping) -> EvalConfig:
         episodes=_number(s, "eval", "episodes", int),
         deterministic=_flag(s, "eval", "deterministic"),
         max_steps=_optional(s, "eval", "max_steps", int),
-        survival_envs=_number(s, "eval", "survival_envs", int) if "survival_envs" in s else 256,
-        survival_steps=_number(s, "eval", "survival_steps", int) if "survival_steps" in s else 2048,
+        survival_envs=_number(s, "eval", "survival_envs", int),
+        survival_steps=_number(s, "eval", "survival_steps", int),
     )
     _require(e.survival_envs >= 1, "eval.survival_envs", e.survival_envs, "an integer >= 1")
     _require(e.survival_steps >= 1, "eval.survival_steps", e.survival_steps, "an integer >= 1")
@@ -289,45 +361,100 @@ def _health(s: Mapping) -> HealthConfig:
     return HealthConfig(**{k: _number(s, "health", k) for k in ("entropy_min", "kl_min", "kl_max", "clip_frac_max")})
 
 
-def validate_hardware(s: Mapping) -> dict:
-    """Check the `hardware` section alone: launchers apply it before anything imports jax."""
-    platform = s.get("platform")
-    _require(platform in ("cpu", "gpu", "tpu"), "hardware.platform", platform, "one of ['cpu', 'gpu', 'tpu']")
-    hd = s.get("host_devices", 1)
+def _known(s: Mapping, section: str, keys) -> None:
+    unknown = sorted(set(s) - set(keys))
+    if unknown:
+        raise ConfigError(f"{section}.{unknown[0]}", s[unknown[0]], f"one of the known keys {sorted(keys)}")
+
+
+def validate_hardware(s: Mapping) -> HardwareConfig:
+    """Check the `hardware` section alone: launchers apply it before XLA's backend starts."""
+    if isinstance(s, HardwareConfig):
+        return s
+    _known(s, "hardware", [f.name for f in dataclasses.fields(HardwareConfig)])
+    for key in [f.name for f in dataclasses.fields(HardwareConfig)]:
+        _require(key in s, f"hardware.{key}", None, "a value (the key is missing)")
+    platform = s["platform"]
+    _require(platform in PLATFORMS, "hardware.platform", platform, f"one of {list(PLATFORMS)}")
+    hd = s["host_devices"]
     _require(hd == "auto" or (isinstance(hd, int) and hd >= 1), "hardware.host_devices", hd, "'auto' or an integer >= 1")
-    mf = s.get("mem_fraction")
+    mf = s["mem_fraction"]
     _require(mf is None or (isinstance(mf, (int, float)) and 0 < mf <= 1), "hardware.mem_fraction", mf, "null or a fraction in (0, 1]")
-    layout = s.get("layout", "auto")
+    layout = s["layout"]
     _require(layout in LAYOUTS, "hardware.layout", layout, f"one of {list(LAYOUTS)}")
-    conv = s.get("conv", "auto")
+    conv = s["conv"]
     _require(conv in CONVS, "hardware.conv", conv, f"one of {list(CONVS)}")
-    precision = s.get("precision", "fp32")
+    precision = s["precision"]
     _require(precision in PRECISIONS, "hardware.precision", precision, f"one of {list(PRECISIONS)}")
-    cap = s.get("memory_limit_gb")
+    cap = s["memory_limit_gb"]
     _require(cap is None or (isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap > 0),
              "hardware.memory_limit_gb", cap, "null or a number of GB > 0")
-    return dict(s)
+    for key in ("allow_fallback", "preallocate"):
+        _flag(s, "hardware", key)
+    envs = s["num_envs"]
+    _require(envs is None or (isinstance(envs, int) and envs >= 1), "hardware.num_envs", envs, "null or an integer >= 1")
+    cache = s["compilation_cache_dir"]
+    _require(cache is None or isinstance(cache, str), "hardware.compilation_cache_dir", cache, "null or a folder")
+    return HardwareConfig(**{f.name: s[f.name] for f in dataclasses.fields(HardwareConfig)})
+
+
+ENV_WIRING_KEYS = ("_target_", "check", "evaluations")
+
+
+def _env(s: Mapping, reward: RewardSection) -> EnvSection:
+    """The `env` section: its wiring checked here, its own keys by the check it names."""
+    name = s.get("name")
+    _require(isinstance(name, str) and name, "env.name", name, f"an environment name, one of {env_options()}")
+    target = s.get("_target_")
+    _require(isinstance(target, str) and "." in target, "env._target_", target,
+             "the dotted path of the env's builder, e.g. ppo_lab.envs.foraging.world.build")
+    check = s.get("check")
+    _require(check is None or isinstance(check, str), "env.check", check, "null or the dotted path of a jax-free check")
+    evaluations = dict(s.get("evaluations") or {})
+    _require(all(isinstance(v, str) for v in evaluations.values()), "env.evaluations", evaluations,
+             "a mapping of name -> dotted path of an evaluation function")
+    options = {k: v for k, v in s.items() if k not in ENV_WIRING_KEYS}
+    _require(name in env_options(), "env.name", name, f"one of {env_options()}")
+    if check is not None:
+        parts.call("env.check", check, options, dict(reward.options))
+    return EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options)
+
+
+def env_options() -> list[str]:
+    """The env group's options: the files of `conf/env/` next to this package."""
+    return sorted(p.stem for p in CONF_DIR.joinpath("env").glob("*.yaml"))
+
+
+def _logger(s: Mapping | None) -> dict[str, LoggerSpec]:
+    specs = {}
+    for name, options in dict(s or {}).items():
+        options = dict(options or {})
+        _require("_target_" in options, f"logger.{name}._target_", None,
+                 f"the dotted path of the logger's factory (conf/logger/{name}.yaml writes it)")
+        target = options.pop("_target_")
+        _require(target is None or (isinstance(target, str) and "." in target), f"logger.{name}._target_", target,
+                 "null or the dotted path of a logger factory")
+        specs[name] = LoggerSpec(name=name, target=target, options=options)
+    return specs
 
 
 def validate(cfg: Mapping[str, Any]) -> RunConfig:
     """Check a resolved config (plain nested dicts) and freeze it into a RunConfig."""
-    from ppo_lab.envs.registry import check_env_config  # jax-free: the env modules stay unloaded
-
     seed = _number(cfg, "", "seed", int) if "seed" in cfg else 0
     num_seeds = _number(cfg, "", "num_seeds", int)
     _require(num_seeds >= 1, "num_seeds", num_seeds, "an integer >= 1")
     _require(seed >= 0, "seed", seed, "an integer >= 0")
-    env = dict(cfg["env"])
-    _require(isinstance(env.get("name"), str), "env.name", env.get("name"), "an environment name")
-    reward = dict(cfg.get("reward") or {"name": "default"})
-    check_env_config(env, reward)
+    reward_section = dict(cfg.get("reward") or {"name": "default"})
+    _require(isinstance(reward_section.get("name"), str), "reward.name", reward_section.get("name"), "a reward mode name")
+    reward = RewardSection(name=reward_section["name"], options=reward_section)
+    env = _env(cfg["env"], reward)
     every = _number(cfg["checkpoint"], "checkpoint", "every_min")
     _require(every > 0, "checkpoint.every_min", every, "minutes > 0")
     benchmark = cfg.get("benchmark", False)
     _require(isinstance(benchmark, bool), "benchmark", benchmark, "true or false")
     resume = cfg.get("resume")
     _require(resume is None or isinstance(resume, str), "resume", resume, "null or a run directory")
-    logger = dict(cfg.get("logger") or {})
+    logger = _logger(cfg.get("logger"))
     known = {f.name for f in dataclasses.fields(RunConfig)} | {"checkpoint"}
     known.discard("resolved")
     return RunConfig(
@@ -339,7 +466,7 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
         env=env,
         reward=reward,
         ppo=_ppo(cfg["ppo"]),
-        network=_network(cfg["network"]),
+        network=validate_network(cfg["network"]),
         train=_train(cfg["train"]),
         eval=_eval(cfg["eval"]),
         health=_health(cfg["health"]),

@@ -1,9 +1,11 @@
-"""Apply the `hardware` config group. Must run before the first `import jax`.
+"""Apply the `hardware` config group. Must run before XLA's backend starts.
 
-JAX reads its platform and XLA flags when it is imported / its backend starts, and Hydra's
-`hydra.job.env_set` is applied too late for that, so every entry point calls `start_jax`
-(apply, import, configure, check the devices) before anything imports jax
-(`docs/toolchain.md`).
+XLA reads its flags (the host device count, GPU memory settings) when its backend starts, and
+Hydra's `hydra.job.env_set` is applied too late for that, so every entry point calls
+`start_jax` (apply, configure, check the devices) before anything starts the backend.
+Importing jax, flax or optax does not start it (their modules import at the top everywhere);
+importing gymnax or Jumanji does, which is why env adapters are loaded late
+(`ppo_lab/parts.py`, `docs/toolchain.md`).
 """
 
 from __future__ import annotations
@@ -11,9 +13,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Mapping
+
+import jax
+from jax._src import xla_bridge  # backends_are_initialized: has XLA's backend started yet?
+
+from ppo_lab.config import HardwareConfig, validate_hardware
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +41,8 @@ def host_core_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def resolve_host_devices(hw: Mapping) -> int:
-    value = hw.get("host_devices", 1)
+def resolve_host_devices(hw: HardwareConfig) -> int:
+    value = hw.host_devices
     return host_core_count() if value == "auto" else int(value)
 
 
@@ -45,8 +51,8 @@ def _set_xla_flag(name: str, value) -> None:
     os.environ["XLA_FLAGS"] = " ".join(flags + [f"--{name}={value}"])
 
 
-def cache_dir(hw: Mapping) -> Path | None:
-    path = hw.get("compilation_cache_dir")
+def cache_dir(hw: HardwareConfig) -> Path | None:
+    path = hw.compilation_cache_dir
     if not path:
         return None
     path = Path(os.path.expanduser(str(path)))
@@ -56,28 +62,33 @@ def cache_dir(hw: Mapping) -> Path | None:
 _APPLIED: dict | None = None  # what this process's JAX was started with
 
 
-def _startup_settings(hw: Mapping) -> dict:
+def _startup_settings(hw: HardwareConfig) -> dict:
     keys = ("platform", "host_devices", "preallocate", "mem_fraction")
-    return {k: hw.get(k) for k in keys}
+    return {k: getattr(hw, k) for k in keys}
 
 
-def apply_hardware(hw: Mapping) -> None:
-    """Set the environment variables JAX reads at import. Call before `import jax`.
+def backend_started() -> bool:
+    return xla_bridge.backends_are_initialized()
+
+
+def apply_hardware(hw: HardwareConfig) -> None:
+    """Set what XLA reads when its backend starts. Call before anything starts it.
 
     Several jobs in one process (Hydra's basic launcher) share one JAX: a later job can only
     run with the settings the first one applied, so it is told when it asks for others."""
     global _APPLIED
     wanted = _startup_settings(hw)
-    if "jax" in sys.modules:
+    if backend_started():
         if _APPLIED is None:
-            log.warning("jax was imported before the hardware settings were applied; they may not take effect")
+            log.warning("XLA's backend started before the hardware settings were applied; they may not take effect")
         elif wanted != _APPLIED:
             log.warning("this process's JAX started with %s; %s cannot take effect here (run it in its own process)", _APPLIED, wanted)
         return
     _APPLIED = wanted
-    platform = hw["platform"]
+    platform = hw.platform
     if platform == "cpu":
         os.environ["JAX_PLATFORMS"] = "cpu"
+        jax.config.update("jax_platforms", "cpu")  # jax read JAX_PLATFORMS when it was imported
         # One XLA device per core: a single CPU device does not keep two cores busy with
         # PPO's small ops; sharding seeds over per-core devices does (1.6x on 2 cores).
         _set_xla_flag("xla_force_host_platform_device_count", resolve_host_devices(hw))
@@ -85,15 +96,14 @@ def apply_hardware(hw: Mapping) -> None:
         # Leave the choice to JAX and verify afterwards: naming an absent plugin in
         # JAX_PLATFORMS fails with a message about plugins, not about the user's request.
         os.environ.pop("JAX_PLATFORMS", None)
-    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true" if hw.get("preallocate") else "false"
-    if hw.get("mem_fraction") is not None:
-        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(hw["mem_fraction"])
+        jax.config.update("jax_platforms", None)
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true" if hw.preallocate else "false"
+    if hw.mem_fraction is not None:
+        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(hw.mem_fraction)
 
 
-def configure_jax(hw: Mapping) -> None:
-    """Settings that go through jax.config (after import, before the first compile)."""
-    import jax
-
+def configure_jax(hw: HardwareConfig) -> None:
+    """Settings that go through jax.config (before the first compile)."""
     path = cache_dir(hw)
     if path is not None:
         path.mkdir(parents=True, exist_ok=True)
@@ -104,11 +114,9 @@ def configure_jax(hw: Mapping) -> None:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-def check_devices(hw: Mapping) -> list:
+def check_devices(hw: HardwareConfig) -> list:
     """Return the local devices, failing clearly if they are not what `hardware` asked for."""
-    import jax
-
-    wanted = hw["platform"]
+    wanted = hw.platform
     try:
         devices = jax.local_devices()
     except RuntimeError as exc:
@@ -119,20 +127,19 @@ def check_devices(hw: Mapping) -> list:
             f"hardware={wanted} was asked for, but JAX found only {got} devices {devices}. "
             f"Use hardware={got}, or allow a fallback explicitly with hardware.allow_fallback=true."
         )
-        if not hw.get("allow_fallback"):
+        if not hw.allow_fallback:
             raise HardwareError(message)
         log.warning("FALLBACK: %s Continuing on %s because hardware.allow_fallback=true.", message, got)
     log.info("devices: %d x %s (%s)", len(devices), got, ", ".join(str(d) for d in devices))
     return devices
 
 
-def start_jax(hw: Mapping) -> list:
-    """The one start-up every entry point makes: check the `hardware` section, set what JAX
-    reads at import, import it, apply the jax.config settings and return the local devices
-    (a HardwareError if they are not what was asked for). Call before anything imports jax."""
-    from ppo_lab.config import validate_hardware
-
-    hw = validate_hardware(hw)
+def start_jax(hw: HardwareConfig | Mapping) -> list:
+    """The one start-up every entry point makes: check the `hardware` section, set what XLA
+    reads when its backend starts, apply the jax.config settings and return the local devices
+    (a HardwareError if they are not what was asked for). Call before anything starts the
+    backend (before an env is built)."""
+    hw = hw if isinstance(hw, HardwareConfig) else validate_hardware(hw)
     apply_hardware(hw)
     configure_jax(hw)
     return check_devices(hw)

@@ -9,26 +9,25 @@ Two choices follow the hardware, neither changes the parameters (names, shapes, 
 initial values), so a checkpoint trained with one loads with the other:
 - `conv`: "im2col" (`Conv3x3`, matmuls) on CPU, "native" (`flax.linen.Conv`) on GPU and TPU
   (`conv_for_platform`);
-- `precision`: "fp32", or "bf16": layers compute in bfloat16 on fp32 parameters (flax's
+- `precision`: fp32 (float32), or bf16: layers compute in bfloat16 on fp32 parameters (flax's
   `dtype` vs `param_dtype`); logits and values come out in fp32, so losses, advantages and the
   optimiser (state and updates) stay fp32.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
-
-from typing import Any
+from typing import Any, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppo_lab.config import NetworkConfig
+from ppo_lab import parts
+from ppo_lab.config import PRECISIONS, NetworkConfig
 
 ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "elu": nn.elu}
-COMPUTE_DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
+COMPUTE_DTYPES = dict(zip(PRECISIONS, (jnp.float32, jnp.bfloat16)))
 
 
 def conv_for_platform(platform: str, requested: str = "auto") -> str:
@@ -149,7 +148,6 @@ class Conv3x3(nn.Module):
     """A 3x3 SAME convolution with `nn.Conv(features, (3, 3), padding="SAME")`'s parameters
     (kernel (3, 3, C, F), bias), computed by `impl`: "im2col" (CPU), "native" (GPU/TPU) or
     "xla" (JAX's plain convolution gradient, for comparison)."""
-
     features: int
     impl: str = "im2col"
     dtype: Any = None  # compute dtype (None: the input's); parameters are fp32
@@ -168,7 +166,6 @@ class Conv3x3(nn.Module):
 
 class CNNTorso(nn.Module):
     """3x3 convolutions (padding SAME), flatten, one dense layer. Input NHWC."""
-
     conv_channels: Sequence[int]
     dense_size: int
     activation: str
@@ -187,9 +184,13 @@ class CNNTorso(nn.Module):
 
 
 def _torso(cfg: NetworkConfig, name: str, conv: str, dtype) -> nn.Module:
-    if cfg.kind == "mlp":
-        return MLPTorso(cfg.hidden_sizes, cfg.activation, dtype, name=name)
-    return CNNTorso(cfg.conv_channels, cfg.dense_size, cfg.activation, conv, dtype, name=name)
+    """The torso `conf/network/<kind>.yaml` names (`_target_`), with its own keys; a torso that
+    has a `conv` field (the CNN) gets the hardware's convolution."""
+    torso = parts.load("network._target_", cfg.target)
+    kwargs = {**cfg.torso_kwargs(), "activation": cfg.activation, "dtype": dtype, "name": name}
+    if "conv" in getattr(torso, "__dataclass_fields__", {}):
+        kwargs["conv"] = conv
+    return torso(**kwargs)
 
 
 class ActorCritic(nn.Module):
@@ -197,7 +198,7 @@ class ActorCritic(nn.Module):
     cfg: NetworkConfig
     actor_obs_channels: int | None = None
     conv: str = "im2col"  # conv_for_platform
-    precision: str = "fp32"  # COMPUTE_DTYPES
+    precision: str = PRECISIONS[0]  # COMPUTE_DTYPES
 
     def setup(self):
         if self.precision not in COMPUTE_DTYPES:

@@ -4,6 +4,7 @@ user runs it (`launch`, a separate process: for signals, kills, exit codes, devi
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from ppo_lab.config import validate, validate_hardware, validate_network
 from ppo_lab.hardware import apply_hardware
+from ppo_lab.run.entry import train
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,21 +39,17 @@ TINY = [
 # XLA reads its flags once, at import: this test process's JAX runs what TINY asks for (one
 # CPU device), so in-process runs (`train_run`) get the devices their config checks for.
 # A test that needs another device layout runs launch.py in its own process.
-apply_hardware({"platform": "cpu", "host_devices": 1, "preallocate": False})
-
-
 def compose_config(overrides):
     """The config launch.py would run for these overrides (Hydra's compose API)."""
-    from hydra import compose, initialize_config_dir
-
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         return compose(config_name="config", overrides=list(overrides))
 
 
+apply_hardware(validate_hardware(OmegaConf.to_container(compose_config(["hardware.host_devices=1"]).hardware)))
+
+
 def train_run(overrides, run_dir: Path) -> dict:
     """One run in this process, exactly as launch.py runs it; returns its summary."""
-    from ppo_lab.run.entry import train
-
     return train(compose_config(overrides), run_dir)
 
 
@@ -115,3 +117,18 @@ def pytest_sessionfinish(session, exitstatus):
         print(f"\nCI=true: {len(_skipped_cluster_tests)} cluster test(s) skipped, which CI does not allow: "
               + ", ".join(_skipped_cluster_tests[:5]), file=sys.stderr)
         session.exitstatus = 1
+
+
+def ppo_config(**fields):
+    """A PPOConfig from `conf/ppo/default.yaml` (the one source of defaults) with `fields` set."""
+    resolved = OmegaConf.to_container(compose_config(["env=cartpole"]), resolve=True)
+    return dataclasses.replace(validate(resolved).ppo, **fields)
+
+
+def network_config(kind: str = "mlp", **keys):
+    """A NetworkConfig from `conf/network/<kind>.yaml` with `keys` set; keys that YAML does not
+    have (another kind's torso keys, which some tests pass for both kinds) are left out."""
+    resolved = OmegaConf.to_container(compose_config(["env=cartpole", f"network={kind}"]), resolve=True)
+    resolved["network"].update({k: list(v) if isinstance(v, tuple) else v for k, v in keys.items()
+                                if k in resolved["network"]})
+    return validate_network(resolved["network"])

@@ -37,25 +37,34 @@ def _valid_reward_for(env: str) -> str:
 
 
 def _assert_carried_over(resolved: dict, run) -> None:
-    """The validated RunConfig holds exactly the composed values (defaults where a key is absent)."""
-    for section in ("ppo", "network", "train", "eval", "health"):
+    """The validated RunConfig holds exactly the composed values: conf/ is the one source, so
+    every field comes from a composed key (a field without one would be a second default)."""
+    as_list = lambda v: list(v) if isinstance(v, tuple) else v  # noqa: E731
+    for section in ("ppo", "train", "eval", "health", "hardware"):
         frozen = getattr(run, section)
         for f in dataclasses.fields(frozen):
-            composed = resolved[section].get(f.name, f.default)
-            got = getattr(frozen, f.name)
-            as_list = lambda v: list(v) if isinstance(v, tuple) else v  # noqa: E731
-            assert as_list(got) == as_list(composed), (section, f.name)
-    assert dict(run.env) == resolved["env"] and dict(run.hardware) == resolved["hardware"]
-    assert dict(run.reward) == resolved["reward"] and dict(run.logger) == resolved["logger"]
+            assert f.name in resolved[section], f"{section}.{f.name} is not in the composed config"
+            assert as_list(getattr(frozen, f.name)) == as_list(resolved[section][f.name]), (section, f.name)
+    network = resolved["network"]
+    assert run.network.target == network["_target_"] and run.network.kind == network["kind"]
+    assert run.network.activation == network["activation"]
+    assert {k: as_list(v) for k, v in run.network.torso_kwargs().items()} == {
+        k: v for k, v in network.items() if k not in ("_target_", "kind", "activation", "privileged_critic", "shared_torso")}
+    env = resolved["env"]
+    assert run.env.target == env["_target_"] and run.env.check == env.get("check")
+    assert {**run.env.options, "_target_": run.env.target, "check": run.env.check,
+            **({"evaluations": dict(run.env.evaluations)} if "evaluations" in env else {})} == {"check": None, **env}
+    assert dict(run.reward.options) == resolved["reward"] and run.reward.name == resolved["reward"]["name"]
+    assert {name: {"_target_": spec.target, **spec.options} for name, spec in run.logger.items()} == resolved["logger"]
     assert run.experiment == resolved["experiment"] and run.num_seeds == resolved["num_seeds"]
 
 
 # What each group's option must show up as in the validated config.
 OPTION_FIELD = {
-    "env": lambda run: run.env["name"],
-    "reward": lambda run: run.reward["name"],
+    "env": lambda run: run.env.name,
+    "reward": lambda run: run.reward.name,
     "network": lambda run: run.network.kind,
-    "hardware": lambda run: run.hardware["platform"],
+    "hardware": lambda run: run.hardware.platform,
     "logger": lambda run: next(iter(run.logger)),
     "experiment": lambda run: run.experiment,
 }
@@ -87,7 +96,7 @@ def test_full_cross_product_of_structural_groups():
                     resolved = OmegaConf.to_container(cfg, resolve=True)
                     run = validate(resolved)
                     _assert_carried_over(resolved, run)
-                    assert (run.env["name"], run.network.kind, run.hardware["platform"]) == (env, network, hardware)
+                    assert (run.env.name, run.network.kind, run.hardware.platform) == (env, network, hardware)
 
 
 def test_logger_list_composes():
@@ -117,7 +126,7 @@ from ppo_lab.config import validate
 with initialize_config_dir(config_dir={str(CONF)!r}, version_base="1.3"):
     run = validate(OmegaConf.to_container(compose(config_name="config"), resolve=True))
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "jaxlib", "flax", "optax", "gymnax"))
-print(json.dumps({{"env": run.env["name"], "heavy": heavy}}))
+print(json.dumps({{"env": run.env.name, "heavy": heavy}}))
 """
     proc = subprocess.run([sys.executable, "-c", code], cwd=CONF.parent, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

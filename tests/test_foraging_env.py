@@ -9,7 +9,12 @@ import pytest
 
 from ppo_lab.envs.foraging.config import MODES
 from ppo_lab.envs.foraging.world import ACTION_NAMES, EnvState, build
-from ppo_lab.envs.registry import make_env
+from omegaconf import OmegaConf
+
+from ppo_lab.config import validate
+from ppo_lab.envs.make import make_env
+
+from conftest import compose_config
 from ppo_lab.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(120)
@@ -334,8 +339,11 @@ def test_gymnax_api_jit_vmap_six_values(fresh_world):
     assert len(env.step(jax.random.PRNGKey(0), s, 0)) == 6
 
 
-def test_registry_builds_foraging():
-    env, p = make_env({**TINY}, {"name": "proxy"}, privileged_critic=False)
+def test_env_yaml_builds_foraging():
+    """conf/env/foraging.yaml's `_target_`, through the validated config, builds the world."""
+    overrides = ["env=foraging", "reward=proxy", *[f"env.{k}={v}" for k, v in TINY.items()]]
+    cfg = validate(OmegaConf.to_container(compose_config(overrides), resolve=True))
+    env, p = make_env(cfg.env, cfg.reward, privileged_critic=False)
     assert env.grid_size == 7 and bool(p.immortal)
 
 

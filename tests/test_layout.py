@@ -6,14 +6,16 @@ import json
 
 import pytest
 
-from conftest import TINY, launch
+from omegaconf import OmegaConf
+
+from conftest import TINY, compose_config, launch, ppo_config
 from ppo_lab.config import PPOConfig, validate_hardware
 from ppo_lab.errors import ConfigError
 from ppo_lab.ppo.parallel import ENVS_SPLIT_MIN_ROWS, choose_layout
 
 
 def _ppo(num_envs: int, num_steps: int = 128, num_minibatches: int = 4) -> PPOConfig:
-    return PPOConfig(lr=2.5e-4, lr_final=0.0, anneal_lr=True, gamma=0.99, gae_lambda=0.95, clip_eps=0.2, clip_eps_final=0.2,
+    return ppo_config(lr=2.5e-4, lr_final=0.0, anneal_lr=True, gamma=0.99, gae_lambda=0.95, clip_eps=0.2, clip_eps_final=0.2,
                      clip_vloss=True, vf_coef=0.5, ent_coef_initial=0.01, ent_coef_final=0.01, entropy_floor=None,
                      entropy_floor_coef=0.1, max_grad_norm=0.5, update_epochs=4, num_minibatches=num_minibatches,
                      normalize_advantages=True, bootstrap_truncation=True, num_envs=num_envs, num_steps=num_steps,
@@ -50,7 +52,7 @@ def test_forced_layouts():
 
 def test_bad_layout_names_the_choices():
     with pytest.raises(ConfigError, match="hardware.layout.*'auto', 'seeds', 'envs', 'single'"):
-        validate_hardware({"platform": "cpu", "layout": "diagonal"})
+        validate_hardware({**OmegaConf.to_container(compose_config([]).hardware), "layout": "diagonal"})
 
 
 @pytest.mark.slow

@@ -8,6 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from conftest import network_config
+
 from ppo_lab.ppo.distributions import (
     MASKED_LOGIT,
     categorical_entropy,
@@ -140,7 +142,7 @@ def test_trainer_logs_zero_invalid_actions_and_masked_entropy():
     from test_ppo_math import _ppo
 
     env, params = _rare_actions()
-    network = ActorCritic(env.num_actions, NetworkConfig(kind="mlp", activation="tanh"))
+    network = ActorCritic(env.num_actions, network_config(kind="mlp", activation="tanh"))
     ppo = _ppo(num_envs=16, num_steps=128, total_timesteps=16 * 128 * 3, update_epochs=1, num_minibatches=2)
     trainer = make_trainer(ppo, env, params, network, num_envs=16, chunk_updates=3)
     state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))

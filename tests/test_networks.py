@@ -13,6 +13,8 @@ import pytest
 
 from ppo_lab.networks import ActorCritic, Conv3x3, conv_for_platform
 
+from conftest import network_config
+
 
 def test_conv3x3_equals_flax_conv_same_padding():
     x = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 7, 3))
@@ -26,7 +28,7 @@ def test_conv3x3_equals_flax_conv_same_padding():
 
 
 def _cfg(kind, shared=False):
-    return NetworkConfig(kind=kind, activation="relu", shared_torso=shared, hidden_sizes=(8,), conv_channels=(4,), dense_size=8)
+    return network_config(kind=kind, activation="relu", shared_torso=shared, hidden_sizes=(8,), conv_channels=(4,), dense_size=8)
 
 
 def test_privileged_critic_actor_ignores_extra_channels():
@@ -58,7 +60,7 @@ def test_conv_follows_the_backend_unless_forced():
 def test_a_checkpoint_from_one_convolution_runs_on_the_others():
     """Params initialised with im2col (CPU) give the same outputs and gradients with the native
     convolution (GPU/TPU) and JAX's plain one, also with seeds vmapped (batched kernels)."""
-    cfg = NetworkConfig(kind="cnn", activation="relu", shared_torso=True, conv_channels=(4, 8), dense_size=16)
+    cfg = network_config(kind="cnn", activation="relu", shared_torso=True, conv_channels=(4, 8), dense_size=16)
     obs = jax.random.normal(jax.random.PRNGKey(0), (3, 6, 7, 5))
     seeds = jax.random.split(jax.random.PRNGKey(1), 2)
     params = jax.vmap(lambda k: ActorCritic(3, cfg, conv="im2col").init(k, obs))(seeds)

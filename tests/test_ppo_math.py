@@ -14,6 +14,8 @@ from ppo_lab.ppo.losses import categorical_entropy, categorical_log_prob, explai
 from ppo_lab.ppo.schedules import learning_rate, schedule_values
 from ppo_lab.ppo.train import current_learning_rate, make_optimizer
 
+from conftest import ppo_config
+
 
 def test_gae_three_steps_by_hand():
     # gamma=0.9, lambda=0.5; values 1,2,3; last value 4; no episode ends.
@@ -119,7 +121,7 @@ def _ppo(**kw):
                 entropy_floor_coef=0.1, max_grad_norm=0.5, update_epochs=4, num_minibatches=4, normalize_advantages=True,
                 bootstrap_truncation=True, num_envs=256, num_steps=128, total_timesteps=10**7, auto_scale=True)
     base.update(kw)
-    return PPOConfig(**base)
+    return ppo_config(**base)
 
 
 def test_schedules_are_linear_in_updates():

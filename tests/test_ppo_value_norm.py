@@ -10,6 +10,8 @@ import pytest
 
 from ppo_lab.ppo import grad_clip, value_norm as vn
 
+from conftest import network_config, ppo_config
+
 
 def test_first_update_sets_the_statistics_then_ema_with_beta_floor():
     returns = jnp.array([1.0, 3.0, 5.0])
@@ -71,7 +73,7 @@ def test_refit_keeps_the_networks_values_and_normalises_the_targets():
     from ppo_lab.config import NetworkConfig
     from ppo_lab.networks import ActorCritic
 
-    net = ActorCritic(4, NetworkConfig(kind="mlp", activation="tanh", hidden_sizes=(8,)))
+    net = ActorCritic(4, network_config(kind="mlp", activation="tanh", hidden_sizes=(8,)))
     obs = jax.random.normal(jax.random.PRNGKey(0), (6, 3))
     params = net.init(jax.random.PRNGKey(1), obs)
     tx = optax.chain(grad_clip.clip_policy_and_value(0.5), optax.inject_hyperparams(optax.adam)(learning_rate=1e-3))
@@ -98,13 +100,13 @@ def test_trainer_with_popart_and_separate_clipping_runs_and_tracks_returns():
     from ppo_lab.ppo.train import current_learning_rate, make_trainer
 
     env, env_params = gymnax.make("CartPole-v1")
-    ppo = PPOConfig(lr=1e-3, lr_final=1e-3, anneal_lr=False, gamma=0.99, gae_lambda=0.95, clip_eps=0.2,
+    ppo = ppo_config(lr=1e-3, lr_final=1e-3, anneal_lr=False, gamma=0.99, gae_lambda=0.95, clip_eps=0.2,
                     clip_eps_final=0.2, clip_vloss=True, vf_coef=0.5, ent_coef_initial=0.01, ent_coef_final=0.01,
                     entropy_floor=0.5, entropy_floor_coef=0.05, max_grad_norm=0.5, update_epochs=2, num_minibatches=1,
                     normalize_advantages=True, bootstrap_truncation=True, num_envs=4, num_steps=32,
                     total_timesteps=4 * 32 * 3, auto_scale=False, value_norm="popart", popart_beta_min=0.001,
                     separate_grad_clip=True)
-    net = ActorCritic(2, NetworkConfig(kind="mlp", activation="tanh", hidden_sizes=(16,)))
+    net = ActorCritic(2, network_config(kind="mlp", activation="tanh", hidden_sizes=(16,)))
     trainer = make_trainer(ppo, env, env_params, net, num_envs=4, chunk_updates=3)
     state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
     assert int(state.value_norm.count) == 0

@@ -7,16 +7,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppo_lab.benchmark import compose
+from ppo_lab.bench.configs import compose
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.networks import ActorCritic
 from ppo_lab.config import NetworkConfig
 from ppo_lab.run.build import build
 
+from conftest import network_config
+
 
 def test_bf16_computes_in_bf16_and_keeps_fp32_parameters():
-    cfg = NetworkConfig(kind="cnn", activation="relu", shared_torso=True, conv_channels=(4,), dense_size=8)
+    cfg = network_config(kind="cnn", activation="relu", shared_torso=True, conv_channels=(4,), dense_size=8)
     obs = jax.random.normal(jax.random.PRNGKey(0), (2, 5, 5, 3))
     params = ActorCritic(3, cfg, precision="bf16").init(jax.random.PRNGKey(1), obs)
     assert {x.dtype for x in jax.tree.leaves(params)} == {jnp.dtype("float32")}

@@ -14,6 +14,8 @@ from ppo_lab.ppo.distributions import sample_action
 from ppo_lab.ppo.rollout import batched_step, rollout
 from ppo_lab.ppo.train import make_trainer
 
+from conftest import network_config, ppo_config
+
 GAMMA = 0.9
 
 
@@ -23,7 +25,7 @@ def _ppo(**kw):
                 entropy_floor_coef=0.1, max_grad_norm=0.5, update_epochs=1, num_minibatches=1, normalize_advantages=True,
                 bootstrap_truncation=True, num_envs=6, num_steps=24, total_timesteps=6 * 24 * 2, auto_scale=False)
     base.update(kw)
-    return PPOConfig(**base)
+    return ppo_config(**base)
 
 
 def _reference_rewards(network, params, env, env_params, state, num_steps, value_norm):
@@ -49,7 +51,7 @@ def test_bootstrap_in_the_next_forward_pass_matches_the_two_call_version(shared_
     env, env_params = gymnax.make("CartPole-v1")
     env_params = env_params.replace(max_steps_in_episode=5)  # most episodes end by the time limit
     ppo = _ppo(value_norm="popart" if popart else None, popart_beta_min=0.001)
-    network = ActorCritic(2, NetworkConfig(kind="mlp", activation="tanh", hidden_sizes=(16, 16), shared_torso=shared_torso))
+    network = ActorCritic(2, network_config(kind="mlp", activation="tanh", hidden_sizes=(16, 16), shared_torso=shared_torso))
     trainer = make_trainer(ppo, env, env_params, network, num_envs=ppo.num_envs, chunk_updates=1)
     state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
     if popart:  # statistics away from (0, 1), so a value read in the wrong units would show
@@ -72,7 +74,7 @@ def test_bootstrap_off_leaves_rewards_as_the_env_pays():
     env, env_params = gymnax.make("CartPole-v1")
     env_params = env_params.replace(max_steps_in_episode=5)
     ppo = _ppo(bootstrap_truncation=False)
-    network = ActorCritic(2, NetworkConfig(kind="mlp", activation="tanh", hidden_sizes=(16,)))
+    network = ActorCritic(2, network_config(kind="mlp", activation="tanh", hidden_sizes=(16,)))
     trainer = make_trainer(ppo, env, env_params, network, num_envs=ppo.num_envs, chunk_updates=1)
     state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
     traj = jax.jit(trainer.rollout)(state).records

@@ -1,5 +1,2 @@
-"""JAX environments speaking the gymnax API, and the registry that names them (jax-free)."""
-
-from ppo_lab.envs.registry import ENVS, check_env_config, make_env
-
-__all__ = ["ENVS", "check_env_config", "make_env"]
+"""JAX environments speaking the gymnax API (`ppo_lab.envs.make`), each wired by its
+`conf/env/*.yaml`. The adapters import gymnax or Jumanji, so this package imports none of them."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+import gymnax
+
 from ppo_lab.errors import ConfigError
 
 
@@ -28,8 +30,6 @@ def check_cartpole(env_cfg: Mapping, reward_cfg: Mapping) -> None:
 
 
 def _make_gymnax(env_cfg: Mapping, reward_cfg: Mapping):
-    import gymnax
-
     check_gymnax(env_cfg, reward_cfg)
     env_id = env_cfg["gymnax_id"]
     if env_id not in gymnax.registered_envs:

@@ -8,8 +8,6 @@
   the sweep dir and prints the table; an error in aggregation is logged, never raised. A sweep
   submitted with ``hydra.launcher.wait=false`` is not aggregated (its jobs have not run yet);
   the command to aggregate it later is printed instead.
-- ``completed_summary`` (called by ``launch.py``) makes a relaunched sweep skip its runs that
-  already completed with the same resolved config.
 - ``${ppo_lab.scaled:BASE,F1,F2,...}`` (``ppo_lab.resolvers``, registered when this
   module is imported; Hydra imports it before it builds the sweeper).
 
@@ -23,44 +21,16 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab import rundir  # jax-free: safe before the hardware settings are applied
-from ppo_lab.rundir import slurm_jobs
+from ppo_lab.analysis.aggregate import run_aggregate
 from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}
+from ppo_lab.rundir import slurm_jobs
 
 log = logging.getLogger(__name__)
-
-
-def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
-    """In a multirun, the summary of `run_dir` if it already completed with this exact
-    resolved config (a relaunched sweep), else None (train, or resume from a checkpoint)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    try:
-        if HydraConfig.get().mode != RunMode.MULTIRUN:
-            return None
-    except ValueError:  # not inside a Hydra app
-        return None
-    if not ((Path(run_dir) / rundir.SUMMARY).exists() and (Path(run_dir) / rundir.CONFIG).exists()):
-        return None
-    try:
-        summary = rundir.read_summary(run_dir)
-        saved = rundir.read_config(run_dir)
-    except Exception as exc:  # noqa: BLE001 - unreadable: train again, never crash here
-        log.warning("cannot read %s (%s): running it again", run_dir, exc)
-        return None
-    if summary.get("status") != "completed":
-        return None
-    now = OmegaConf.to_container(OmegaConf.create(resolved), resolve=True)
-    if saved != now:
-        log.warning("%s completed before with a different config: running it again in place", run_dir)
-        return None
-    log.info("SKIPPING %s: already completed with the same config (updates %s)", run_dir, summary.get("updates"))
-    print(f"skipped (already completed): {run_dir}", flush=True)
-    return {**summary, "skipped": True}
 
 
 class SweepCallback(Callback):
@@ -84,8 +54,6 @@ class SweepCallback(Callback):
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         """A job that raised before the runner wrote summary.json (a config error, say) leaves
         `error.txt` in its run dir, so the aggregate names it as failed, with the reason."""
-        from hydra.core.utils import JobStatus
-
         if job_return is None or job_return.status != JobStatus.FAILED:
             return
         try:
@@ -112,8 +80,6 @@ class SweepCallback(Callback):
             print(f"not aggregating yet (jobs submitted without waiting); later: ppo-lab aggregate {sweep_dir} --wait", flush=True)
             return
         try:
-            from ppo_lab.analysis.aggregate import run_aggregate
-
             run_aggregate([sweep_dir], out_dir=sweep_dir, curve_metrics=self.curve_metrics)
         except Exception:  # noqa: BLE001 - aggregation must never turn a sweep into an error
             log.exception("aggregation of %s failed; run it by hand: ppo-lab aggregate %s", sweep_dir, sweep_dir)

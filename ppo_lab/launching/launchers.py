@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
+import submitit
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as _plugin
@@ -52,7 +53,6 @@ def repo_root(module_name: str) -> Path:
 
 class SweepLauncherMixin:
     """The changes described in the module docstring, over BaseSubmititLauncher."""
-
     _EXECUTOR: str
 
     def __init__(self, wait: bool = True, sizing: Any = None, poll_s: float = 1.0, **params: Any) -> None:
@@ -62,8 +62,6 @@ class SweepLauncherMixin:
 
     # -- submission --------------------------------------------------------------------
     def _executor(self):
-        import submitit
-
         params = dict(self.params)
         setup = list(params.pop("setup", None) or [])
         root = repo_root(type(self).__module__)

@@ -33,11 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import optuna
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
+from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.sweeper import Sweeper
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from ppo_lab.analysis.objective import Objective, ObjectiveError, parse_objective, read_objective
 from ppo_lab.rundir import MULTIRUN, write_text_atomic
@@ -70,8 +74,6 @@ def override_text(value) -> str:
 
 def distribution(override: Override):
     """The Optuna distribution of one sweep override (see the module docstring)."""
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
     value = override.value()
     key = override.get_key_element()
     if isinstance(value, ChoiceSweep):
@@ -130,9 +132,6 @@ def search_space(params: dict | None, arguments: Sequence[str]) -> SearchSpace:
 def open_study(storage: str, name: str, direction: str, sampler_cfg: Any):
     """Create or continue the study; the sampler's seed moves on with the trials already run,
     so a relaunch does not propose the first launch's points again."""
-    import optuna
-    from hydra.utils import instantiate
-
     study = optuna.create_study(storage=storage, study_name=name, direction=direction, load_if_exists=True)
     if study.direction.name.lower() != direction:
         raise ValueError(f"study {name!r} in {storage} was created to {study.direction.name.lower()}; "
@@ -149,8 +148,6 @@ def open_study(storage: str, name: str, direction: str, sampler_cfg: Any):
 
 
 def write_results(sweep_dir: Path, study, objective: Objective) -> dict:
-    import optuna
-
     states = [t.state for t in study.trials]
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     best = study.best_trial if complete else None
@@ -181,8 +178,6 @@ class OptunaSweeper(Sweeper):
         self.exhausted = False  # the sampler has no new point left (grid / brute force)
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
-        from hydra.core.plugins import Plugins
-
         self.hydra_context, self.config = hydra_context, config
         self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context, task_function=task_function, config=config)
 
@@ -258,8 +253,6 @@ class OptunaSweeper(Sweeper):
             self.exhausted = True
 
     def _fail(self, study, trial, reason: str) -> None:
-        import optuna
-
         log.warning("trial %d failed: %s", trial.number, reason.strip().splitlines()[0] if reason.strip() else reason)
         trial.set_user_attr("error", reason[:2000])
         self._tell(study, trial, state=optuna.trial.TrialState.FAIL)

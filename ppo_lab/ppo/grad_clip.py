@@ -8,6 +8,7 @@ error scale the policy's step down (or the other way round); apart, neither can.
 
 from __future__ import annotations
 
+import jax
 import optax
 
 # Top-level parameter names (networks.ActorCritic) that belong to the value function.
@@ -21,8 +22,6 @@ def param_group(name: str) -> str:
 def labels(params):
     """The same tree as `params` with each leaf labelled "policy" or "value" by the top-level
     module it sits under (flax params: {"params": {module: ...}})."""
-    import jax
-
     inner = params["params"] if "params" in params else params
     labelled = {name: jax.tree.map(lambda _, g=param_group(name): g, sub) for name, sub in inner.items()}
     return {"params": labelled} if "params" in params else labelled

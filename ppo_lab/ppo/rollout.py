@@ -24,10 +24,11 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 
+from ppo_lab.ppo.distributions import allow_all_if_none_valid, greedy_action, sample_action
+
 
 class Step(NamedTuple):
     """One step as `record` sees it."""
-
     obs: Any  # what the policy saw
     action: Any
     extras: Any  # the policy's other outputs
@@ -63,7 +64,6 @@ def batched_mask(env, env_params) -> Callable | None:
     a mask."""
     if not hasattr(env, "action_mask"):
         return None
-    from ppo_lab.ppo.distributions import allow_all_if_none_valid
 
     vmask = jax.vmap(env.action_mask, in_axes=(0, None))
     return lambda env_state: allow_all_if_none_valid(vmask(env_state, env_params))
@@ -94,7 +94,6 @@ def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps
 def action_policy(network, params, deterministic: bool) -> Callable:
     """`policy(obs, key, mask=None) -> (actions, logits)`: argmax, or a sample from the policy's
     logits; never an action the mask forbids."""
-    from ppo_lab.ppo.distributions import greedy_action, sample_action
 
     def policy(obs, key, mask=None):
         logits, _ = network.apply(params, obs)

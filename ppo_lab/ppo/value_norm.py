@@ -20,6 +20,7 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
+import optax
 
 STD_FLOOR = 1e-4
 
@@ -66,7 +67,6 @@ def rescale_head(head: dict, old: PopArtStats, new: PopArtStats) -> dict:
 def rescale_adam_moments(opt_state: Any, head_path: tuple[str, ...], scale: jax.Array) -> Any:
     """Adam's first moments of the head times `scale`, second moments times `scale**2`
     (every `ScaleByAdamState` in the optimiser state, wherever a chain or wrapper put it)."""
-    import optax
 
     def fix(node):
         if not isinstance(node, optax.ScaleByAdamState):

@@ -9,10 +9,10 @@ from typing import Any
 import jax
 
 from ppo_lab.config import PPOConfig, RunConfig
-from ppo_lab.envs.registry import make_env
+from ppo_lab.envs.make import make_env
 from ppo_lab.networks import ActorCritic, conv_for_platform
-from ppo_lab.ppo.parallel import Layout, choose_layout
 from ppo_lab.ppo.autoscale import apply_auto_scale
+from ppo_lab.ppo.parallel import Layout, choose_layout
 from ppo_lab.ppo.train import Trainer, make_trainer
 
 log = logging.getLogger(__name__)
@@ -32,9 +32,9 @@ class Components:
 def build_env_and_network(cfg: RunConfig):
     env, env_params = make_env(cfg.env, cfg.reward, privileged_critic=cfg.network.privileged_critic)
     num_actions = env.action_space(env_params).n
-    conv = conv_for_platform(jax.devices()[0].platform, cfg.hardware.get("conv", "auto"))
+    conv = conv_for_platform(jax.devices()[0].platform, cfg.hardware.conv)
     network = ActorCritic(num_actions, cfg.network, getattr(env, "actor_obs_channels", None),
-                          conv=conv, precision=cfg.hardware.get("precision", "fp32"))
+                          conv=conv, precision=cfg.hardware.precision)
     names = list(getattr(env, "action_names", None) or [str(i) for i in range(num_actions)])
     return env, env_params, network, names
 
@@ -42,7 +42,7 @@ def build_env_and_network(cfg: RunConfig):
 def build(cfg: RunConfig, num_devices: int) -> Components:
     env, env_params, network, action_names = build_env_and_network(cfg)
     ppo = apply_auto_scale(cfg.ppo)
-    layout = choose_layout(cfg.num_seeds, ppo, num_devices, cfg.hardware.get("layout", "auto"))
+    layout = choose_layout(cfg.num_seeds, ppo, num_devices, cfg.hardware.layout)
     log.info("layout: %s over %d device(s), %d replica(s) of %d envs (%s)", layout.mode, layout.num_devices,
              layout.num_replicas, layout.envs_per_replica, layout.reason)
     trainer = make_trainer(

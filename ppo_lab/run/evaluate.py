@@ -4,22 +4,28 @@ Episodic evaluation: `eval.episodes` envs per seed run until each finishes its f
 episode (or `eval.max_steps`), greedy (argmax) by default. The evaluation key depends only on
 the seed, so evaluating the same checkpoint twice on the same device layout gives
 bit-identical numbers. Envs that define an extra protocol (the foraging world's survival
-evaluation) add their metrics through `EXTRA_EVALUATIONS`.
+evaluation) name it under `evaluations` in their `conf/env/*.yaml`; its metrics join the
+episodic ones. One that cannot be loaded stops the run (a PartError), never drops silently.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import logging
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+
+from ppo_lab import parts
+from ppo_lab.ppo.rollout import action_policy, batched_mask, batched_reset, batched_step, rollout
+from ppo_lab.run.trained import load_trained
+from ppo_lab.rundir import update_summary
+
 log = logging.getLogger(__name__)
 
-# env name -> "module:function(cfg, env, env_params, network, params, key) -> dict[str, float]"
-EXTRA_EVALUATIONS: dict[str, str] = {"foraging": "ppo_lab.run.survival:evaluate_policy"}
 
 EVAL_KEY_SALT = 0x5EED
 
@@ -28,10 +34,7 @@ def episodic_returns(env, env_params, policy, key, episodes: int, max_steps: int
     """Mean return and length of each env's first episode (capped at `max_steps`);
     `policy(obs, key, mask) -> (actions, extras)` as `ppo.rollout` takes it; an env's action
     mask, if it has one, is honoured."""
-    import jax
-    import jax.numpy as jnp
 
-    from ppo_lab.ppo.rollout import batched_mask, batched_reset, batched_step, rollout
 
     reset_key, run_key = jax.random.split(key)
     obs, state = batched_reset(env, env_params, reset_key, episodes)
@@ -52,8 +55,6 @@ def episodic_returns(env, env_params, policy, key, episodes: int, max_steps: int
 
 
 def eval_key(seed: int):
-    import jax
-
     return jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_KEY_SALT)
 
 
@@ -68,10 +69,6 @@ def episode_cap(cfg, env_params) -> int:
 
 def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict[str, list[float]]:
     """metric -> one value per seed (in the order of `cfg.seeds`)."""
-    import jax
-
-    from ppo_lab.ppo.rollout import action_policy
-
     cap = episode_cap(cfg, env_params)
 
     def episodes(params, key):
@@ -79,34 +76,20 @@ def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict
         return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, cap)
 
     run = jax.jit(episodes)
-    extra = _extra_evaluation(cfg.env["name"])
+    extras = [parts.load(f"env.evaluations.{name}", path) for name, path in cfg.env.evaluations.items()]
     results: dict[str, list[float]] = {}
     for seed, params in zip(cfg.seeds, params_per_seed):
         key = eval_key(seed)
         metrics = {k: float(v) for k, v in jax.device_get(run(params, key)).items()}
-        if extra is not None:
+        for extra in extras:  # each `evaluate(cfg, env, env_params, network, params, key) -> {metric: value}`
             metrics.update(extra(cfg, env, env_params, network, params, key))
         for name, value in metrics.items():
             results.setdefault(name, []).append(value)
     return results
 
 
-def _extra_evaluation(env_name: str):
-    target = EXTRA_EVALUATIONS.get(env_name)
-    if target is None:
-        return None
-    module, func = target.split(":")
-    try:
-        return getattr(importlib.import_module(module), func)
-    except (ImportError, AttributeError):
-        log.warning("extra evaluation %s is not available", target)
-        return None
-
-
 def params_per_seed(state, layout, num_seeds: int) -> list:
     """Each seed's parameters from a replica-stacked state (envs layout: replica 0)."""
-    import jax
-
     index = range(num_seeds) if layout.mode == "seeds" else [0]
     return [jax.tree.map(lambda x: x[i], state.params) for i in index]
 
@@ -120,14 +103,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
 
-    from ppo_lab.run.trained import load_trained
 
     cfg, comp, state, meta = load_trained(args.run_dir, eval_episodes=args.episodes, deterministic=False if args.sampled else None)
     result = evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(state, comp.layout, cfg.num_seeds))
     out = {"run_dir": str(args.run_dir), "update": meta["update"], "seeds": cfg.seeds, "eval": result}
     print(json.dumps(out, indent=2))
     if args.write:
-        from ppo_lab.rundir import update_summary
 
         update_summary(Path(args.run_dir), {"eval": result})
     return 0

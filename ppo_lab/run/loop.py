@@ -72,8 +72,8 @@ class Session:
         compile_s = time.perf_counter() - t0
         log.info("compiled a chunk of %d updates in %.1f s", self.comp.trainer.chunk_updates, compile_s)
         hw, ppo = self.cfg.hardware, self.comp.ppo  # before the first step: numbers and knobs, not RESOURCE_EXHAUSTED
-        check_fits(self.compiled, list(mesh.devices.flat), hw.get("memory_limit_gb"), num_seeds=self.cfg.num_seeds,
-                   num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=hw.get("precision", "fp32"))
+        check_fits(self.compiled, list(mesh.devices.flat), hw.memory_limit_gb, num_seeds=self.cfg.num_seeds,
+                   num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=hw.precision)
         # Training wall time = prior sessions + this loop from here on (host work included).
         self.loop_start = time.monotonic()
         return compile_s
@@ -126,7 +126,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices) -> dict:
     run_dir = Path(run_dir)
     log.info(
         "run %s | env=%s reward=%s | seeds %s | layout %s over %d device(s) | batch %d x %d, %d updates",
-        run_dir, cfg.env["name"], cfg.reward.get("name"), cfg.seeds, comp.layout.mode, comp.layout.num_devices,
+        run_dir, cfg.env.name, cfg.reward.name, cfg.seeds, comp.layout.mode, comp.layout.num_devices,
         comp.ppo.num_envs, comp.ppo.num_steps, comp.trainer.num_updates,
     )
     mesh = make_mesh(comp.layout, devices)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from ppo_lab.config import PRECISIONS
+
 log = logging.getLogger(__name__)
 
 GB = 1e9
@@ -62,7 +64,7 @@ def device_free_bytes(devices) -> int | None:
 
 
 def check_fits(compiled, devices, limit_gb: float | None, *, num_seeds: int, num_envs: int, num_minibatches: int,
-               precision: str = "fp32") -> ChunkMemory | None:
+               precision: str = PRECISIONS[0]) -> ChunkMemory | None:
     """Raise ChunkTooLarge when the compiled chunk will not fit; return its memory otherwise."""
     need = chunk_memory(compiled)
     if need is None:
@@ -79,7 +81,7 @@ def check_fits(compiled, devices, limit_gb: float | None, *, num_seeds: int, num
     knobs = [f"num_seeds={num_seeds} (memory grows with seeds: fewer per process, or more devices)",
              f"ppo.num_minibatches={num_minibatches} (more minibatches: smaller activations per gradient step)",
              f"ppo.num_envs={num_envs} (fewer envs: a smaller batch)"]
-    if precision == "fp32":
+    if precision == PRECISIONS[0]:
         knobs.append("hardware.precision=bf16 (half-size activations)")
     raise ChunkTooLarge(
         f"the compiled training chunk needs {need.describe()}, more than {name}. "

@@ -54,7 +54,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import jax
 import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from ppo_lab.errors import ConfigError
+from ppo_lab.hardware import HardwareError
+from ppo_lab.ppo.distributions import greedy_action, sample_action
+from ppo_lab.ppo.rollout import rollout
+from ppo_lab.run.evaluate import params_per_seed
+from ppo_lab.run.trained import load_trained  # applies the run's hardware, then imports jax
+from ppo_lab.rundir import checkpoints, read_config
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +108,6 @@ class ReplayError(RuntimeError):
 @dataclass
 class Record:
     """What one frame shows (host numpy values)."""
-
     step: int
     agent: int
     item_pos: np.ndarray
@@ -114,17 +123,12 @@ class Record:
 
 
 def replay_key(seed: int, episode: int):
-    import jax
-
     return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), REPLAY_KEY_SALT), episode)
 
 
 def run_episode(env, env_params, network, params, key, max_steps: int, deterministic: bool) -> list[Record]:
     """Play one episode in one jitted rollout (`ppo.rollout`) and cut it where it ended."""
-    import jax
 
-    from ppo_lab.ppo.distributions import greedy_action, sample_action
-    from ppo_lab.ppo.rollout import rollout
 
     def policy_of(p):
         def policy(obs, k, mask=None):
@@ -187,16 +191,12 @@ def _records(first, steps: dict, last_probs, max_steps: int, cap: int) -> list[R
 
 def _index(tree, i: int):
     """Entry `i` of a pytree of stacked host arrays."""
-    import jax
-
     return jax.tree.map(lambda x: x[i], tree)
 
 
 # ---- drawing ---------------------------------------------------------------------------------
 
 def _font(size: int):
-    from PIL import ImageFont
-
     try:
         return ImageFont.load_default(size=size)
     except TypeError:  # Pillow < 10.1: the bitmap font, one size
@@ -206,7 +206,6 @@ def _font(size: int):
 @dataclass
 class Scene:
     """Everything about the picture that stays fixed over the episode."""
-
     grid: int
     view_range: int
     food_slots: int
@@ -252,7 +251,7 @@ def make_scene(env, env_params, cfg, seed: int, update: int, step_cap: int, reco
     cells = min(g, env.view_size + 4 * v) if windowed else g
     energy_scale = max([float(env_params.energy_start)] + [r.energy for r in records])
     scene = Scene(grid=g, view_range=v, food_slots=env.food_slots, cells=cells, windowed=windowed,
-                 cell_px=int(cell_px or 1), mode=str(cfg.reward.get("name", "?")), immortal=bool(env_params.immortal),
+                 cell_px=int(cell_px or 1), mode=str(cfg.reward.name), immortal=bool(env_params.immortal),
                   mortal=mortal,
                  policy="argmax" if deterministic else "sampled", seed=seed, update=update,
                  step_cap=step_cap, energy_scale=energy_scale, action_names=list(env.action_names))
@@ -272,8 +271,6 @@ def _origin(scene: Scene, agent: int) -> tuple[int, int]:
 
 
 def _draw_world(img, draw, scene: Scene, rec: Record, trail: list[int]) -> None:
-    from PIL import Image
-
     g, v, n, px = scene.grid, scene.view_range, scene.cells, scene.cell_px
     r0, c0 = _origin(scene, rec.agent)
     ar, ac = rec.agent // g, rec.agent % g
@@ -373,8 +370,6 @@ def _draw_view_outline(draw, scene: Scene, in_view: np.ndarray) -> None:
 
 
 def _draw_minimap(img, draw, scene: Scene, rec: Record, x0: int, y0: int) -> None:
-    from PIL import Image
-
     g = scene.grid
     s = max(1, MINIMAP_MAX_PX // g)
     m = np.empty((g, g, 3), np.uint8)
@@ -488,8 +483,6 @@ def _draw_legend(draw, x: int, y: int, font) -> int:
 
 def render_frame(scene: Scene, rec: Record, trail: list[int], fonts):
     """One RGB frame."""
-    from PIL import Image, ImageDraw
-
     img = Image.new("RGB", scene.size, COLOURS["bg"])
     draw = ImageDraw.Draw(img)
     _draw_world(img, draw, scene, rec, trail)
@@ -500,8 +493,6 @@ def render_frame(scene: Scene, rec: Record, trail: list[int], fonts):
 def _palette_image():
     """One fixed palette for every frame: the named colours exactly, plus ramps from each
     background to each text colour (antialiased text)."""
-    from PIL import Image
-
     colours = list(dict.fromkeys(COLOURS.values()))
     for bg in (COLOURS["panel_bg"], COLOURS["bg"]):
         for fg in (COLOURS["text"], COLOURS["dim"], COLOURS["food"], COLOURS["poison"], COLOURS["bar_chosen"],
@@ -519,8 +510,6 @@ def _palette_image():
 
 
 def render_gif(scene: Scene, records: list[Record], path: Path, fps: float) -> None:
-    from PIL import Image
-
     fonts = (_font(15), _font(13), _font(12))
     pal = _palette_image()
     frames = []
@@ -540,8 +529,6 @@ def render_gif(scene: Scene, records: list[Record], path: Path, fps: float) -> N
 def _check_run_dir(run_dir: Path) -> dict:
     """Fail fast, before jax is imported (the run's hardware settings come first), on what
     cannot be replayed: not a run directory, not a foraging run, no checkpoint."""
-    from ppo_lab.rundir import checkpoints, read_config
-
     raw = read_config(run_dir)  # FileNotFoundError: not a run directory
     env_name = (raw.get("env") or {}).get("name")
     if env_name != "foraging":
@@ -558,10 +545,8 @@ def replay(run_dir: Path, seed: int | None = None, episode: int = 0, steps: int 
            mortal: bool = False, whole: bool = False) -> tuple[Path, list[Record]]:
     run_dir = Path(run_dir)
     _check_run_dir(run_dir)
-    from ppo_lab.run.trained import load_trained  # applies the run's hardware, then imports jax
 
     cfg, comp, state, meta = load_trained(run_dir)
-    from ppo_lab.run.evaluate import params_per_seed
 
     seed = cfg.seeds[0] if seed is None else seed
     if seed not in cfg.seeds:
@@ -609,8 +594,6 @@ def main(argv=None) -> int:
     if args.cell_px is not None and args.cell_px < 1:
         parser.error("--cell-px must be >= 1")
 
-    from ppo_lab.errors import ConfigError
-    from ppo_lab.hardware import HardwareError
 
     try:
         out, records = replay(args.run_dir, seed=args.seed, episode=args.episode, steps=args.steps, out=args.out,

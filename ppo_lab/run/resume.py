@@ -18,8 +18,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import jax
+from omegaconf import OmegaConf
+
 from ppo_lab import rundir
 from ppo_lab.errors import ConfigError
+from ppo_lab.ppo.parallel import init_replicas, replica_sharding, replica_template
+from ppo_lab.run import checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +74,6 @@ def config_changes(saved: dict, now: dict) -> dict[str, tuple]:
 @dataclass
 class Plan:
     """Where this run starts from, decided before anything is written."""
-
     source: Path | None  # a run dir with a checkpoint to resume from, or None (fresh start)
     own: bool  # the source is this run's own dir (a relaunch or requeue)
     changes: dict = field(default_factory=dict)  # allowed config changes: key -> (before, after)
@@ -117,7 +121,6 @@ def plan(cfg, run_dir: Path) -> Plan:
     reference = source if source is not None else run_dir
     if not (reference / rundir.CONFIG).exists():
         return Plan(source, own)
-    from omegaconf import OmegaConf
 
     now = OmegaConf.to_container(OmegaConf.create(dict(cfg.resolved)), resolve=True)  # as config.yaml holds it
     where = f"the run directory {reference}" if reference == run_dir else f"resume={reference}"
@@ -128,7 +131,6 @@ def plan(cfg, run_dir: Path) -> Plan:
 @dataclass
 class Resumed:
     """What the host loop takes over from the checkpoint (zeros for a fresh start)."""
-
     start_update: int = 0
     prior_wall: float = 0.0
     early_stopping: dict | None = None
@@ -138,10 +140,7 @@ class Resumed:
 
 def restore(p: Plan, comp, cfg, mesh):
     """(state, Resumed): a fresh init, or the source's latest checkpoint on this mesh."""
-    import jax
 
-    from ppo_lab.ppo.parallel import init_replicas, replica_sharding, replica_template
-    from ppo_lab.run import checkpoint
 
     if p.source is None:
         return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh), Resumed()

@@ -7,6 +7,12 @@ import platform
 import resource
 from pathlib import Path
 
+import flax
+import jax
+import optax
+
+import ppo_lab
+
 
 def slurm_job_id() -> str | None:
     array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
@@ -16,11 +22,7 @@ def slurm_job_id() -> str | None:
 
 
 def versions() -> dict:
-    import flax
-    import jax
-    import optax
 
-    import ppo_lab
 
     return {"jax": jax.__version__, "flax": flax.__version__, "optax": optax.__version__, "ppo_lab": ppo_lab.__version__,
             "python": platform.python_version()}
@@ -53,8 +55,8 @@ def device_memory_mb(devices) -> float | None:
 def start_summary(cfg, comp, devices, resumed) -> dict:
     """The summary at start (status running): what the run is, where it resumed from."""
     return {
-        "status": "running", "stop_reason": None, "experiment": cfg.experiment, "env": cfg.env["name"],
-        "reward": cfg.reward.get("name"), "seeds": cfg.seeds, "updates": resumed.start_update,
+        "status": "running", "stop_reason": None, "experiment": cfg.experiment, "env": cfg.env.name,
+        "reward": cfg.reward.name, "seeds": cfg.seeds, "updates": resumed.start_update,
         "timesteps": resumed.start_update * comp.ppo.batch_size, "total_updates": comp.trainer.num_updates,
         "wall_s": resumed.prior_wall, "compile_s": None, "sps": None, "final": {}, "eval": {},
         "resumed_from": resumed.start_update if resumed.source is not None else None,

@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ppo_lab import rundir
+from ppo_lab.hardware import start_jax
+from ppo_lab.ppo.parallel import make_mesh, replica_template
+from ppo_lab.run import checkpoint
+from ppo_lab.run.build import build
+
 
 def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
     """`(cfg, comp, state, meta)` for the latest checkpoint in `run_dir`.
@@ -17,16 +23,10 @@ def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic:
     `evaluate.params_per_seed`), `meta` the checkpoint's JSON (`update`, `timesteps`, ...).
     Raises FileNotFoundError when the directory has no config.yaml or no complete checkpoint.
     """
-    from ppo_lab import rundir
-    from ppo_lab.hardware import start_jax
-
     run_dir = Path(run_dir)
     cfg = rundir.load_run_config(run_dir, eval_episodes=eval_episodes, deterministic=deterministic)  # jax-free
     devices = start_jax(cfg.hardware)  # the run's hardware settings, before jax is imported
 
-    from ppo_lab.ppo.parallel import make_mesh, replica_template
-    from ppo_lab.run import checkpoint
-    from ppo_lab.run.build import build
 
     if not rundir.has_checkpoint(run_dir / rundir.CHECKPOINTS):
         # Checked before building anything: fail in a second, not after a compile.

@@ -29,6 +29,7 @@ from typing import Mapping
 
 import jax
 import jax.numpy as jnp
+import jumanji
 from flax import struct
 from gymnax.environments import environment, spaces
 
@@ -180,8 +181,6 @@ class MaskedJumanjiEnv(JumanjiEnv):
 
 def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
     """`(env, EnvParams)` for `env=jumanji env.id=<registered id>`; ConfigError on bad values."""
-    import jumanji
-
     check_config(env_cfg, reward_cfg)
     if privileged_critic:
         raise ConfigError("network.privileged_critic", True, "false (Jumanji envs have no privileged observation)")

@@ -8,35 +8,32 @@ warnings are recorders, and so is each optional logger; `choose_recorders` picks
 benchmark mode is a different choice of recorders, not a branch in the loop.
 
 `logger=[csv,wandb,tensorboard]` picks the optional loggers; the keys under `logger` are the
-names. A logger module offers `make_logger(run_dir, cfg, options)` returning an object with
-`log_rows` and `finish`; adding one is a module plus one line in LOGGERS.
+names. Each `conf/logger/<name>.yaml` names its factory (`_target_`, loaded by
+`ppo_lab.parts`): `make_logger(run_dir, cfg, options)` returning an object with `log_rows` and
+`finish`. Adding one is a module plus one YAML file.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from ppo_lab.errors import ConfigError
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+
+from ppo_lab import parts
+from ppo_lab.analysis.health import HealthWarnings
+from ppo_lab.config import LoggerSpec
+from ppo_lab.run.recorders.console import ProgressRecorder
+from ppo_lab.run.recorders.files import BenchmarkFile, MetricsFile, SummaryFile
 
 log = logging.getLogger(__name__)
-
-# name -> "module:factory"; csv is metrics.csv itself, always written (recorders/files.py).
-LOGGERS: dict[str, str | None] = {
-    "csv": None,
-    "wandb": "ppo_lab.run.recorders.wandb_logger:make_logger",
-    "tensorboard": "ppo_lab.run.recorders.tensorboard_logger:make_logger",
-    "mlflow": "ppo_lab.run.recorders.mlflow_recorder:make_logger",
-}
-
 
 @dataclass
 class RunContext:
     """What a recorder may need to know when the run starts."""
-
     run_dir: Path
     cfg: Any  # RunConfig
     summary: dict  # the summary as it stands at start (status running)
@@ -58,9 +55,6 @@ def sweep_group() -> str | None:
     """`<sweep dir parent>_<sweep dir name>` when this job is part of a Hydra multirun, else
     None: what the W&B and MLflow loggers group a sweep's runs by."""
     try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
         if not HydraConfig.initialized():
             return None
         hc = HydraConfig.get()
@@ -72,32 +66,24 @@ def sweep_group() -> str | None:
         return None
 
 
-def check_logger_names(names) -> None:
-    for name in names:
-        if name not in LOGGERS:
-            raise ConfigError("logger", name, f"loggers from {sorted(LOGGERS)}, e.g. logger=[csv]")
-
-
-def _make_logger(name: str, run_dir: Path, cfg, options):
-    module, factory = LOGGERS[name].split(":")
-    return getattr(importlib.import_module(module), factory)(Path(run_dir), cfg, dict(options or {}))
+def _make_logger(spec: LoggerSpec, run_dir: Path, cfg):
+    return parts.call(f"logger.{spec.name}._target_", spec.target, Path(run_dir), cfg, dict(spec.options))
 
 
 def make_loggers(run_dir: Path, cfg) -> list:
     """The optional loggers `cfg.logger` names, started (their factories open their files)."""
-    check_logger_names(cfg.logger)
-    return [_make_logger(name, run_dir, cfg, options) for name, options in cfg.logger.items() if LOGGERS[name]]
+    return [_make_logger(spec, run_dir, cfg) for spec in cfg.logger.values() if spec.target]
 
 
 class LoggerRecorder:
     """One optional logger as a recorder. Built at start, so a logger that cannot start fails
     the run before the first compile (the loop records it in summary.json)."""
 
-    def __init__(self, name: str, options):
-        self.name, self.options, self.logger = name, options, None
+    def __init__(self, spec: LoggerSpec):
+        self.spec, self.name, self.logger = spec, spec.name, None
 
     def start(self, ctx: RunContext) -> None:
-        self.logger = _make_logger(self.name, ctx.run_dir, ctx.cfg, self.options)
+        self.logger = _make_logger(self.spec, ctx.run_dir, ctx.cfg)
 
     def log_rows(self, rows: list[dict]) -> None:
         self.logger.log_rows(rows)
@@ -112,12 +98,7 @@ class LoggerRecorder:
 def choose_recorders(cfg) -> list[Recorder]:
     """Training: metrics.csv, summary.json, the loggers, progress, health. Benchmark: progress,
     health and benchmark.json only (a measurement, not a result: no run files, no loggers)."""
-    from ppo_lab.analysis.health import HealthWarnings
-    from ppo_lab.run.recorders.console import ProgressRecorder
-    from ppo_lab.run.recorders.files import BenchmarkFile, MetricsFile, SummaryFile
-
     if cfg.benchmark:
         return [ProgressRecorder(), HealthWarnings(cfg.health), BenchmarkFile()]
-    check_logger_names(cfg.logger)
-    loggers = [LoggerRecorder(name, options) for name, options in cfg.logger.items() if LOGGERS[name]]
+    loggers = [LoggerRecorder(spec) for spec in cfg.logger.values() if spec.target]
     return [SummaryFile(), MetricsFile(), *loggers, ProgressRecorder(), HealthWarnings(cfg.health)]

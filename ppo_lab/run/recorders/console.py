@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import math
+import shutil
 import sys
+
+from tqdm import tqdm
 
 log = logging.getLogger("ppo_lab.progress")
 
@@ -19,9 +22,7 @@ class Progress:
         self.use_bar = sys.stderr.isatty() if use_bar is None else use_bar
         self.bar = None
         if self.use_bar:
-            import shutil
 
-            from tqdm import tqdm
 
             # A terminal that reports no size (a fresh pty, some CI runners) makes tqdm draw a
             # zero-width bar or none at all (it reads -1 rows): fall back to 120x24.

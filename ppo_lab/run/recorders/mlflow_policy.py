@@ -19,7 +19,17 @@ import importlib.metadata
 import warnings
 from pathlib import Path
 
+import flax.serialization
+import jax
+import mlflow
 import numpy as np
+from mlflow.models import ModelSignature
+from mlflow.types import Schema, TensorSpec
+from omegaconf import OmegaConf
+
+from ppo_lab.config import validate
+from ppo_lab.ppo.rollout import action_policy
+from ppo_lab.run.build import build_env_and_network
 
 try:  # mlflow is imported only where a model is saved or loaded
     from mlflow.pyfunc import PythonModel
@@ -32,8 +42,6 @@ REQUIREMENTS = ("jax", "jaxlib", "flax", "optax", "gymnax", "six", "omegaconf", 
 
 def seed_params_from_checkpoint(checkpoint_msgpack: Path, replica: int) -> bytes:
     """One replica's network parameters from a checkpoint file, as flax msgpack bytes."""
-    import flax.serialization
-
     raw = flax.serialization.msgpack_restore(Path(checkpoint_msgpack).read_bytes())
     params = raw["params"]
 
@@ -49,12 +57,7 @@ class GreedyPolicy:
     """Argmax actions of a network rebuilt from a run config and one seed's parameters."""
 
     def __init__(self, config: dict, params_msgpack: bytes):
-        import flax.serialization
-        import jax
 
-        from ppo_lab.config import validate
-        from ppo_lab.ppo.rollout import action_policy
-        from ppo_lab.run.build import build_env_and_network
 
         cfg = validate(config)
         env, env_params, network, self.action_names = build_env_and_network(cfg)
@@ -77,8 +80,6 @@ class GreedyPolicy:
 
     @classmethod
     def from_files(cls, config_yaml: Path, params_msgpack: Path) -> "GreedyPolicy":
-        from omegaconf import OmegaConf
-
         config = OmegaConf.to_container(OmegaConf.load(config_yaml), resolve=True)
         return cls(config, Path(params_msgpack).read_bytes())
 
@@ -96,8 +97,6 @@ class PolicyModel(PythonModel):
 
 
 def _requirements() -> list[str]:
-    import mlflow
-
     pins = [f"mlflow=={mlflow.__version__}"]
     for name in REQUIREMENTS:
         try:
@@ -109,10 +108,6 @@ def _requirements() -> list[str]:
 
 def save_policy_model(path: Path, config_yaml: Path, params_msgpack: Path, metadata: dict) -> GreedyPolicy:
     """Write the pyfunc model folder at `path`; returns the policy it loads (checked to act)."""
-    import mlflow
-    from mlflow.models import ModelSignature
-    from mlflow.types import Schema, TensorSpec
-
     policy = GreedyPolicy.from_files(config_yaml, params_msgpack)
     probe = np.zeros((2, *policy.obs_shape), np.float32)
     actions = policy(probe)

@@ -14,9 +14,9 @@
   tagged `ppo_lab.experiment`, `ppo_lab.sweep` (the Hydra sweep dir, as the W&B logger groups),
   `ppo_lab.run_dir`, `ppo_lab.reward`, `ppo_lab.seed`. Params: the resolved config flattened
   (`ppo.lr`, ...; a seed run's `seed` is its own seed).
-- Metrics: every metric of every update with `step=update` (DESIGN.md names, plus `timesteps`
-  and `wall_s`), logged synchronously; at the end `eval/*` and `final/*` per seed (their mean
-  on the parent run).
+- Metrics: every metric of every update with `step=update` (the metric names of
+  docs/architecture.md, "Contracts", plus `timesteps` and `wall_s`), logged synchronously; at
+  the end `eval/*` and `final/*` per seed (their mean on the parent run).
 - Artifacts: `config.yaml`, `summary.json` and the plot panel `curves.png` on every run; the
   final checkpoint (`checkpoint/ckpt_<update>.*`) on the parent.
 - Registry: when a seed converged (the run stopped on `train.target_return`, or that seed's
@@ -40,9 +40,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
+
 from ppo_lab import rundir
+from ppo_lab.analysis.objective import ObjectiveError, seed_values
+from ppo_lab.analysis.run_plots import plot_run
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders import sweep_group
+from ppo_lab.run.recorders.mlflow_policy import save_policy_model, seed_params_from_checkpoint
 from ppo_lab.rundir.atomic import write_json_atomic
 from ppo_lab.rundir.checkpoints import state_path
 
@@ -118,7 +125,6 @@ def convergence(summary: dict, index: int, target: float | None, rule: dict) -> 
         if index < len(final) and _finite(final[index]) and final[index] >= target:
             return f"train/mean_episode_return {final[index]:.2f} >= train.target_return={target:g}"
     if rule["metric"] is not None:
-        from ppo_lab.analysis.objective import ObjectiveError, seed_values
 
         try:
             value = seed_values(summary, rule["metric"])[index]
@@ -136,7 +142,6 @@ class MlflowRecorder:
         self.run_dir, self.cfg = Path(run_dir), cfg
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # offline-safe: no usage pings
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in job logs
-        from mlflow import MlflowClient
 
         self.uri, artifact_root = store_location(self.opts)
         self.client = MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
@@ -178,7 +183,7 @@ class MlflowRecorder:
 
     def _tags(self) -> dict[str, str]:
         tags = {"ppo_lab.experiment": str(self.cfg.experiment), "ppo_lab.run_dir": str(self.run_dir.resolve()),
-                "ppo_lab.reward": str(self.cfg.reward.get("name") or "default"), "ppo_lab.env": str(self.cfg.env["name"])}
+                "ppo_lab.reward": str(self.cfg.reward.name), "ppo_lab.env": str(self.cfg.env.name)}
         sweep = sweep_group()
         if sweep:
             tags["ppo_lab.sweep"] = sweep
@@ -187,9 +192,6 @@ class MlflowRecorder:
 
     def _open_run(self, run_id: str | None, run_name: str, tags: dict, params: dict) -> str:
         """Continue run `run_id` when this store has it (a resume), else start a new one."""
-        from mlflow.entities import Param, RunTag
-        from mlflow.exceptions import MlflowException
-
         run = None
         if run_id:
             try:
@@ -241,8 +243,6 @@ class MlflowRecorder:
             self.client.log_batch(run_id, metrics=metrics[i:i + MAX_BATCH])
 
     def log_rows(self, rows: list[dict]) -> None:
-        from mlflow.entities import Metric
-
         by_seed: dict[int, list[dict]] = {}
         for row in rows:
             by_seed.setdefault(int(row["seed"]), []).append(row)
@@ -264,8 +264,6 @@ class MlflowRecorder:
 
     # -- the end ----------------------------------------------------------------------------
     def finish(self, summary: dict) -> None:
-        from mlflow.entities import Metric, RunTag
-
         seeds = [int(s) for s in summary.get("seeds") or self.run_ids]
         step = int(summary.get("updates") or max(self.last_logged.values(), default=0))
         now = int(time.time() * 1000)
@@ -301,8 +299,6 @@ class MlflowRecorder:
         files = [self.run_dir / name for name in (rundir.CONFIG, rundir.SUMMARY) if (self.run_dir / name).exists()]
         if (self.run_dir / rundir.METRICS).exists():
             try:
-                from ppo_lab.analysis.run_plots import plot_run
-
                 files.append(plot_run(self.run_dir, out=tmp / "curves.png"))
             except Exception:  # noqa: BLE001 - a plot must never cost the run's record
                 log.exception("could not draw the plot panel of %s for MLflow", self.run_dir)
@@ -335,9 +331,7 @@ class MlflowRecorder:
         log.info("registered seed %d's policy as MLflow model %s version %s (%s)", seed, version.name, version.version, reason)
 
     def _register(self, summary: dict, index: int, seed: int, run, reason: str):
-        from mlflow.exceptions import MlflowException
 
-        from ppo_lab.run.recorders.mlflow_policy import save_policy_model, seed_params_from_checkpoint
 
         meta = self._final_checkpoint()
         if meta is None:
@@ -345,7 +339,7 @@ class MlflowRecorder:
         replica = index if (summary.get("layout") or {}).get("mode", "seeds") == "seeds" else 0
         name = self.opts["model_name"] or f"ppo_lab-{self.cfg.experiment}"
         tags = {"seed": str(seed), "run_dir": str(self.run_dir.resolve()), "experiment": str(self.cfg.experiment),
-                "env": str(self.cfg.env["name"]), "updates": str(summary.get("updates")),
+                "env": str(self.cfg.env.name), "updates": str(summary.get("updates")),
                 "timesteps": str(summary.get("timesteps")), "checkpoint": meta.stem, "converged": reason,
                 "stop_reason": str(summary.get("stop_reason"))}
         for section in ("eval", "final"):

@@ -19,6 +19,10 @@ import logging
 import math
 from pathlib import Path
 
+from omegaconf import OmegaConf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboardX import SummaryWriter
+
 log = logging.getLogger(__name__)
 
 SKIP = ("update", "seed")
@@ -40,13 +44,11 @@ class TensorBoardLogger:
     def _writer(self, seed: int, first_update: int):
         writer = self.writers.get(seed)
         if writer is None:
-            from tensorboardX import SummaryWriter
 
             logdir = self.root / f"seed_{seed}"
             resumed = logdir.exists() and any(logdir.glob("events.out.tfevents.*"))
             writer = SummaryWriter(logdir=str(logdir), flush_secs=self.flush_secs, purge_step=first_update if resumed else None)
             if not resumed:
-                from omegaconf import OmegaConf
 
                 text = OmegaConf.to_yaml(OmegaConf.create(dict(self.resolved, seed=seed)))
                 writer.add_text("config", "```\n" + text + "\n```", 0)
@@ -89,8 +91,6 @@ def make_logger(run_dir: Path, cfg, options: dict) -> TensorBoardLogger:
 
 def read_scalars(logdir: Path) -> dict[str, list[tuple[int, float]]]:
     """tag -> [(step, value)] of one TensorBoard run directory (TensorBoard's own reader)."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "tensors": 0})
     acc.Reload()
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}

@@ -30,8 +30,12 @@ import uuid
 import zlib
 from pathlib import Path
 
-from ppo_lab.rundir import METRICS, read_json, read_seed_rows, write_json_atomic
+import wandb
+from wandb.proto import wandb_internal_pb2 as pb
+
+from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders import sweep_group
+from ppo_lab.rundir import METRICS, read_json, read_seed_rows, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,6 @@ class WandbLogger:
         opts = {**DEFAULTS, **{k: v for k, v in (options or {}).items() if v is not None or k in ("entity", "group")}}
         mode = opts["mode"]
         if mode not in ("offline", "online", "disabled"):
-            from ppo_lab.errors import ConfigError
 
             raise ConfigError("logger.wandb.mode", mode, "offline, online or disabled")
         self.run_dir = Path(run_dir)
@@ -64,7 +67,6 @@ class WandbLogger:
                 if _USER_ENV.get(var) is None:
                     os.environ[var] = str(self.dir / sub)
 
-        import wandb
 
         self.state_path = self.dir / STATE_FILE
         state = read_json(self.state_path, default={})
@@ -73,7 +75,7 @@ class WandbLogger:
         self.last_logged: dict[str, int] = {k: persisted_step(self.dir, v) for k, v in self.ids.items()}
         self.backfilled: set[int] = set()
         group = opts["group"] or sweep_group() or cfg.experiment
-        job_type = str(cfg.reward.get("name") or "default")
+        job_type = str(cfg.reward.name)
         settings = wandb.Settings(
             silent=True, console="off", disable_git=True, save_code=False, x_disable_stats=True,
             x_disable_machine_info=True, init_timeout=120,
@@ -166,8 +168,6 @@ _RECORD = struct.Struct("<IHB")  # crc32, length, type (1 full, 2 first, 3 middl
 
 def read_records(path: Path):
     """The protobuf `Record`s of an offline `run-<id>.wandb` file (W&B's leveldb-style log)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
     data = Path(path).read_bytes()
     ident, magic, _ = _HEADER.unpack_from(data, 0)
     if ident != b":W&B" or magic != 0xBEE1:

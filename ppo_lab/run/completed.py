@@ -1,0 +1,42 @@
+"""A relaunched sweep skips its runs that already completed with the same resolved config."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from ppo_lab import rundir
+from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...} for resolving
+
+log = logging.getLogger(__name__)
+
+
+def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
+    """In a multirun, the summary of `run_dir` if it already completed with this exact
+    resolved config (a relaunched sweep), else None (train, or resume from a checkpoint)."""
+    try:
+        if HydraConfig.get().mode != RunMode.MULTIRUN:
+            return None
+    except ValueError:  # not inside a Hydra app
+        return None
+    if not ((Path(run_dir) / rundir.SUMMARY).exists() and (Path(run_dir) / rundir.CONFIG).exists()):
+        return None
+    try:
+        summary = rundir.read_summary(run_dir)
+        saved = rundir.read_config(run_dir)
+    except Exception as exc:  # noqa: BLE001 - unreadable: train again, never crash here
+        log.warning("cannot read %s (%s): running it again", run_dir, exc)
+        return None
+    if summary.get("status") != "completed":
+        return None
+    now = OmegaConf.to_container(OmegaConf.create(resolved), resolve=True)
+    if saved != now:
+        log.warning("%s completed before with a different config: running it again in place", run_dir)
+        return None
+    log.info("SKIPPING %s: already completed with the same config (updates %s)", run_dir, summary.get("updates"))
+    print(f"skipped (already completed): {run_dir}", flush=True)
+    return {**summary, "skipped": True}
