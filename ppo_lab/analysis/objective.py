@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from ppo_lab import rundir
+from ppo_lab.analysis.stats import iqm
 from ppo_lab.errors import ConfigError
 
 DIRECTIONS = ("maximize", "minimize")
@@ -75,7 +77,6 @@ def reduce_seeds(values: list[float], how: str) -> float:
     if not finite:
         return math.nan
     if how == "iqm":
-        from ppo_lab.analysis.stats import iqm
 
         return iqm(finite)
     return float(sum(finite) / len(finite))
@@ -96,8 +97,6 @@ def objective_value(summary: Mapping, objective: Objective) -> tuple[float, list
 
 def read_objective(run_dir: Path, objective: Objective) -> tuple[float, list[float]]:
     """The objective of the run in `run_dir`, from its summary.json."""
-    from ppo_lab import rundir
-
     path = Path(run_dir) / rundir.SUMMARY
     if not path.exists():
         raise ObjectiveError(f"{run_dir} has no {rundir.SUMMARY}: the job never trained")
