@@ -58,7 +58,7 @@ def launch(args, run_dir: Path | None = None, timeout: float = 240, check: bool 
     cmd = [sys.executable, "launch.py", *args]
     if run_dir is not None:
         cmd.append(f"hydra.run.dir={run_dir}")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**popen.pop("env", os.environ), "PYTHONUNBUFFERED": "1"}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env, **popen)
     if check and proc.returncode != 0:
         raise AssertionError(f"launch.py failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")

@@ -79,11 +79,14 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def test_graph_sees_function_level_imports():
+def test_graph_sees_function_level_and_type_checking_imports(tmp_path):
     graph = import_graph()
-    # ppo_lab.analysis.aggregate imports the sweep plots inside run_aggregate only.
     assert "ppo_lab.analysis.sweep_plots" in graph["ppo_lab.analysis.aggregate"]
     assert "ppo_lab.rundir.metrics" in graph["ppo_lab.rundir"]
+    # ast.walk sees an import wherever it is written: in a function or under TYPE_CHECKING.
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import os\ndef f():\n    import sys\n"
+    (tmp_path / "m.py").write_text(source)
+    assert function_level_imports(tmp_path / "m.py") == [5]
 
 
 def test_find_cycles_finds_a_circle():
@@ -94,6 +97,92 @@ def test_find_cycles_finds_a_circle():
 def test_no_import_cycles():
     cycles = find_cycles(import_graph())
     assert not cycles, "import circles under ppo_lab/: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+# The package's units (each folder directly under ppo_lab/, each module at its top), in the
+# order data flows: a unit imports only units after it in this list (docs/architecture.md).
+LAYERS = [
+    ["cli"],
+    ["bench"],
+    ["launching"],
+    ["run"],
+    ["envs", "networks", "ppo"],
+    ["hardware"],
+    ["analysis"],
+    ["rundir"],
+    ["resolvers"],
+    ["config"],
+    ["parts"],
+    ["errors"],
+    ["ppo_lab"],  # the package itself: its version
+]
+RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+# The one module that loads code named by a string (a config part's `_target_`), and why:
+# importing gymnax or Jumanji starts XLA's backend before the hardware flags are set.
+LATE_LOADER = PACKAGE / "parts.py"
+MAX_LATE_IMPORTS = 15
+
+
+def unit_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "ppo_lab"
+
+
+def unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    units: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        units.setdefault(unit_of(module), set()).update(unit_of(t) for t in targets if unit_of(t) != unit_of(module))
+    return units
+
+
+def test_every_unit_has_a_layer():
+    assert set(unit_graph(import_graph())) <= set(RANK), sorted(set(unit_graph(import_graph())) - set(RANK))
+
+
+def test_units_form_no_cycle_and_import_only_downwards():
+    units = unit_graph(import_graph())
+    assert not find_cycles(units), find_cycles(units)
+    upward = [f"{a} -> {b}" for a, targets in units.items() for b in targets if RANK[b] <= RANK[a]]
+    assert not upward, "imports against the flow (docs/architecture.md): " + "; ".join(sorted(upward))
+
+
+def test_layer_check_catches_an_upward_import():
+    assert unit_graph({"ppo_lab.rundir.x": {"ppo_lab.run.y"}, "ppo_lab.run.y": set()}) == {"rundir": {"run"}, "run": set()}
+    assert RANK["run"] < RANK["rundir"]
+
+
+def function_level_imports(path: Path) -> list[int]:
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines += [n.lineno for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return sorted(set(lines))
+
+
+def test_imports_sit_at_the_top_outside_the_late_loader():
+    inside = {path: function_level_imports(path) for path in PACKAGE.rglob("*.py")}
+    elsewhere = [f"{p.relative_to(ROOT)}:{line}" for p, lines in inside.items() if p != LATE_LOADER for line in lines]
+    assert not elsewhere, "imports inside functions (move them to the top): " + ", ".join(elsewhere)
+    assert len(inside.get(LATE_LOADER, [])) <= MAX_LATE_IMPORTS
+
+
+def test_modules_are_loaded_by_name_in_one_place_only():
+    """Counted as text, comments included: `import_module` / `__import__` nowhere but the late
+    loader, and the default precision's name spelled in one Python file."""
+    by_name = [p for p in PACKAGE.rglob("*.py") if "import_module" in p.read_text() or "__import__" in p.read_text()]
+    assert set(by_name) <= {LATE_LOADER}, by_name
+    precision = [p for p in PACKAGE.rglob("*.py") if '"fp32"' in p.read_text()]
+    assert len(precision) <= 1, precision
+
+
+def test_every_part_yaml_names_its_target():
+    import re
+
+    for group in ("env", "network", "logger"):
+        files = sorted((ROOT / "conf" / group).glob("*.yaml"))
+        assert files
+        missing = [f.name for f in files if not re.search(r"^\s*_target_:", f.read_text(), re.M)]
+        assert not missing, f"conf/{group}: no _target_ line in {missing}"
 
 
 def test_rundir_and_analysis_import_no_jax():

@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 
+from ppo_lab import parts
 from ppo_lab.config import PPOConfig, RunConfig
 from ppo_lab.envs.make import make_env
 from ppo_lab.networks import ActorCritic, conv_for_platform
@@ -41,6 +42,8 @@ def build_env_and_network(cfg: RunConfig):
 
 def build(cfg: RunConfig, num_devices: int) -> Components:
     env, env_params, network, action_names = build_env_and_network(cfg)
+    for name, path in cfg.env.evaluations.items():  # load now: a missing one fails before any compile
+        parts.load(f"env.evaluations.{name}", path)
     ppo = apply_auto_scale(cfg.ppo)
     layout = choose_layout(cfg.num_seeds, ppo, num_devices, cfg.hardware.layout)
     log.info("layout: %s over %d device(s), %d replica(s) of %d envs (%s)", layout.mode, layout.num_devices,
