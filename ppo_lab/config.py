@@ -150,6 +150,9 @@ class RewardSection:
     def get(self, key: str, default=None):
         return self.options.get(key, default)
 
+    def __getitem__(self, key: str):
+        return self.options[key]
+
 
 @dataclass(frozen=True)
 class LoggerSpec:

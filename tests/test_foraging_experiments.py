@@ -21,7 +21,7 @@ def compose_run(overrides: list[str]):
 
 def test_goodhart_reference_turns_on_every_parity_key():
     run = compose_run(["experiment=goodhart_reference", "reward=proxy"])
-    assert run.experiment == "goodhart_reference" and run.reward["name"] == "proxy"
+    assert run.experiment == "goodhart_reference" and run.reward.name == "proxy"
     assert run.ppo.num_minibatches == 1
     assert run.ppo.entropy_floor == 0.5 and run.ppo.entropy_floor_coef == 0.05
     assert run.network.privileged_critic and run.network.kind == "cnn"

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, launch, read_rows, read_summary
 
-from ppo_lab.run.recorders import LOGGERS, make_loggers
+from ppo_lab.run.recorders import make_loggers
 from ppo_lab.run.recorders.tensorboard_logger import read_scalars
 from ppo_lab.run.recorders.wandb_logger import STATE_FILE, read_offline_run
 
@@ -55,8 +55,10 @@ def _wandb_runs(run_dir: Path) -> dict:
 def test_logger_group_composes_as_a_list(tmp_path):
     cfg = _cfg(tmp_path)
     assert set(cfg.logger) == {"csv", "wandb", "tensorboard"}
-    assert cfg.logger["wandb"]["mode"] == "offline" and cfg.logger["wandb"]["project"] == "ppo_lab"
-    assert set(LOGGERS) >= {"csv", "wandb", "tensorboard"}
+    wandb = cfg.logger["wandb"]
+    assert wandb.options["mode"] == "offline" and wandb.options["project"] == "ppo_lab"
+    assert wandb.target == "ppo_lab.run.recorders.wandb_logger.make_logger"
+    assert cfg.logger["csv"].target is None  # metrics.csv is the run's own file
 
 
 def test_loggers_write_and_resume_without_double_logging(tmp_path):
