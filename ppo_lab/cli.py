@@ -8,25 +8,33 @@
     ppo-lab compare A B ...      compare runs or benchmarks: a table and comparison.png
     ppo-lab benchmark            the performance suite
 
-Each subcommand's module is imported only when it is chosen: `evaluate`, `replay` and
-`benchmark` apply a run's hardware settings before jax is imported, so nothing here may
-import jax.
+Every subcommand's `main(argv) -> int` is imported here, at the top. Importing jax (and flax,
+optax) does not start XLA's backend, so `evaluate`, `replay` and `benchmark` can still apply
+their hardware settings (`ppo_lab.hardware.start_jax`) when they run. None of these modules
+may import gymnax or Jumanji at its top: that would start the backend before those settings.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-# name -> (module with a `main(argv) -> int`, one line for the help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "watch": ("ppo_lab.analysis.watch", "live dashboard of every run under a directory"),
-    "aggregate": ("ppo_lab.analysis.aggregate", "statistics across seeds of a sweep (aggregate.csv, curves.png)"),
-    "evaluate": ("ppo_lab.run.evaluate", "re-evaluate a saved run from its latest checkpoint"),
-    "replay": ("ppo_lab.run.replay", "render one episode of a trained foraging agent to a GIF"),
-    "plots": ("ppo_lab.analysis.run_plots", "a PNG panel of one run's training curves"),
-    "compare": ("ppo_lab.analysis.compare", "compare runs or benchmarks (table and comparison.png)"),
-    "benchmark": ("ppo_lab.benchmark", "the performance suite (steps/s and their ratios)"),
+from ppo_lab.analysis.aggregate import main as aggregate_main
+from ppo_lab.analysis.compare import main as compare_main
+from ppo_lab.analysis.run_plots import main as plots_main
+from ppo_lab.analysis.watch import main as watch_main
+from ppo_lab.bench.suite import main as benchmark_main
+from ppo_lab.run.evaluate import main as evaluate_main
+from ppo_lab.run.replay import main as replay_main
+
+# name -> (its `main(argv) -> int`, one line for the help)
+SUBCOMMANDS = {
+    "watch": (watch_main, "live dashboard of every run under a directory"),
+    "aggregate": (aggregate_main, "statistics across seeds of a sweep (aggregate.csv, curves.png)"),
+    "evaluate": (evaluate_main, "re-evaluate a saved run from its latest checkpoint"),
+    "replay": (replay_main, "render one episode of a trained foraging agent to a GIF"),
+    "plots": (plots_main, "a PNG panel of one run's training curves"),
+    "compare": (compare_main, "compare runs or benchmarks (table and comparison.png)"),
+    "benchmark": (benchmark_main, "the performance suite (steps/s and their ratios)"),
 }
 
 
@@ -47,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"ppo-lab: unknown command {name!r}; valid: {', '.join(SUBCOMMANDS)}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(SUBCOMMANDS[name][0])
+    command, _ = SUBCOMMANDS[name]
     sys.argv[0] = f"ppo-lab {name}"  # argparse's prog, so each --help names the real command
-    return int(module.main(rest) or 0)
+    return int(command(rest) or 0)
 
 
 if __name__ == "__main__":

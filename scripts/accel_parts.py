@@ -28,7 +28,8 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
 
-    from ppo_lab.benchmark import compose, env_only_rollout, timed_calls
+    from ppo_lab.bench.configs import compose
+    from ppo_lab.bench.suite import env_only_rollout, timed_calls
     from ppo_lab.hardware import start_jax
 
     base = ["experiment=goodhart", "reward=ground_truth", "ppo.auto_scale=false", "ppo.num_minibatches=1",

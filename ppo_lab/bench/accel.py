@@ -1,7 +1,9 @@
-"""The suite's accelerator section: the reference-scale experiment at 1..16 seeds, fp32 and bf16.
+"""The suite's accelerator section: the reference-scale experiment at 1..16 seeds, every precision.
 
-    python -m ppo_lab.benchmark_accel [--seeds 1,2,4,8,16] [--precisions fp32,bf16]
+    python -m ppo_lab.bench.accel [--seeds 1,2,4,8,16] [--precisions P1,P2]
         [--minibatches 1] [--updates 8] [--quick] [--out f.json] [hydra overrides]
+
+(`--precisions` defaults to every `hardware.precision` the lab knows, `ppo_lab.config.PRECISIONS`.)
 
 (`ppo-lab benchmark --accelerator` runs it in a fresh process as one of its sections.)
 
@@ -14,6 +16,9 @@ run), then timed after one warm-up call: `sps` is env steps of all seeds per sec
 FLOPs per env step = forward FLOPs of one observation (XLA's cost analysis of the network) x
 (1 rollout forward + 3 x update_epochs: forward and backward of every sample each epoch).
 `--quick` shrinks everything (tests: the code path on a CPU).
+
+jax is imported at the top (importing it does not start XLA's backend); `main` applies the
+`hardware` settings with `ppo_lab.hardware.start_jax` before anything runs on a device.
 """
 
 from __future__ import annotations
@@ -21,12 +26,26 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+
+from ppo_lab.bench.configs import compose
+from ppo_lab.config import PRECISIONS, validate
+from ppo_lab.hardware import start_jax
+from ppo_lab.ppo.parallel import init_replicas, make_mesh, sharded_chunk, start_update_arg
+from ppo_lab.ppo.train import make_trainer
+from ppo_lab.run.build import build
+from ppo_lab.run.memory import ChunkTooLarge, check_fits
+
+# This module by name, as `python -m` runs it (each row in a fresh process).
+MODULE = "ppo_lab.bench.accel"
 SEEDS = (1, 2, 4, 8, 16)
-PRECISIONS = ("fp32", "bf16")
 REFERENCE = ["experiment=goodhart", "reward=ground_truth", "ppo.auto_scale=false"]
 QUICK = ["env.grid_size=16", "env.food_min=4", "env.food_max=8", "env.poison_min=4", "env.poison_max=8",
          "ppo.num_envs=4", "ppo.num_steps=8", "ppo.update_epochs=1", "network.conv_channels=[4,4]", "network.dense_size=16"]
@@ -34,9 +53,6 @@ QUICK = ["env.grid_size=16", "env.food_min=4", "env.food_max=8", "env.poison_min
 
 def matmul_rate(device, n: int) -> float:
     """FLOP/s of an n x n x n bf16 matmul on `device` (best of a few; the matrix rate)."""
-    import jax
-    import jax.numpy as jnp
-
     a = jax.device_put(jnp.ones((n, n), jnp.bfloat16), device)
     f = jax.jit(lambda x: x @ x)
     jax.block_until_ready(f(a))
@@ -50,8 +66,6 @@ def matmul_rate(device, n: int) -> float:
 
 def forward_flops(network, obs) -> float:
     """FLOPs of the network on one observation, by XLA's cost analysis (no loops inside)."""
-    import jax
-
     params = jax.eval_shape(network.init, jax.random.PRNGKey(0), obs[:1])
     cost = jax.jit(network.apply).lower(params, obs[:1]).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
@@ -59,15 +73,6 @@ def forward_flops(network, obs) -> float:
 
 
 def measure(seeds: int, precision: str, overrides: list[str], updates: int, devices, min_s: float) -> dict:
-    import jax
-
-    from ppo_lab.benchmark import compose
-    from ppo_lab.config import validate
-    from ppo_lab.ppo.parallel import init_replicas, make_mesh, sharded_chunk, start_update_arg
-    from ppo_lab.ppo.train import make_trainer
-    from ppo_lab.run.build import build
-    from ppo_lab.run.memory import ChunkTooLarge, check_fits
-
     cfg = validate(compose(REFERENCE + overrides + [f"num_seeds={seeds}", f"hardware.precision={precision}", "benchmark=true"]))
     comp = build(cfg, len(devices))
     layout, ppo = comp.layout, comp.ppo
@@ -95,7 +100,7 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     elapsed = time.perf_counter() - t0
     row["sps"] = calls * updates * ppo.batch_size * seeds / elapsed
     obs = jax.eval_shape(trainer.init, *jax.random.split(jax.random.PRNGKey(0))).obs
-    row["forward_flops"] = forward_flops(comp.network, jax.numpy.zeros(obs.shape, obs.dtype))
+    row["forward_flops"] = forward_flops(comp.network, jnp.zeros(obs.shape, obs.dtype))
     row["flops_per_step"] = row["forward_flops"] * (1 + 3 * ppo.update_epochs)
     return {**row, "status": "ok"}
 
@@ -104,12 +109,9 @@ def measure_in_fresh_process(seeds: int, precision: str, child_args: list[str]) 
     """One row in its own process, as a run gets the device: nothing left over from earlier
     rows. (In one process, 16 seeds failed at run time on an H100 with one 34.7 GiB allocation
     after the 8-seed row, although XLA's analysis fits and a fresh process runs it.)"""
-    import subprocess
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "row.json"
-        cmd = [sys.executable, "-m", "ppo_lab.benchmark_accel", "--seeds", str(seeds), "--precisions", precision,
+        cmd = [sys.executable, "-m", MODULE, "--seeds", str(seeds), "--precisions", precision,
                "--in-process", "--out", str(out), *child_args]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode == 0 and out.exists():
@@ -175,10 +177,6 @@ def main(argv=None) -> int:
                         help="measure every row in this process (default: each row in a fresh process)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-
-    from ppo_lab.benchmark import compose
-    from ppo_lab.hardware import start_jax
-
     overrides = (QUICK if args.quick else []) + [f"ppo.num_minibatches={args.minibatches}"] + list(args.overrides)
     devices = start_jax(compose(REFERENCE + overrides)["hardware"])
     child_args = None if args.in_process else [

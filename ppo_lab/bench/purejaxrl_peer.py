@@ -1,7 +1,7 @@
 """PureJaxRL's PPO as an optional peer for the benchmark, loaded from a user's checkout.
 
-Nothing of PureJaxRL is copied here: `load(checkout)` imports its unchanged `purejaxrl/ppo.py`
-from the given directory and adapts the surroundings it expects:
+Nothing of PureJaxRL is copied here: `load(checkout)` runs its unchanged `purejaxrl/ppo.py`
+from the given directory (`runpy.run_path`) and adapts the surroundings it expects:
 - gymnax 0.0.x's five-value `step`: gymnax 1.0 returns `terminated, truncated` separately, so
   the env PureJaxRL builds is wrapped to return `terminated | truncated` as its one `done`;
 - its `wrappers.py` imports brax and navix at the top for wrappers `ppo.py` does not use:
@@ -11,16 +11,21 @@ from the given directory and adapts the surroundings it expects:
 
 Where: `ppo-lab benchmark --purejaxrl PATH` or `PPO_LAB_PUREJAXRL=PATH` (the repository root
 or its `purejaxrl/` folder).
+
+This module imports neither gymnax nor PureJaxRL at its top: their import starts XLA's backend,
+which must wait for the `hardware` settings (`ppo_lab.hardware.start_jax`). PureJaxRL's own
+`ppo.py` imports gymnax when `load` runs it; the adapter wraps that gymnax's `make`.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
+import runpy
 import sys
 import types
 from pathlib import Path
+
+import jax
 
 ENV_VAR = "PPO_LAB_PUREJAXRL"
 
@@ -63,17 +68,27 @@ class _FiveValueEnv:
         return obs, state, reward, terminated | truncated, info
 
 
-def _make_five_value(*args, **kwargs):
-    import gymnax
+def _five_value_gymnax(gymnax) -> types.SimpleNamespace:
+    """`gymnax` as PureJaxRL's ppo.py uses it (`gymnax.make` only), its envs seen through `_FiveValueEnv`."""
 
-    env, params = gymnax.make(*args, **kwargs)
-    return _FiveValueEnv(env), params
+    def make(*args, **kwargs):
+        env, params = gymnax.make(*args, **kwargs)
+        return _FiveValueEnv(env), params
+
+    return types.SimpleNamespace(make=make)
+
+
+def installed(name: str) -> bool:
+    """Whether the top-level package `name` can be imported here (found on this interpreter's
+    finders, or already loaded), without importing it."""
+    return name in sys.modules or any(
+        finder.find_spec(name, None) is not None for finder in sys.meta_path if hasattr(finder, "find_spec"))
 
 
 def _placeholder_modules() -> None:
     """brax and navix, only as far as wrappers.py's top-level imports need them."""
     for name in ("brax", "navix"):
-        if importlib.util.find_spec(name) is not None:
+        if installed(name):
             continue
         if name == "brax":
             training = types.ModuleType("brax.envs.wrappers.training")
@@ -89,33 +104,33 @@ def _placeholder_modules() -> None:
             sys.modules.setdefault(module_name, module)
 
 
-def load(path: str | os.PathLike | None = None):
-    """PureJaxRL's `ppo` module, ready to `make_train(config)`; PeerUnavailable with the reason
-    when it is not given or cannot be imported here."""
+def load(path: str | os.PathLike | None = None) -> types.SimpleNamespace:
+    """PureJaxRL's `ppo.py` (the names it defines), ready to `make_train(config)`; PeerUnavailable
+    with the reason when it is not given or cannot be imported here."""
     folder = find_checkout(path)
     if folder is None:
         raise PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${ENV_VAR})")
     for needed in ("distrax", "chex", "gymnax"):
-        if importlib.util.find_spec(needed) is None:
+        if not installed(needed):
             raise PeerUnavailable(f"PureJaxRL needs {needed!r}, which is not installed here (pip install {needed})")
     _placeholder_modules()
     sys.path.insert(0, str(folder))
     try:
-        spec = importlib.util.spec_from_file_location("purejaxrl_ppo", folder / "ppo.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        # run_name other than "__main__": its `if __name__ == "__main__"` training does not run.
+        names = runpy.run_path(str(folder / "ppo.py"), run_name="purejaxrl_ppo")
     except Exception as exc:  # noqa: BLE001 - any import failure means: not comparable here
         raise PeerUnavailable(f"importing {folder / 'ppo.py'} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         sys.path.remove(str(folder))
-    module.gymnax = types.SimpleNamespace(make=_make_five_value)
-    return module
+    if not callable(names.get("make_train")) or not hasattr(names.get("gymnax"), "make"):
+        raise PeerUnavailable(f"{folder / 'ppo.py'} defines no make_train or does not import gymnax")
+    # run_path returns a copy of the names: patch the globals make_train really reads.
+    names["make_train"].__globals__["gymnax"] = _five_value_gymnax(names["gymnax"])
+    return types.SimpleNamespace(**names)
 
 
 def make_train(module, num_envs: int, total_timesteps: int, num_seeds: int = 1):
     """PureJaxRL's CartPole `train(rng)` at `num_envs`, jitted whole; with seeds, the
     jit-of-vmap its README shows (`jax.jit(jax.vmap(make_train(config)))(keys)`)."""
-    import jax
-
     train = module.make_train({**CARTPOLE, "NUM_ENVS": num_envs, "TOTAL_TIMESTEPS": total_timesteps})
     return jax.jit(jax.vmap(train) if num_seeds > 1 else train)

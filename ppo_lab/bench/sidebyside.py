@@ -1,6 +1,6 @@
 """The lab and PureJaxRL side by side on PureJaxRL's CartPole settings, in one process.
 
-    python -m ppo_lab.sidebyside --purejaxrl PATH [--rounds 3] [--out f.json] [hydra overrides]
+    python -m ppo_lab.bench.sidebyside --purejaxrl PATH [--rounds 3] [--out f.json] [hydra overrides]
 
 (`ppo-lab benchmark --purejaxrl PATH` runs this in a fresh process as one of its sections.)
 
@@ -14,6 +14,10 @@ over the training loop's wall time, compile excluded. PureJaxRL's whole training
 call, timed after compiling it (its first call, like the lab's chunks). The cases are interleaved and repeated (`--rounds`): a ratio
 is the median over rounds of lab / PureJaxRL measured next to each other, so a machine shared
 with other work shifts both sides of it alike.
+
+jax is imported at the top (importing it does not start XLA's backend); `main` applies the
+`hardware` settings with `ppo_lab.hardware.start_jax` before PureJaxRL's code (which imports
+gymnax, and so starts the backend) is loaded.
 """
 
 from __future__ import annotations
@@ -28,7 +32,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from ppo_lab import purejaxrl_peer
+import jax
+
+from ppo_lab.bench import purejaxrl_peer
+from ppo_lab.bench.configs import compose
+from ppo_lab.hardware import start_jax
+from ppo_lab.run.entry import train
 
 # (label, num_envs, seeds, timesteps per seed) at each size; the bar: lab / PureJaxRL at least.
 CASES = {
@@ -56,8 +65,6 @@ class PeerCase:
     compiles its chunk and its `sps` includes that executable's first calls."""
 
     def __init__(self, module, num_envs: int, num_seeds: int, timesteps: int):
-        import jax
-
         self.steps = num_seeds * (timesteps // (num_envs * 128)) * num_envs * 128
         self.key = jax.random.split(jax.random.PRNGKey(0), num_seeds) if num_seeds > 1 else jax.random.PRNGKey(0)
         self.make = lambda: purejaxrl_peer.make_train(module, num_envs, timesteps, num_seeds).lower(self.key).compile()
@@ -66,8 +73,6 @@ class PeerCase:
         self.compile_s = time.perf_counter() - t0
 
     def sps(self) -> float:
-        import jax
-
         compiled = self.make()
         t0 = time.perf_counter()
         jax.block_until_ready(compiled(self.key))
@@ -76,9 +81,6 @@ class PeerCase:
 
 def lab_sps(overrides: list[str], extra: list[str], workdir: Path) -> tuple[float, dict]:
     """One lab run as `launch.py` makes it (`run.entry.train`), in this process's JAX."""
-    from ppo_lab.benchmark import compose
-    from ppo_lab.run.entry import train
-
     summary = train(compose(overrides + extra), Path(tempfile.mkdtemp(dir=workdir)))
     return summary["sps"], summary["layout"]
 
@@ -136,10 +138,6 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-
-    from ppo_lab.benchmark import compose
-    from ppo_lab.hardware import start_jax
-
     try:
         if purejaxrl_peer.find_checkout(args.purejaxrl) is None:
             raise purejaxrl_peer.PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${purejaxrl_peer.ENV_VAR})")

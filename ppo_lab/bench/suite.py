@@ -27,11 +27,14 @@ start-up + compile + training, the way a user pays it), CartPole:
   no truncation bootstrap), one seed on one device.
 
 Sections in processes of their own (their own JAX start-up):
-- `purejaxrl_side_by_side` (`ppo_lab.sidebyside`): the lab against PureJaxRL itself, imported
-  from a checkout (`--purejaxrl PATH` or $PPO_LAB_PUREJAXRL), interleaved rounds, ratios
-  against the bar; `{"skipped": reason}` when PureJaxRL is not given or not importable;
-- `accelerator` (`ppo_lab.benchmark_accel`): the reference-scale experiment at 1-16 seeds,
-  fp32 and bf16 (on a GPU/TPU, or with `--accelerator`).
+- `purejaxrl_side_by_side` (`ppo_lab.bench.sidebyside`): the lab against PureJaxRL itself,
+  imported from a checkout (`--purejaxrl PATH` or $PPO_LAB_PUREJAXRL), interleaved rounds,
+  ratios against the bar; `{"skipped": reason}` when PureJaxRL is not given or not importable;
+- `accelerator` (`ppo_lab.bench.accel`): the reference-scale experiment at 1-16 seeds, at
+  every precision of `hardware.precision` (on a GPU/TPU, or with `--accelerator`).
+
+jax is imported at the top (importing it does not start XLA's backend); `main` applies the
+`hardware` settings with `ppo_lab.hardware.start_jax` before anything runs on a device.
 """
 
 from __future__ import annotations
@@ -48,8 +51,20 @@ import tempfile
 import time
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = PROJECT_ROOT / "conf"
+import jax
+import jax.numpy as jnp
+
+from ppo_lab.bench import accel, sidebyside
+from ppo_lab.bench.configs import compose, env_overrides, known_env
+from ppo_lab.config import CONF_DIR, validate
+from ppo_lab.hardware import host_core_count, start_jax
+from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
+from ppo_lab.ppo.train import make_trainer
+from ppo_lab.run.build import build
+from ppo_lab.rundir import read_benchmark
+
+# The repository: launch.py, run in fresh processes, and the folder they run in.
+PROJECT_ROOT = CONF_DIR.parent
 DEFAULT_ENVS = ("cartpole", "foraging")
 
 # Sizes of everything the suite runs. `min_s`: least timed seconds per in-process measure.
@@ -64,39 +79,13 @@ SIZES = {
 BAR = {"seeds16_speedup": 3.0, "devices2_speedup": 1.3, "compile_cache_speedup": 3.0}
 
 
-# --- configs by name --------------------------------------------------------------------
-# Used for an env only while it has no experiment config of its own.
-# Foraging: the project's default foraging scale for this hardware (conf/scale). For the
-# reference CNN add `network=cnn` (and keep the batch small: on XLA:CPU the CNN's gradient inside
-# the trainer's minibatch `lax.scan` is ~15x slower than outside a loop, docs/performance.md).
-FALLBACK_OVERRIDES = {"foraging": ["env=foraging", "reward=ground_truth"]}
-
-
-def env_overrides(name: str) -> list[str]:
-    """How the suite selects an env: its experiment config if there is one, else env=<name>."""
-    if (CONF_DIR / "experiment" / f"{name}.yaml").exists():
-        return [f"experiment={name}"]
-    return list(FALLBACK_OVERRIDES.get(name, [f"env={name}"]))
-
-
-def compose(overrides: list[str]) -> dict:
-    """The resolved config for these overrides, composed exactly as launch.py would."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from omegaconf import OmegaConf
-
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=list(overrides))
-    return OmegaConf.to_container(cfg, resolve=True)
-
-
 def available_envs(names) -> list[str]:
-    from ppo_lab.envs.registry import ENVS
-
+    """The names the suite can select (`configs.known_env`); the others skipped, with a word."""
     out = []
     for name in names:
-        if name not in ENVS:
-            print(f"[benchmark] skipping env {name!r}: not registered ({sorted(ENVS)})", file=sys.stderr)
+        if not known_env(name):
+            print(f"[benchmark] skipping env {name!r}: no conf/experiment/{name}.yaml or conf/env/{name}.yaml",
+                  file=sys.stderr)
             continue
         out.append(name)
     return out
@@ -107,8 +96,6 @@ def timed_calls(fn, args, steps_per_call: int, min_s: float) -> tuple[float, flo
     """(compile seconds, steps/s): compile, one warm-up call (the first run of an executable
     can be much slower: one-time kernel set-up), then calls until min_s has passed. A first
     call of 10 s or more is the measurement (such set-up costs are then a small part)."""
-    import jax
-
     t0 = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile()
     compile_s = time.perf_counter() - t0
@@ -129,11 +116,6 @@ def timed_calls(fn, args, steps_per_call: int, min_s: float) -> tuple[float, flo
 def env_only_rollout(env, env_params, num_envs: int, num_steps: int, env_state, obs, key):
     """The trainer's rollout loop with uniformly random actions and no network (what the env
     alone costs); records rewards and dones."""
-    import jax
-    import jax.numpy as jnp
-
-    from ppo_lab.ppo.rollout import batched_step, rollout
-
     num_actions = env.action_space(env_params).n
 
     def random_policy(obs, k, mask=None):
@@ -146,14 +128,6 @@ def env_only_rollout(env, env_params, num_envs: int, num_steps: int, env_state, 
 
 
 def measure_env(name: str, extra: list[str], size: dict) -> dict:
-    import jax
-    import jax.numpy as jnp
-
-    from ppo_lab.config import validate
-    from ppo_lab.ppo.rollout import batched_reset
-    from ppo_lab.ppo.train import make_trainer
-    from ppo_lab.run.build import build
-
     overrides = env_overrides(name) + list(size["env_overrides"]) + list(extra) + ["num_seeds=1", "ppo.auto_scale=false"]
     resolved = compose(overrides)
     cfg = validate(resolved)
@@ -211,8 +185,6 @@ class Launcher:
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError(f"{label} failed (exit {proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
-        from ppo_lab.rundir import read_benchmark
-
         bench = read_benchmark(run_dir)
         bench.pop("config", None)
         bench["process_wall_s"] = wall
@@ -311,11 +283,9 @@ def format_table(result: dict) -> str:
     for label, value, check in rows:
         mark = "" if not isinstance(check, dict) else f"  [{'PASS' if check['pass'] else 'FAIL'}: bar {check['bar']}x]"
         lines.append(f"{label:<48} {value:>14}{mark}")
-    for key, formatter in (("purejaxrl_side_by_side", "ppo_lab.sidebyside"), ("accelerator", "ppo_lab.benchmark_accel")):
+    for key, section in (("purejaxrl_side_by_side", sidebyside), ("accelerator", accel)):
         if result.get(key):
-            import importlib
-
-            lines += ["", importlib.import_module(formatter).format_table(result[key])]
+            lines += ["", section.format_table(result[key])]
     return "\n".join(lines)
 
 
@@ -331,8 +301,6 @@ def run_section(module: str, args: list[str], workdir: Path, env: dict) -> dict:
 
 
 def machine_info(devices) -> dict:
-    import jax
-
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -341,8 +309,6 @@ def machine_info(devices) -> dict:
                 break
     except OSError:
         pass
-    from ppo_lab.hardware import host_core_count
-
     cores = host_core_count()
     return {"cpu": cpu, "cores": cores, "platform": devices[0].platform, "jax": jax.__version__,
             "python": platform.python_version(), "description": f"{cores} cores, {cpu}, {devices[0].platform}, jax {jax.__version__}"}
@@ -366,9 +332,7 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     base_env = dict(os.environ)
 
-    # Hardware before jax: the in-process measures use ONE device (the per-device figures).
-    from ppo_lab.hardware import start_jax
-
+    # Hardware before anything runs: the in-process measures use ONE device (the per-device figures).
     hw = compose(list(args.overrides))["hardware"]
     devices = start_jax({**hw, "host_devices": 1, "compilation_cache_dir": None})
 
@@ -396,9 +360,9 @@ def main(argv=None) -> int:
         quick = ["--quick"] if args.quick else []
         peer = [f"--purejaxrl={args.purejaxrl}"] if args.purejaxrl else []
         result["purejaxrl_side_by_side"] = run_section(
-            "ppo_lab.sidebyside", [*args.overrides, *peer, *quick, f"--rounds={1 if args.quick else args.rounds}"], Path(sections), base_env)
+            sidebyside.__name__, [*args.overrides, *peer, *quick, f"--rounds={1 if args.quick else args.rounds}"], Path(sections), base_env)
         if args.accelerator or devices[0].platform != "cpu":
-            result["accelerator"] = run_section("ppo_lab.benchmark_accel", [*args.overrides, *quick], Path(sections), base_env)
+            result["accelerator"] = run_section(accel.__name__, [*args.overrides, *quick], Path(sections), base_env)
     result["suite_wall_s"] = time.perf_counter() - t_start
     print(format_table(result))
     print(f"\nsuite wall time {result['suite_wall_s']:.0f} s")
