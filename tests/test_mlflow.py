@@ -4,6 +4,7 @@ MLflow's own client: runs, params, metric histories, artifacts, resume, the mode
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -107,6 +108,7 @@ os._exit(9)
                      "eval": {"episode_return": [111.0, 222.0]}, "final": {"train/mean_episode_return": [80.0, 81.0]}})
 
     client = _client(store)
+    assert sorted(recorder.run_ids) == [0, 1]  # one MLflow run per seed: the loop below checks both
     for seed, run_id in recorder.run_ids.items():
         entropy = _history(client, run_id, "train/entropy")
         assert [s for s, _ in entropy] == list(range(1, 9))  # every update once
@@ -133,6 +135,7 @@ def test_a_logger_added_on_relaunch_gets_the_history_from_metrics_csv(store, tmp
     (recorder,) = make_loggers(run_dir, cfg)
     recorder.log_rows(_rows(range(5, 7)))
     client = _client(store)
+    assert sorted(recorder.run_ids) == [0, 1]  # one MLflow run per seed: the loop below checks both
     for seed, run_id in recorder.run_ids.items():
         assert [s for s, _ in _history(client, run_id, "train/entropy")] == list(range(1, 7))
         assert dict(_history(client, run_id, "timesteps"))[2] == 128
@@ -168,6 +171,7 @@ def test_a_run_logs_runs_artifacts_and_registers_a_policy_that_acts(store, tmp_p
         assert mv.tags["seed"] == str(seed) and float(mv.tags["eval/episode_return"]) == pytest.approx(summary["eval"]["episode_return"][seed], rel=1e-5)
         assert mv.run_id == run.info.run_id
         versions[seed] = f"models:/{name}/{version}"
+    assert sorted(versions) == [0, 1]  # both seeds converged (target 5) and were registered
 
     # The registered model loads in a fresh process and maps env observations to valid actions.
     script = f"""
@@ -183,7 +187,7 @@ for seed, uri in {versions!r}.items():
 print(json.dumps(out))
 """
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     for seed in ("0", "1"):

@@ -46,8 +46,10 @@ def test_summarize_one_to_four_by_hand():
     assert s["ci_high"] - s["mean"] == pytest.approx(T_975_DF3 * math.sqrt(5 / 12))
     # IQM of 4 values trims one from each end: mean(2, 3)
     assert s["iqm"] == pytest.approx(2.5)
-    assert s["iqm_ci_low"] <= s["iqm"] <= s["iqm_ci_high"]
-    assert 1.0 <= s["iqm_ci_low"] and s["iqm_ci_high"] <= 4.0
+    # Its bootstrap: a resample's IQM is the mean of its middle two values; it is 1 when at least
+    # three of the four draws are 1: P = (4 * 3 + 1) / 4**4 = 13/256 = 5.1% > 2.5%, so the 2.5%
+    # quantile is 1, and by symmetry the 97.5% quantile is 4: the interval is the whole range.
+    assert (s["iqm_ci_low"], s["iqm_ci_high"]) == (1.0, 4.0)
 
 
 def test_iqm_trims_a_quarter_each_side():
@@ -77,9 +79,14 @@ def test_iqm_bootstrap_is_deterministic_and_seeded():
 
 
 def test_bootstrap_other_statistic():
-    x = [1.0, 2.0, 3.0, 4.0, 5.0]
-    lo, hi = bootstrap_ci(x, np.median, n_resamples=500, seed=2)
-    assert 1.0 <= lo <= 3.0 <= hi <= 5.0
+    # Median of 5 draws from 1..5 is 1 when at least 3 draws are 1:
+    # P = 10 * 0.2**3 * 0.8**2 + 5 * 0.2**4 * 0.8 + 0.2**5 = 5.8% > 2.5%: the whole range again.
+    assert bootstrap_ci([1.0, 2.0, 3.0, 4.0, 5.0], np.median, n_resamples=500, seed=2) == (1.0, 5.0)
+    # 1..41: the median of a resample is the k-th smallest value with k about binomial around
+    # 21 +/- 1.96 * sqrt(41) / 2 = 21 +/- 6.3 (the sign test's interval), so about [15, 27],
+    # well inside the range [1, 41].
+    lo, hi = bootstrap_ci(np.arange(1.0, 42.0), np.median, n_resamples=500, seed=2)
+    assert 14.0 <= lo <= 16.0 and 26.0 <= hi <= 28.0, (lo, hi)
 
 
 def test_single_seed_gives_nan_spread_without_warnings():
