@@ -187,8 +187,12 @@ def _torso(cfg: NetworkConfig, name: str, conv: str, dtype) -> nn.Module:
     """The torso `conf/network/<kind>.yaml` names (`_target_`), with its own keys; a torso that
     has a `conv` field (the CNN) gets the hardware's convolution."""
     torso = parts.load("network._target_", cfg.target)
-    kwargs = {**cfg.torso_kwargs(), "activation": cfg.activation, "dtype": dtype, "name": name}
-    if "conv" in getattr(torso, "__dataclass_fields__", {}):
+    fields = getattr(torso, "__dataclass_fields__", {})
+    # Only the torso's own fields: a scale file sizes both kinds (hidden_sizes for an MLP,
+    # conv_channels for a CNN) whichever `network=` is chosen.
+    kwargs = {k: v for k, v in cfg.torso_kwargs().items() if k in fields}
+    kwargs.update(activation=cfg.activation, dtype=dtype, name=name)
+    if "conv" in fields:
         kwargs["conv"] = conv
     return torso(**kwargs)
 
