@@ -19,9 +19,11 @@ from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import HardwareError
 from ppo_lab.run.memory import ChunkTooLarge
 from ppo_lab.run.resume import ResumeError
+from ppo_lab.rundir.checkpoint_format import CheckpointError
 
 # ChunkTooLarge comes after compiling, before the first step (summary.json says failed: memory).
-USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge)
+# CheckpointError: no checkpoint verifies, or one of a format that cannot be carried over.
+USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge, CheckpointError)
 
 
 def resolve(cfg) -> dict:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from ppo_lab import rundir
 from ppo_lab.errors import ConfigError
+from ppo_lab.rundir.atomic import write_text_atomic
+from ppo_lab.rundir.checkpoint_format import DAMAGED, NoValidCheckpoint
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,7 @@ FREE_KEYS = (
     "hardware.layout", "hardware.conv", "hardware.memory_limit_gb",
 )
 _UNSET = "<unset>"
+NONE_VALID = "NONE_VALID.txt"  # in checkpoints/damaged/: no checkpoint verified, nothing chosen yet
 
 
 class ResumeError(RuntimeError):
@@ -100,11 +103,23 @@ def check_config(saved: dict, now: dict, where: str, allow: bool) -> dict[str, t
     raise ResumeError(f"{where} has another config; {len(changes)} key(s) that change training differ:\n{lines}\n{hint}")
 
 
+def _starts_over(cfg) -> bool:
+    return (cfg.resolved.get("checkpoint") or {}).get("if_all_damaged", "error") == "start_over"
+
+
 def plan(cfg, run_dir: Path) -> Plan:
-    """Find the source and check its config against this run's. Writes nothing."""
+    """Find the source and check its config against this run's. Writes nothing, except
+    with checkpoint.if_all_damaged=start_over after a launch that found no checkpoint verified
+    (the earlier attempt's files are then moved aside, see `start_over`)."""
     run_dir = Path(run_dir)
     if cfg.benchmark:
         return Plan(None, False)  # a measurement: always from scratch, never compared
+    none_valid = run_dir / rundir.CHECKPOINTS / DAMAGED / NONE_VALID
+    if none_valid.exists() and not rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
+        # An earlier launch set every checkpoint aside: starting fresh would silently drop its rows.
+        if not _starts_over(cfg):
+            raise NoValidCheckpoint(none_valid.read_text().strip())
+        start_over(run_dir, none_valid.read_text())
     if rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
         source, own = run_dir, True
     elif cfg.resume:
@@ -134,6 +149,23 @@ class Resumed:
     early_stopping: dict | None = None
     source: Path | None = None
     own: bool = False
+    damaged: list = field(default_factory=list)  # "ckpt_<N>.json: why" of each checkpoint skipped as damaged
+
+
+def start_over(run_dir: Path, why: str) -> None:
+    """checkpoint.if_all_damaged=start_over: the earlier attempt's metrics.csv, summary.json
+    and config_history.jsonl join its damaged checkpoints in checkpoints/damaged/ (kept, not
+    deleted); training starts from scratch in the same run directory."""
+    folder = run_dir / rundir.CHECKPOINTS / DAMAGED
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for name in (rundir.METRICS, rundir.SUMMARY, rundir.CONFIG_HISTORY):
+        if (run_dir / name).exists():
+            (run_dir / name).replace(folder / f"{stamp}-{name}")
+    write_text_atomic(folder / f"{stamp}-start_over.txt", f"checkpoint.if_all_damaged=start_over:\n{why}\n")
+    (folder / NONE_VALID).unlink(missing_ok=True)
+    log.warning("checkpoint.if_all_damaged=start_over: no checkpoint of %s verifies; starting over from update 0 "
+                "(the earlier attempt's files are in %s)", run_dir, folder)
 
 
 def restore(p: Plan, comp, cfg, mesh):
@@ -146,14 +178,26 @@ def restore(p: Plan, comp, cfg, mesh):
     if p.source is None:
         return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh), Resumed()
     template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
-    host_state, meta = checkpoint.load(p.source / rundir.CHECKPOINTS, template)
+    try:  # the newest checkpoint that verifies; damaged ones of this run's own dir are moved aside
+        loaded = checkpoint.load_verified(p.source / rundir.CHECKPOINTS, template, set_aside_damaged=p.own)
+    except NoValidCheckpoint as exc:
+        if not p.own:
+            raise
+        # Remembered: a relaunch must not take the now empty checkpoints/ for a fresh run.
+        write_text_atomic(p.source / rundir.CHECKPOINTS / DAMAGED / NONE_VALID, f"{exc}\n")
+        if not _starts_over(cfg):
+            raise
+        start_over(p.source, str(exc))
+        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh), Resumed()
+    host_state, meta = loaded.state, loaded.meta
     saved_layout = meta.get("layout") or {}
     # Seed layouts do not depend on the device count; a split of one seed's envs does.
     if "envs" in (saved_layout.get("mode"), comp.layout.mode) and saved_layout != comp.layout.as_dict():
         raise ResumeError(f"cannot resume from {p.source}: saved with device layout {saved_layout}, "
                           f"this run has {comp.layout.as_dict()}")
     state = jax.device_put(host_state, replica_sharding(mesh))
-    resumed = Resumed(int(meta["update"]), float(meta.get("wall_s", 0.0)), meta.get("early_stopping"), p.source, p.own)
+    resumed = Resumed(int(meta["update"]), float(meta.get("wall_s", 0.0)), meta.get("early_stopping"), p.source, p.own,
+                      [str(exc) for exc in loaded.damaged])
     return state, resumed
 
 

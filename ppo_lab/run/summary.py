@@ -59,6 +59,7 @@ def start_summary(cfg, comp, devices, resumed) -> dict:
         "wall_s": resumed.prior_wall, "compile_s": None, "sps": None, "final": {}, "eval": {},
         "resumed_from": resumed.start_update if resumed.source is not None else None,
         "resume_source": str(resumed.source) if resumed.source is not None and not resumed.own else None,
+        "checkpoints_damaged": list(resumed.damaged),  # skipped on resume (moved to checkpoints/damaged/)
         "slurm_job_id": slurm_job_id(), "layout": comp.layout.as_dict(),
         "devices": [str(d) for d in devices[: comp.layout.num_devices]],
         "ppo_effective": {"num_minibatches": comp.ppo.num_minibatches, "update_epochs": comp.ppo.update_epochs},
