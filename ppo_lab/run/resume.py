@@ -20,8 +20,7 @@ from pathlib import Path
 
 from ppo_lab import rundir
 from ppo_lab.errors import ConfigError
-from ppo_lab.rundir.atomic import write_text_atomic
-from ppo_lab.rundir.checkpoint_format import DAMAGED, NoValidCheckpoint
+from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +39,6 @@ FREE_KEYS = (
     "hardware.layout", "hardware.conv", "hardware.memory_limit_gb",
 )
 _UNSET = "<unset>"
-NONE_VALID = "NONE_VALID.txt"  # in checkpoints/damaged/: no checkpoint verified, nothing chosen yet
 
 
 class ResumeError(RuntimeError):
@@ -114,12 +112,12 @@ def plan(cfg, run_dir: Path) -> Plan:
     run_dir = Path(run_dir)
     if cfg.benchmark:
         return Plan(None, False)  # a measurement: always from scratch, never compared
-    none_valid = run_dir / rundir.CHECKPOINTS / DAMAGED / NONE_VALID
-    if none_valid.exists() and not rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
+    none_valid = none_valid_note(run_dir / rundir.CHECKPOINTS)
+    if none_valid is not None and not rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
         # An earlier launch set every checkpoint aside: starting fresh would silently drop its rows.
         if not _starts_over(cfg):
-            raise NoValidCheckpoint(none_valid.read_text().strip())
-        start_over(run_dir, none_valid.read_text())
+            raise NoValidCheckpoint(none_valid)
+        start_over(run_dir, none_valid)
     if rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
         source, own = run_dir, True
     elif cfg.resume:
@@ -153,17 +151,9 @@ class Resumed:
 
 
 def start_over(run_dir: Path, why: str) -> None:
-    """checkpoint.if_all_damaged=start_over: the earlier attempt's metrics.csv, summary.json
-    and config_history.jsonl join its damaged checkpoints in checkpoints/damaged/ (kept, not
-    deleted); training starts from scratch in the same run directory."""
-    folder = run_dir / rundir.CHECKPOINTS / DAMAGED
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for name in (rundir.METRICS, rundir.SUMMARY, rundir.CONFIG_HISTORY):
-        if (run_dir / name).exists():
-            (run_dir / name).replace(folder / f"{stamp}-{name}")
-    write_text_atomic(folder / f"{stamp}-start_over.txt", f"checkpoint.if_all_damaged=start_over:\n{why}\n")
-    (folder / NONE_VALID).unlink(missing_ok=True)
+    """checkpoint.if_all_damaged=start_over: train from scratch in this run directory; the
+    earlier attempt's files are kept in checkpoints/damaged/ (`set_aside_attempt`)."""
+    folder = set_aside_attempt(run_dir, why)
     log.warning("checkpoint.if_all_damaged=start_over: no checkpoint of %s verifies; starting over from update 0 "
                 "(the earlier attempt's files are in %s)", run_dir, folder)
 
@@ -184,7 +174,7 @@ def restore(p: Plan, comp, cfg, mesh):
         if not p.own:
             raise
         # Remembered: a relaunch must not take the now empty checkpoints/ for a fresh run.
-        write_text_atomic(p.source / rundir.CHECKPOINTS / DAMAGED / NONE_VALID, f"{exc}\n")
+        remember_none_valid(p.source / rundir.CHECKPOINTS, str(exc))
         if not _starts_over(cfg):
             raise
         start_over(p.source, str(exc))

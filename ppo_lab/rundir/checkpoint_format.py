@@ -33,10 +33,12 @@ import time
 from pathlib import Path
 
 from ppo_lab.rundir.atomic import _json_default, write_text_atomic
+from ppo_lab.rundir.paths import CHECKPOINTS, CONFIG_HISTORY, METRICS, SUMMARY
 
 FORMAT_VERSION = 3
 FIRST_VERSIONED = 3  # formats below this were written without a version in the meta
 DAMAGED = "damaged"  # checkpoints/damaged/: where checkpoints that do not verify are moved
+NONE_VALID = "NONE_VALID.txt"  # in checkpoints/damaged/: no checkpoint verified, nothing chosen yet
 _STAMP_KEYS = ("format_version", "payload", "meta_sha256")
 
 
@@ -140,4 +142,31 @@ def set_aside(meta_path: Path, state_path: Path, reason: str) -> Path:
             shutil.move(str(path), str(folder / (path.name + suffix)))
     write_text_atomic(folder / f"{meta_path.stem}{suffix}.reason.txt",
                       f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {meta_path.name}: {reason}\n")
+    return folder
+
+
+def remember_none_valid(ckpt_dir: Path, message: str) -> None:
+    """Note in checkpoints/damaged/ that no checkpoint verified: a relaunch must not take the
+    emptied checkpoints/ for a fresh run (that would drop the earlier attempt's rows)."""
+    write_text_atomic(Path(ckpt_dir) / DAMAGED / NONE_VALID, message.rstrip() + "\n")
+
+
+def none_valid_note(ckpt_dir: Path) -> str | None:
+    """The note `remember_none_valid` left, or None."""
+    path = Path(ckpt_dir) / DAMAGED / NONE_VALID
+    return path.read_text().strip() if path.exists() else None
+
+
+def set_aside_attempt(run_dir: Path, why: str) -> Path:
+    """Start over in place: the earlier attempt's metrics.csv, summary.json and
+    config_history.jsonl join its damaged checkpoints in checkpoints/damaged/ (prefixed with
+    the time, never deleted) with a note of why; the none-verified note is cleared."""
+    folder = Path(run_dir) / CHECKPOINTS / DAMAGED
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for name in (METRICS, SUMMARY, CONFIG_HISTORY):
+        if (Path(run_dir) / name).exists():
+            shutil.move(str(Path(run_dir) / name), str(folder / f"{stamp}-{name}"))
+    write_text_atomic(folder / f"{stamp}-start_over.txt", f"checkpoint.if_all_damaged=start_over:\n{why.rstrip()}\n")
+    (folder / NONE_VALID).unlink(missing_ok=True)
     return folder
