@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import threading
-import time
 from pathlib import Path
 
 import flax.serialization
@@ -17,7 +15,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_config, launch, read_rows, read_summary, train_run
+from conftest import ROOT, compose_config, fill_when, launch, read_rows, read_summary, train_run
 
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
@@ -236,40 +234,6 @@ def test_a_round1_checkpoint_is_migrated_and_resumed(tmp_path, caplog):
 
 
 # --- a full disk ---------------------------------------------------------------------------
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 4 MiB tmpfs (root and a kernel that allow it), unmounted at the end."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command: cannot make a small disk to fill")
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {proc.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-
-
-def fill_when(path_glob, disk: Path, leave_bytes: int, stop: threading.Event) -> threading.Thread:
-    """In the background: once a file matching `path_glob` exists on `disk`, fill the disk
-    until `leave_bytes` are left (small writes still fit, a checkpoint no longer does)."""
-    def run():
-        while not stop.is_set() and not list(disk.glob(path_glob)):
-            time.sleep(0.005)
-        free = shutil.disk_usage(disk).free
-        with open(disk / "filler", "wb") as f:
-            try:
-                f.write(b"\0" * max(0, free - leave_bytes))
-            except OSError:
-                pass
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
 
 @pytest.mark.timeout(180)
 def test_a_full_disk_fails_the_run_and_keeps_the_last_good_checkpoint(small_disk, caplog):

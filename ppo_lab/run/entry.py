@@ -12,18 +12,21 @@ directory: launch.py prints them as `error: ...` and exits 2.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Mapping
 
 from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import HardwareError
 from ppo_lab.run.memory import ChunkTooLarge
+from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
 from ppo_lab.rundir.checkpoint_format import CheckpointError
 
 # ChunkTooLarge comes after compiling, before the first step (summary.json says failed: memory).
 # CheckpointError: no checkpoint verifies, or one of a format that cannot be carried over.
-USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge, CheckpointError)
+# StoreUnreachable: a logger's tracking store did not answer (logger.<name>.on_unreachable=error).
+USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge, CheckpointError, StoreUnreachable)
 
 
 def resolve(cfg) -> dict:
@@ -50,8 +53,14 @@ def train(cfg: Mapping, run_dir: Path) -> dict:
 
     run_cfg = validate(resolved)
     check_logger_names(run_cfg.logger)
+    disabled = []
+    if not run_cfg.benchmark:  # a benchmark records to no logger
+        # Each remote tracking store answers within its timeout, or the run stops (exit 2) or
+        # goes on without that logger: seconds before building, never minutes of retries.
+        loggers, disabled = check_stores(run_cfg.logger)
+        run_cfg = dataclasses.replace(run_cfg, logger=loggers)
     from ppo_lab.run.build import build
     from ppo_lab.run.loop import run
 
     components = build(run_cfg, len(devices))  # once; env-specific config errors surface here
-    return run(run_cfg, components, run_dir, devices)
+    return run(run_cfg, components, run_dir, devices, loggers_disabled=disabled)

@@ -50,8 +50,9 @@ def device_memory_mb(devices) -> float | None:
     return float(sum(peaks)) if peaks else None
 
 
-def start_summary(cfg, comp, devices, resumed) -> dict:
-    """The summary at start (status running): what the run is, where it resumed from."""
+def start_summary(cfg, comp, devices, resumed, loggers_disabled: list | None = None) -> dict:
+    """The summary at start (status running): what the run is, where it resumed from, the
+    loggers left out (a store unreachable at start; one that fails mid-run is added then)."""
     return {
         "status": "running", "stop_reason": None, "experiment": cfg.experiment, "env": cfg.env["name"],
         "reward": cfg.reward.get("name"), "seeds": cfg.seeds, "updates": resumed.start_update,
@@ -63,7 +64,7 @@ def start_summary(cfg, comp, devices, resumed) -> dict:
         "slurm_job_id": slurm_job_id(), "layout": comp.layout.as_dict(),
         "devices": [str(d) for d in devices[: comp.layout.num_devices]],
         "ppo_effective": {"num_minibatches": comp.ppo.num_minibatches, "update_epochs": comp.ppo.update_epochs},
-        "versions": versions(), "error": None,
+        "versions": versions(), "error": None, "loggers_disabled": list(loggers_disabled or []),
     }
 
 

@@ -82,6 +82,15 @@ class TensorBoardLogger:
             writer.close()
         self.writers = {}
 
+    def abandon(self) -> None:
+        """Let go of the writers after a failure (a full disk): close each, errors ignored."""
+        for writer in self.writers.values():
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the disk that failed the write fails the close too
+                pass
+        self.writers = {}
+
 
 def make_logger(run_dir: Path, cfg, options: dict) -> TensorBoardLogger:
     return TensorBoardLogger(run_dir, cfg, options)
