@@ -111,9 +111,12 @@ def load_verified(ckpt_dir: Path, template, update: int | None = None, *, set_as
 
 
 def _none_valid(ckpt_dir: Path, damaged: list[DamagedCheckpoint], moved: bool) -> str:
+    """The error when no checkpoint verifies: each file and why, and the ways forward."""
     lines = "\n".join(f"  {exc.path.name}: {exc.reason}" for exc in damaged)
-    where = f"They were moved to {ckpt_dir / DAMAGED}/." if moved else "They were left in place."
-    return (f"no checkpoint in {ckpt_dir} verifies:\n{lines}\n{where} Ways forward:\n"
+    if not moved:  # another run's checkpoints (resume=PATH): not ours to move or start over
+        return (f"no checkpoint in {ckpt_dir} verifies:\n{lines}\nThey were left in place. Ways forward: "
+                f"resume=ANOTHER_RUN_DIR, or no resume= for a fresh run.")
+    return (f"no checkpoint in {ckpt_dir} verifies:\n{lines}\nThey were moved to {ckpt_dir / DAMAGED}/. Ways forward:\n"
             f"  - a fresh run: launch without hydra.run.dir (or with a new one)\n"
             f"  - start over in this run directory, the old files kept aside in {DAMAGED}/: "
             f"checkpoint.if_all_damaged=start_over\n"

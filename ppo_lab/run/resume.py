@@ -2,7 +2,9 @@
 
     plan(cfg, run_dir)      this run's own checkpoint first (a requeued job), else resume=PATH;
                             the config compared key by key (jax-free, before anything is written)
-    restore(plan, ...)      the learner state: fresh, or the checkpoint loaded into a template
+    restore(plan, ...)      the learner state: fresh, or the newest checkpoint that verifies loaded
+                            into a template (damaged ones moved to checkpoints/damaged/; none
+                            verifies: exit 2, or checkpoint.if_all_damaged=start_over)
     keep_rows(plan, ...)    metrics.csv cut back to (or copied up to) the checkpoint's update,
                             and the allowed config changes appended to config_history.jsonl
 
