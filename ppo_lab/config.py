@@ -453,6 +453,8 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
     env = _env(cfg["env"], reward)
     every = _number(cfg["checkpoint"], "checkpoint", "every_min")
     _require(every > 0, "checkpoint.every_min", every, "minutes > 0")
+    if_all_damaged = cfg["checkpoint"].get("if_all_damaged", "error")  # read by run/resume.py
+    _require(if_all_damaged in ("error", "start_over"), "checkpoint.if_all_damaged", if_all_damaged, "error or start_over")
     benchmark = cfg.get("benchmark", False)
     _require(isinstance(benchmark, bool), "benchmark", benchmark, "true or false")
     resume = cfg.get("resume")

@@ -7,8 +7,11 @@ import csv
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -89,6 +92,44 @@ def read_summary(run_dir: Path) -> dict:
 @pytest.fixture
 def tiny():
     return list(TINY)
+
+
+# --- a small disk to fill (faults tests) ---------------------------------------------------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MiB tmpfs (root and a kernel that allow it), unmounted at the end."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command: cannot make a small disk to fill")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN): {proc.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def fill_when(path_glob, disk: Path, leave_bytes: int, stop: threading.Event) -> threading.Thread:
+    """In the background: once a file matching `path_glob` exists on `disk`, fill the disk
+    until `leave_bytes` are left (small writes still fit, a checkpoint no longer does)."""
+    def run():
+        while not stop.is_set() and not list(disk.glob(path_glob)):
+            time.sleep(0.005)
+        if stop.is_set():
+            return
+        free = shutil.disk_usage(disk).free
+        with open(disk / "filler", "wb") as f:
+            try:
+                f.write(b"\0" * max(0, free - leave_bytes))
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
 
 
 # --- cluster tests: skipped with one reason where the cluster cannot run, never in CI --------

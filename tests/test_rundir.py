@@ -139,7 +139,9 @@ def test_checkpoint_listing_counts_only_complete_checkpoints(tmp_path):
         checkpoints.write_checkpoint(ckpt, update, b"x", {"update": update})
     (ckpt / "ckpt_12.json").write_text("{}")  # its state file never came: not a checkpoint
     assert [p.name for p in rundir.list_checkpoints(ckpt)] == ["ckpt_2.json", "ckpt_4.json", "ckpt_10.json"]
-    assert checkpoints.read_meta(checkpoints.latest_checkpoint(ckpt)) == {"update": 10}
+    meta = checkpoints.read_meta(checkpoints.latest_checkpoint(ckpt))  # stamped with its format and checksums
+    assert {k: v for k, v in meta.items() if k not in ("format_version", "payload", "meta_sha256")} == {"update": 10}
+    assert meta["payload"]["bytes"] == 1 and meta["format_version"] >= 3
     checkpoints.prune(ckpt, keep=2)
     assert [p.name for p in rundir.list_checkpoints(ckpt)] == ["ckpt_4.json", "ckpt_10.json"]
     assert not (ckpt / "ckpt_2.msgpack").exists()

@@ -4,10 +4,17 @@ This module turns the state pytree into bytes and back (flax msgpack, numpy leav
 files a checkpoint is made of, which checkpoints exist and which is the latest complete one
 is `ppo_lab.rundir.checkpoints` (jax-free, so start-up code can look before importing jax).
 The newest two are kept.
+
+Loading takes the newest checkpoint that verifies (format version and checksums,
+`ppo_lab.rundir.checkpoint_format`); one that does not is skipped with a warning (and, in the
+run's own directory, moved to `checkpoints/damaged/`). A payload of an older format is
+migrated (`ppo_lab.run.checkpoint_migrations`) or refused naming both versions.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import flax.serialization
@@ -15,7 +22,20 @@ import jax
 import numpy as np
 
 from ppo_lab.rundir import checkpoints as files
+from ppo_lab.rundir.checkpoint_format import (
+    DAMAGED,
+    FORMAT_VERSION,
+    CheckpointError,
+    DamagedCheckpoint,
+    NoValidCheckpoint,
+    set_aside,
+    verify,
+    version_of,
+)
 from ppo_lab.rundir.checkpoints import list_checkpoints  # noqa: F401 - callers use checkpoint.list_checkpoints
+from ppo_lab.run.checkpoint_migrations import describe, infer_version, migrate
+
+log = logging.getLogger(__name__)
 
 KEEP = 2
 
@@ -29,12 +49,82 @@ def save(ckpt_dir: Path, state, meta: dict) -> Path:
     return path
 
 
-def load(ckpt_dir: Path, template, update: int | None = None):
-    """Restore `(state, meta)` from the latest (or the given) checkpoint into `template`'s structure."""
-    path = files.latest_checkpoint(ckpt_dir) if update is None else files.meta_path(ckpt_dir, update)
-    if path is None:
+@dataclass
+class Loaded:
+    state: object  # the learner state, host numpy arrays in the template's structure
+    meta: dict
+    version: int  # the format the payload was written in (migrated from, if older)
+    damaged: list[DamagedCheckpoint] = field(default_factory=list)  # newer ones skipped, newest first
+
+
+def read_payload(meta_path: Path) -> tuple[dict, dict, int]:
+    """(meta, raw state dict, format version) of a checkpoint that verifies and parses;
+    DamagedCheckpoint otherwise."""
+    meta, payload = verify(meta_path, files.state_path(meta_path))
+    try:
+        raw = flax.serialization.msgpack_restore(payload)
+    except Exception as exc:  # noqa: BLE001 - msgpack raises several types (ExtraData, FormatError, ...)
+        raise DamagedCheckpoint(meta_path, f"{files.state_path(meta_path).name} does not parse "
+                                           f"({type(exc).__name__}: {exc})") from exc
+    if not isinstance(raw, dict) or "params" not in raw:
+        raise DamagedCheckpoint(meta_path, f"{files.state_path(meta_path).name} holds no learner state")
+    version = version_of(meta)
+    return meta, raw, infer_version(raw) if version is None else version
+
+
+def load_verified(ckpt_dir: Path, template, update: int | None = None, *, set_aside_damaged: bool = False) -> Loaded:
+    """The newest checkpoint in `ckpt_dir` (or exactly `update`) that verifies, migrated to
+    this format and restored into `template`'s structure. Damaged ones are skipped with a
+    warning, and moved to `checkpoints/damaged/` with `set_aside_damaged`. None verifies:
+    NoValidCheckpoint. Another format that cannot be carried over, or a state that does not
+    fit this config's: CheckpointError (both before anything is compiled)."""
+    ckpt_dir = Path(ckpt_dir)
+    candidates = list(reversed(files.list_checkpoints(ckpt_dir))) if update is None else [files.meta_path(ckpt_dir, update)]
+    if not candidates:
         raise FileNotFoundError(f"no complete checkpoint in {ckpt_dir}")
-    meta = files.read_meta(path)
-    raw = flax.serialization.msgpack_restore(files.state_path(path).read_bytes())
     host_template = jax.tree.map(np.asarray, jax.device_get(template))
-    return flax.serialization.from_state_dict(host_template, raw), meta
+    template_dict = flax.serialization.to_state_dict(host_template)
+    damaged: list[DamagedCheckpoint] = []
+    for path in candidates:
+        try:
+            meta, raw, version = read_payload(path)
+        except DamagedCheckpoint as exc:
+            damaged.append(exc)
+            where = set_aside(path, files.state_path(path), exc.reason) if set_aside_damaged else None
+            log.warning("checkpoint %s is damaged: %s; %s", path, exc.reason,
+                        f"moved to {where}/" if where else "left in place")
+            continue
+        raw = migrate(raw, version, template_dict, path)
+        try:
+            state = flax.serialization.from_state_dict(host_template, raw)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(
+                f"{path} ({describe(version, version_of(meta) is not None)}) holds a learner state this config's does "
+                f"not match: {exc}. A key that changes the state's structure (e.g. ppo.separate_grad_clip, "
+                f"ppo.value_norm, network.*) differs from the run that saved it: use its values, or a new run "
+                f"directory.") from exc
+        if version != version_of(meta):
+            log.warning("checkpoint %s is %s: carried over to format %s", path.name,
+                        describe(version, version_of(meta) is not None), FORMAT_VERSION)
+        return Loaded(state, meta, version, damaged)
+    raise NoValidCheckpoint(_none_valid(ckpt_dir, damaged, set_aside_damaged))
+
+
+def _none_valid(ckpt_dir: Path, damaged: list[DamagedCheckpoint], moved: bool) -> str:
+    """The error when no checkpoint verifies: each file and why, and the ways forward."""
+    lines = "\n".join(f"  {exc.path.name}: {exc.reason}" for exc in damaged)
+    if not moved:  # another run's checkpoints (resume=PATH): not ours to move or start over
+        return (f"no checkpoint in {ckpt_dir} verifies:\n{lines}\nThey were left in place. Ways forward: "
+                f"resume=ANOTHER_RUN_DIR, or no resume= for a fresh run.")
+    return (f"no checkpoint in {ckpt_dir} verifies:\n{lines}\nThey were moved to {ckpt_dir / DAMAGED}/. Ways forward:\n"
+            f"  - a fresh run: launch without hydra.run.dir (or with a new one)\n"
+            f"  - start over in this run directory, the old files kept aside in {DAMAGED}/: "
+            f"checkpoint.if_all_damaged=start_over\n"
+            f"  - resume another run's checkpoint: resume=PATH in a new run directory")
+
+
+def load(ckpt_dir: Path, template, update: int | None = None):
+    """Restore `(state, meta)` from the newest checkpoint that verifies (or the given one)
+    into `template`'s structure, leaving damaged ones in place (a reader, not the run)."""
+    loaded = load_verified(ckpt_dir, template, update)
+    return loaded.state, loaded.meta

@@ -12,6 +12,7 @@ directory: launch.py prints them as `error: ...` and exits 2.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from pathlib import Path
 from typing import Mapping
 
@@ -24,10 +25,14 @@ from ppo_lab.run.build import build
 from ppo_lab.run.completed import completed_summary
 from ppo_lab.run.loop import run
 from ppo_lab.run.memory import ChunkTooLarge
+from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
+from ppo_lab.rundir.checkpoint_format import CheckpointError
 
 # ChunkTooLarge comes after compiling, before the first step (summary.json says failed: memory).
-USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge)
+# CheckpointError: no checkpoint verifies, or one of a format that cannot be carried over.
+# StoreUnreachable: a logger's tracking store did not answer (logger.<name>.on_unreachable=error).
+USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge, CheckpointError, StoreUnreachable)
 
 
 def resolve(cfg) -> dict:
@@ -44,6 +49,12 @@ def train(cfg: Mapping, run_dir: Path) -> dict:
     if done is not None:
         return done
     run_cfg = validate(resolved)  # every section, before anything starts or is written
+    disabled = []
+    if not run_cfg.benchmark:  # a benchmark records to no logger
+        # Each remote tracking store answers within its timeout, or the run stops (exit 2) or
+        # goes on without that logger: seconds before building, never minutes of retries.
+        loggers, disabled = check_stores(run_cfg.logger)
+        run_cfg = dataclasses.replace(run_cfg, logger=loggers)
     devices = start_jax(run_cfg.hardware)  # before anything starts XLA's backend (building the env may)
     components = build(run_cfg, len(devices))  # once; env-specific config errors surface here
-    return run(run_cfg, components, run_dir, devices)
+    return run(run_cfg, components, run_dir, devices, loggers_disabled=disabled)

@@ -121,8 +121,9 @@ class Session:
         return evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(self.state, comp.layout, cfg.num_seeds))
 
 
-def run(cfg: RunConfig, comp: Components, run_dir: Path, devices) -> dict:
-    """Train (or resume) one run in `run_dir` with the components `build` made; returns the summary."""
+def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabled: list | None = None) -> dict:
+    """Train (or resume) one run in `run_dir` with the components `build` made; returns the summary.
+    `loggers_disabled`: loggers left out because their store was unreachable at start (summary.json)."""
     run_dir = Path(run_dir)
     log.info(
         "run %s | env=%s reward=%s | seeds %s | layout %s over %d device(s) | batch %d x %d, %d updates",
@@ -137,7 +138,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices) -> dict:
     session = Session(cfg, comp, run_dir, state, resumed)
     session.recent.add(resume.keep_rows(plan, resumed, run_dir, cfg.train.return_window))
 
-    summary = start_summary(cfg, comp, devices, resumed)
+    summary = start_summary(cfg, comp, devices, resumed, loggers_disabled)
     recorders = choose_recorders(cfg)
     _start(recorders, RunContext(run_dir, cfg, summary, resumed.start_update, session.num_updates, comp.ppo.batch_size,
                                  session.recent.mean), summary)

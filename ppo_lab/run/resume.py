@@ -2,7 +2,9 @@
 
     plan(cfg, run_dir)      this run's own checkpoint first (a requeued job), else resume=PATH;
                             the config compared key by key (jax-free, before anything is written)
-    restore(plan, ...)      the learner state: fresh, or the checkpoint loaded into a template
+    restore(plan, ...)      the learner state: fresh, or the newest checkpoint that verifies loaded
+                            into a template (damaged ones moved to checkpoints/damaged/; none
+                            verifies: exit 2, or checkpoint.if_all_damaged=start_over)
     keep_rows(plan, ...)    metrics.csv cut back to (or copied up to) the checkpoint's update,
                             and the allowed config changes appended to config_history.jsonl
 
@@ -25,6 +27,7 @@ from ppo_lab import rundir
 from ppo_lab.errors import ConfigError
 from ppo_lab.ppo.parallel import init_replicas, replica_sharding, replica_template
 from ppo_lab.run import checkpoint
+from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +66,20 @@ def flatten(d, prefix: str = "") -> dict:
     return out
 
 
+def _wiring_added(key: str, saved) -> bool:
+    """A part's wiring (`env._target_`, `env.check`, `env.evaluations.*`, `network._target_`)
+    that a config saved by an older version of the lab does not have: how a part is found, not
+    what is trained, so its arrival is no change of config."""
+    return saved is _UNSET and (key.rsplit(".", 1)[-1] in ("_target_", "check") or ".evaluations." in key)
+
+
 def config_changes(saved: dict, now: dict) -> dict[str, tuple]:
     """Every key (dotted) that changes training and differs: key -> (saved, now)."""
     a, b = flatten(saved), flatten(now)
     keys = sorted(set(a) | set(b))
     return {k: (a.get(k, _UNSET), b.get(k, _UNSET)) for k in keys
-            if not _under(k, FREE_KEYS) and a.get(k, _UNSET) != b.get(k, _UNSET)}
+            if not _under(k, FREE_KEYS) and a.get(k, _UNSET) != b.get(k, _UNSET)
+            and not _wiring_added(k, a.get(k, _UNSET))}
 
 
 @dataclass
@@ -104,11 +115,23 @@ def check_config(saved: dict, now: dict, where: str, allow: bool) -> dict[str, t
     raise ResumeError(f"{where} has another config; {len(changes)} key(s) that change training differ:\n{lines}\n{hint}")
 
 
+def _starts_over(cfg) -> bool:
+    return (cfg.resolved.get("checkpoint") or {}).get("if_all_damaged", "error") == "start_over"
+
+
 def plan(cfg, run_dir: Path) -> Plan:
-    """Find the source and check its config against this run's. Writes nothing."""
+    """Find the source and check its config against this run's. Writes nothing, except
+    with checkpoint.if_all_damaged=start_over after a launch that found no checkpoint verified
+    (the earlier attempt's files are then moved aside, see `start_over`)."""
     run_dir = Path(run_dir)
     if cfg.benchmark:
         return Plan(None, False)  # a measurement: always from scratch, never compared
+    none_valid = none_valid_note(run_dir / rundir.CHECKPOINTS)
+    if none_valid is not None and not rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
+        # An earlier launch set every checkpoint aside: starting fresh would silently drop its rows.
+        if not _starts_over(cfg):
+            raise NoValidCheckpoint(none_valid)
+        start_over(run_dir, none_valid)
     if rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
         source, own = run_dir, True
     elif cfg.resume:
@@ -136,6 +159,15 @@ class Resumed:
     early_stopping: dict | None = None
     source: Path | None = None
     own: bool = False
+    damaged: list = field(default_factory=list)  # "ckpt_<N>.json: why" of each checkpoint skipped as damaged
+
+
+def start_over(run_dir: Path, why: str) -> None:
+    """checkpoint.if_all_damaged=start_over: train from scratch in this run directory; the
+    earlier attempt's files are kept in checkpoints/damaged/ (`set_aside_attempt`)."""
+    folder = set_aside_attempt(run_dir, why)
+    log.warning("checkpoint.if_all_damaged=start_over: no checkpoint of %s verifies; starting over from update 0 "
+                "(the earlier attempt's files are in %s)", run_dir, folder)
 
 
 def restore(p: Plan, comp, cfg, mesh):
@@ -145,14 +177,26 @@ def restore(p: Plan, comp, cfg, mesh):
     if p.source is None:
         return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh), Resumed()
     template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
-    host_state, meta = checkpoint.load(p.source / rundir.CHECKPOINTS, template)
+    try:  # the newest checkpoint that verifies; damaged ones of this run's own dir are moved aside
+        loaded = checkpoint.load_verified(p.source / rundir.CHECKPOINTS, template, set_aside_damaged=p.own)
+    except NoValidCheckpoint as exc:
+        if not p.own:
+            raise
+        # Remembered: a relaunch must not take the now empty checkpoints/ for a fresh run.
+        remember_none_valid(p.source / rundir.CHECKPOINTS, str(exc))
+        if not _starts_over(cfg):
+            raise
+        start_over(p.source, str(exc))
+        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh), Resumed()
+    host_state, meta = loaded.state, loaded.meta
     saved_layout = meta.get("layout") or {}
     # Seed layouts do not depend on the device count; a split of one seed's envs does.
     if "envs" in (saved_layout.get("mode"), comp.layout.mode) and saved_layout != comp.layout.as_dict():
         raise ResumeError(f"cannot resume from {p.source}: saved with device layout {saved_layout}, "
                           f"this run has {comp.layout.as_dict()}")
     state = jax.device_put(host_state, replica_sharding(mesh))
-    resumed = Resumed(int(meta["update"]), float(meta.get("wall_s", 0.0)), meta.get("early_stopping"), p.source, p.own)
+    resumed = Resumed(int(meta["update"]), float(meta.get("wall_s", 0.0)), meta.get("early_stopping"), p.source, p.own,
+                      [str(exc) for exc in loaded.damaged])
     return state, resumed
 
 

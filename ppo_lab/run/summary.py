@@ -52,8 +52,9 @@ def device_memory_mb(devices) -> float | None:
     return float(sum(peaks)) if peaks else None
 
 
-def start_summary(cfg, comp, devices, resumed) -> dict:
-    """The summary at start (status running): what the run is, where it resumed from."""
+def start_summary(cfg, comp, devices, resumed, loggers_disabled: list | None = None) -> dict:
+    """The summary at start (status running): what the run is, where it resumed from, the
+    loggers left out (a store unreachable at start; one that fails mid-run is added then)."""
     return {
         "status": "running", "stop_reason": None, "experiment": cfg.experiment, "env": cfg.env.name,
         "reward": cfg.reward.name, "seeds": cfg.seeds, "updates": resumed.start_update,
@@ -61,10 +62,11 @@ def start_summary(cfg, comp, devices, resumed) -> dict:
         "wall_s": resumed.prior_wall, "compile_s": None, "sps": None, "final": {}, "eval": {},
         "resumed_from": resumed.start_update if resumed.source is not None else None,
         "resume_source": str(resumed.source) if resumed.source is not None and not resumed.own else None,
+        "checkpoints_damaged": list(resumed.damaged),  # skipped on resume (moved to checkpoints/damaged/)
         "slurm_job_id": slurm_job_id(), "layout": comp.layout.as_dict(),
         "devices": [str(d) for d in devices[: comp.layout.num_devices]],
         "ppo_effective": {"num_minibatches": comp.ppo.num_minibatches, "update_epochs": comp.ppo.update_epochs},
-        "versions": versions(), "error": None,
+        "versions": versions(), "error": None, "loggers_disabled": list(loggers_disabled or []),
     }
 
 

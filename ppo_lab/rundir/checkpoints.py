@@ -4,6 +4,8 @@ Layout: `checkpoints/ckpt_<update>.msgpack` (the learner state, serialised by
 `ppo_lab.run.checkpoint`, which needs jax) and `checkpoints/ckpt_<update>.json` (counters,
 layout, timing). Each is written atomically, the msgpack first and the JSON last: a
 checkpoint counts only once both exist, so a crash mid-write leaves the previous one usable.
+The JSON records the format version and the checksums of both files
+(`ppo_lab.rundir.checkpoint_format`): a checkpoint damaged later is recognised on resume.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from pathlib import Path
 
 from ppo_lab.rundir.atomic import write_atomic, write_json_atomic
+from ppo_lab.rundir.checkpoint_format import stamp
 from ppo_lab.rundir.jsonfile import read_json
 from ppo_lab.rundir.paths import CHECKPOINTS
 
@@ -54,10 +57,11 @@ def read_meta(meta: Path) -> dict:
 
 
 def write_checkpoint(ckpt_dir: Path, update: int, state_bytes: bytes, meta: dict) -> Path:
-    """Write one checkpoint (state first, JSON last); returns its JSON path."""
+    """Write one checkpoint (state first, JSON last, with the format version and checksums);
+    returns its JSON path."""
     path = meta_path(ckpt_dir, update)
     write_atomic(state_path(path), state_bytes)
-    write_json_atomic(path, meta)
+    write_json_atomic(path, stamp(meta, state_bytes, state_path(path).name))
     return path
 
 

@@ -26,6 +26,7 @@ from hydra.types import RunMode
 from ppo_lab import parts
 from ppo_lab.analysis.health import HealthWarnings
 from ppo_lab.config import LoggerSpec
+from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders.console import ProgressRecorder
 from ppo_lab.run.recorders.files import BenchmarkFile, MetricsFile, SummaryFile
 
@@ -77,22 +78,58 @@ def make_loggers(run_dir: Path, cfg) -> list:
 
 class LoggerRecorder:
     """One optional logger as a recorder. Built at start, so a logger that cannot start fails
-    the run before the first compile (the loop records it in summary.json)."""
+    the run before the first compile (the loop records it in summary.json), unless its
+    `on_unreachable` is warn: then the run goes on without it.
+
+    Mid-run, a logger is a guest: one that fails to take a chunk's rows (its store went away,
+    its disk is full) is disabled with a warning and listed in summary.json's
+    `loggers_disabled`; training, metrics.csv and checkpoints go on. Its store's requests are
+    bounded by `connect_timeout_s` (mlflow_recorder.py), so a failure costs at most that."""
 
     def __init__(self, spec: LoggerSpec):
         self.spec, self.name, self.logger = spec, spec.name, None
+        self.summary: dict = {}
+        self.update = 0
 
     def start(self, ctx: RunContext) -> None:
-        self.logger = _make_logger(self.spec, ctx.run_dir, ctx.cfg)
+        self.summary, self.update = ctx.summary, ctx.start_update
+        try:
+            self.logger = _make_logger(self.spec, ctx.run_dir, ctx.cfg)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            if self.spec.options.get("on_unreachable") != "warn":
+                raise
+            self._disable(exc, "start")
 
     def log_rows(self, rows: list[dict]) -> None:
-        self.logger.log_rows(rows)
+        if self.logger is None:
+            return
+        try:
+            self.logger.log_rows(rows)
+        except Exception as exc:  # noqa: BLE001 - a logger's failure must not cost the run
+            self._disable(exc, f"update {max((int(r['update']) for r in rows), default=self.update)}")
 
     def finish(self, summary: dict) -> None:
+        if self.logger is None:
+            return
         try:
             self.logger.finish(summary)
         except Exception:  # noqa: BLE001 - one logger's failure must not hide the result
             log.exception("logger %s failed to finish", self.name)
+
+    def _disable(self, exc: Exception, when: str) -> None:
+        error = f"{type(exc).__name__}: {exc}"[:2000]
+        log.warning("logger %s disabled at %s: %s; training and the run directory's files go on without it",
+                    self.name, when, error)
+        self.summary.setdefault("loggers_disabled", []).append({"logger": self.name, "error": error, "when": when})
+        abandon = getattr(self.logger, "abandon", None)
+        self.logger = None
+        if abandon is not None:
+            try:
+                abandon()
+            except Exception:  # noqa: BLE001 - it failed already; let go of it quietly
+                pass
 
 
 def choose_recorders(cfg) -> list[Recorder]:

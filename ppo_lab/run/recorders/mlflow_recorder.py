@@ -23,6 +23,11 @@
   windowed return reached it, or `logger.mlflow.register_if` holds for its evaluation) its
   policy is registered as `logger.mlflow.model_name` (default `ppo_lab-<experiment>`): a pyfunc
   that maps observations to greedy actions (`mlflow_policy.py`), its evaluation as tags.
+- An unreachable store: checked before compiling (`reachability.py`, `connect_timeout_s`,
+  `on_unreachable`); over HTTP every request is then bounded by `connect_timeout_s` without
+  MLflow's own retries (minutes per request), so a store that goes away mid-run costs one
+  timeout and that logger is disabled (recorders/__init__.py). MLFLOW_HTTP_REQUEST_TIMEOUT /
+  MLFLOW_HTTP_REQUEST_MAX_RETRIES set in the environment before the run win.
 - Resume: the run ids live in `<run_dir>/mlflow_runs.json`; a resumed run continues the same
   MLflow runs. Each update is logged once: the last step MLflow holds is read back from it and
   earlier updates are skipped; updates metrics.csv holds but MLflow does not (the logger was
@@ -50,6 +55,7 @@ from ppo_lab.analysis.run_plots import plot_run
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders import sweep_group
 from ppo_lab.run.recorders.mlflow_policy import save_policy_model, seed_params_from_checkpoint
+from ppo_lab.run.recorders.reachability import DEFAULT_ON_UNREACHABLE, DEFAULT_TIMEOUT_S, store_policy
 from ppo_lab.rundir.atomic import write_json_atomic
 from ppo_lab.rundir.checkpoints import state_path
 
@@ -60,7 +66,10 @@ DEFAULTS = {
     "dir": "outputs/mlflow", "tracking_uri": None, "experiment_name": None, "tags": None,
     "artifacts": True, "register": True, "model_name": None,
     "register_if": {"metric": None, "threshold": None, "direction": "maximize"},
+    "connect_timeout_s": DEFAULT_TIMEOUT_S, "on_unreachable": DEFAULT_ON_UNREACHABLE,
 }
+# MLflow's HTTP settings as the user's environment had them before any run of this process.
+_USER_HTTP_ENV = {var: os.environ.get(var) for var in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES")}
 END_STATUS = {"completed": "FINISHED", "timed_out": "FINISHED", "failed": "FAILED", "stopped": "KILLED"}
 KEYS = ("update", "seed")  # row keys that are the step and the run, not metrics
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
@@ -86,7 +95,19 @@ def check_options(options: dict | None) -> dict:
         raise ConfigError("logger.mlflow.register_if.threshold", rule["threshold"], "a number")
     if opts["tags"] is not None and not isinstance(opts["tags"], dict):
         raise ConfigError("logger.mlflow.tags", opts["tags"], "null or a mapping of tag -> value")
+    store_policy("mlflow", opts)
     return {**opts, "register_if": rule}
+
+
+def bound_http_requests(uri: str, timeout_s: float) -> None:
+    """Over HTTP(S): each MLflow request gives up after `timeout_s` (whole seconds, MLflow
+    reads an int), without MLflow's retries; the user's own environment settings win."""
+    if not uri.lower().startswith(("http://", "https://")):
+        return
+    wanted = {"MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(timeout_s))), "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+    for var, value in wanted.items():
+        if _USER_HTTP_ENV[var] is None:
+            os.environ[var] = value
 
 
 def store_location(opts: dict) -> tuple[str, Path | None]:
@@ -144,6 +165,7 @@ class MlflowRecorder:
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in job logs
 
         self.uri, artifact_root = store_location(self.opts)
+        bound_http_requests(self.uri, float(self.opts["connect_timeout_s"]))
         self.client = MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
         name = self.opts["experiment_name"] or cfg.experiment
         self.experiment_id = self._experiment(name, artifact_root)

@@ -84,6 +84,27 @@ class TensorBoardLogger:
             writer.close()
         self.writers = {}
 
+    def abandon(self) -> None:
+        """Let go of the writers after a failure (a full disk): close each, errors ignored.
+        A close that fails leaves tensorboardX's writer open, and it retries (and fails, with a
+        traceback) at interpreter exit: stop its worker thread and mark it closed instead."""
+        for writer in self.writers.values():
+            file_writers = list((getattr(writer, "all_writers", None) or {}).values())
+            try:
+                writer.close()
+            except Exception:  # noqa: BLE001 - the disk that failed the write fails the close too
+                for file_writer in file_writers:
+                    events = getattr(file_writer, "event_writer", None)
+                    worker = getattr(events, "_worker", None)
+                    try:
+                        if worker is not None and worker.is_alive():
+                            worker.stop()
+                    except Exception:  # noqa: BLE001
+                        pass
+                    if events is not None and hasattr(events, "_closed"):
+                        events._closed = True
+        self.writers = {}
+
 
 def make_logger(run_dir: Path, cfg, options: dict) -> TensorBoardLogger:
     return TensorBoardLogger(run_dir, cfg, options)

@@ -1,0 +1,172 @@
+"""A checkpoint's format version and checksums: stamped when written, verified when read.
+
+A checkpoint is two files (`ppo_lab.rundir.checkpoints`): `ckpt_<N>.msgpack`, the payload
+(the learner state), and `ckpt_<N>.json`, its meta. The meta records
+
+    format_version   FORMAT_VERSION: how the payload is laid out (what a reader must migrate)
+    payload          {"file", "bytes", "sha256"} of the msgpack file
+    meta_sha256      sha256 of the meta itself (its other keys, canonical JSON)
+
+so a checkpoint whose either file was damaged (a bad disk, a copy cut short, an editor)
+does not verify, and `verify` says which file and why. Checkpoints written before versions
+were recorded have none of these keys: they are "unversioned", their payload is checked
+only by parsing it (`ppo_lab.run.checkpoint`), and their layout is inferred from it.
+
+Format versions (each change of the payload's layout gets a number and, where it can, a
+migration in `ppo_lab.run.checkpoint_migrations`):
+
+    1  round 1 (unversioned): Adam under inject_hyperparams with a constant learning rate set
+       by the host, no PopArt statistics in the learner state
+    2  round 2 (unversioned): the learning-rate schedule inside inject_hyperparams (its step
+       count in the optimiser state), LearnerState.value_norm
+    3  this layout (the payload as in 2), with the version and checksums in the meta
+
+No jax here: start-up code verifies checkpoints before the hardware settings are applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from pathlib import Path
+
+from ppo_lab.rundir.atomic import _json_default, write_text_atomic
+from ppo_lab.rundir.paths import CHECKPOINTS, CONFIG_HISTORY, METRICS, SUMMARY
+
+FORMAT_VERSION = 3
+FIRST_VERSIONED = 3  # formats below this were written without a version in the meta
+DAMAGED = "damaged"  # checkpoints/damaged/: where checkpoints that do not verify are moved
+NONE_VALID = "NONE_VALID.txt"  # in checkpoints/damaged/: no checkpoint verified, nothing chosen yet
+_STAMP_KEYS = ("format_version", "payload", "meta_sha256")
+
+
+class CheckpointError(RuntimeError):
+    """A run cannot resume from its checkpoints (damaged, of another format, another state).
+    Raised before anything is compiled or written: launch.py prints it and exits 2."""
+
+
+class DamagedCheckpoint(CheckpointError):
+    """A checkpoint's files do not verify: `path` (its JSON) and `reason` say which and why."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path, self.reason = Path(path), reason
+        super().__init__(f"{self.path.name}: {reason}")
+
+    def __reduce__(self):  # picklable (submitit sends a job's exception back)
+        return type(self), (self.path, self.reason)
+
+
+class CheckpointFormatError(CheckpointError):
+    """A checkpoint of a format version this ppo_lab cannot read (or cannot carry over)."""
+
+
+class NoValidCheckpoint(CheckpointError):
+    """None of a run's checkpoints verifies."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _canonical(meta: dict) -> bytes:
+    """The meta's keys other than its own checksum, as JSON with sorted keys (what is hashed)."""
+    body = {k: v for k, v in meta.items() if k != "meta_sha256"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), default=_json_default).encode()
+
+
+def stamp(meta: dict, payload: bytes, payload_name: str) -> dict:
+    """`meta` with the format version and the checksums of `payload` and of itself."""
+    # Through JSON first, so the hash is of exactly what a reader will parse (numpy scalars
+    # become numbers, tuples lists).
+    stamped = json.loads(json.dumps(meta, default=_json_default))
+    stamped.update(format_version=FORMAT_VERSION, payload={"file": payload_name, "bytes": len(payload), "sha256": sha256(payload)})
+    stamped["meta_sha256"] = sha256(_canonical(stamped))
+    return stamped
+
+
+def version_of(meta: dict) -> int | None:
+    """The recorded format version; None for a checkpoint written before versions were recorded."""
+    return meta.get("format_version")
+
+
+def verify(meta_path: Path, state_path: Path) -> tuple[dict, bytes]:
+    """(meta, payload bytes) of a checkpoint whose files verify; DamagedCheckpoint otherwise.
+
+    An unversioned checkpoint has nothing to verify against: only its JSON is checked here,
+    its payload when it is parsed."""
+    meta_path, state_path = Path(meta_path), Path(state_path)
+    try:
+        text = meta_path.read_bytes()
+    except OSError as exc:
+        raise DamagedCheckpoint(meta_path, f"cannot read it ({exc})") from exc
+    try:
+        meta = json.loads(text)
+    except ValueError as exc:
+        raise DamagedCheckpoint(meta_path, f"not valid JSON ({exc})") from exc
+    if not isinstance(meta, dict) or not isinstance(meta.get("update"), int):
+        raise DamagedCheckpoint(meta_path, "not a checkpoint's meta (no integer `update`)")
+    try:
+        payload = state_path.read_bytes()
+    except OSError as exc:
+        raise DamagedCheckpoint(meta_path, f"cannot read {state_path.name} ({exc})") from exc
+    if version_of(meta) is None:
+        if any(k in meta for k in _STAMP_KEYS):
+            raise DamagedCheckpoint(meta_path, "has checksum fields but no format_version")
+        return meta, payload
+    recorded = meta.get("meta_sha256")
+    if recorded != sha256(_canonical(meta)):
+        raise DamagedCheckpoint(meta_path, "its own checksum (meta_sha256) does not match its content")
+    expected = meta.get("payload") or {}
+    if len(payload) != expected.get("bytes"):
+        raise DamagedCheckpoint(meta_path, f"{state_path.name} has {len(payload)} bytes, the checkpoint recorded {expected.get('bytes')}")
+    actual = sha256(payload)
+    if actual != expected.get("sha256"):
+        raise DamagedCheckpoint(meta_path, f"sha256 of {state_path.name} is {actual[:16]}..., "
+                                           f"the checkpoint recorded {str(expected.get('sha256'))[:16]}...")
+    return meta, payload
+
+
+def set_aside(meta_path: Path, state_path: Path, reason: str) -> Path:
+    """Move a checkpoint's files into `checkpoints/damaged/` (never deleted) with a note of
+    why; returns that folder. A name already there (an earlier damaged copy) gets a suffix."""
+    meta_path, state_path = Path(meta_path), Path(state_path)
+    folder = meta_path.parent / DAMAGED
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = ""
+    while any((folder / (p.name + suffix)).exists() for p in (meta_path, state_path)):
+        suffix = f".{time.strftime('%Y%m%d-%H%M%S')}" if not suffix else suffix + "_"
+    for path in (meta_path, state_path):  # JSON first: without it the checkpoint no longer counts
+        if path.exists():
+            shutil.move(str(path), str(folder / (path.name + suffix)))
+    write_text_atomic(folder / f"{meta_path.stem}{suffix}.reason.txt",
+                      f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {meta_path.name}: {reason}\n")
+    return folder
+
+
+def remember_none_valid(ckpt_dir: Path, message: str) -> None:
+    """Note in checkpoints/damaged/ that no checkpoint verified: a relaunch must not take the
+    emptied checkpoints/ for a fresh run (that would drop the earlier attempt's rows)."""
+    write_text_atomic(Path(ckpt_dir) / DAMAGED / NONE_VALID, message.rstrip() + "\n")
+
+
+def none_valid_note(ckpt_dir: Path) -> str | None:
+    """The note `remember_none_valid` left, or None."""
+    path = Path(ckpt_dir) / DAMAGED / NONE_VALID
+    return path.read_text().strip() if path.exists() else None
+
+
+def set_aside_attempt(run_dir: Path, why: str) -> Path:
+    """Start over in place: the earlier attempt's metrics.csv, summary.json and
+    config_history.jsonl join its damaged checkpoints in checkpoints/damaged/ (prefixed with
+    the time, never deleted) with a note of why; the none-verified note is cleared."""
+    folder = Path(run_dir) / CHECKPOINTS / DAMAGED
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for name in (METRICS, SUMMARY, CONFIG_HISTORY):
+        if (Path(run_dir) / name).exists():
+            shutil.move(str(Path(run_dir) / name), str(folder / f"{stamp}-{name}"))
+    write_text_atomic(folder / f"{stamp}-start_over.txt", f"checkpoint.if_all_damaged=start_over:\n{why.rstrip()}\n")
+    (folder / NONE_VALID).unlink(missing_ok=True)
+    return folder
