@@ -20,6 +20,7 @@ stops cleanly after its current chunk, with a checkpoint and evaluation), `q` qu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import math
 import os
@@ -54,7 +55,6 @@ MAIN = [  # (column, metric, format)
     ("vf loss", "train/vf_loss", ".3g"),
 ]
 SPARK = "▁▂▃▄▅▆▇█"
-DEFAULT_HEALTH = {"entropy_min": 0.01, "kl_min": 1.0e-4, "kl_max": 0.06, "clip_frac_max": 0.30}
 
 
 def find_runs(root: Path) -> list[Path]:
@@ -163,8 +163,13 @@ class RunView:
         return status
 
     def health(self) -> list[str]:
-        limits = {**DEFAULT_HEALTH, **{k: v for k, v in (self.config.get("health") or {}).items() if k in DEFAULT_HEALTH}}
-        return health_warnings(list(self.latest.values()), HealthConfig(**{k: float(v) for k, v in limits.items()}))
+        """The warnings the run itself gives, with the thresholds of its own config.yaml
+        (`health.*`; a run dir without them, or not yet written, is judged by none)."""
+        limits = self.config.get("health") or {}
+        names = [f.name for f in dataclasses.fields(HealthConfig)]
+        if not all(isinstance(limits.get(k), (int, float)) for k in names):
+            return []
+        return health_warnings(list(self.latest.values()), HealthConfig(**{k: float(limits[k]) for k in names}))
 
     def label(self, root: Path) -> str:
         try:
