@@ -45,6 +45,15 @@ class PPOConfig:
     value_norm: str | None = None  # None or "popart"
     popart_beta_min: float = 0.001
     separate_grad_clip: bool = False
+    # The dtype the rollout stores observations in for the update (ppo/obs_storage.py).
+    rollout_obs_dtype: str = "float32"
+    # Adam's epsilon.
+    adam_eps: float = 1e-5
+    # The value loss: "mean_of_max" (0.5 x the mean over samples of max(e1, e2), PPO2/CleanRL)
+    # or "max_of_means" (the reference's: max(mean e1, mean e2), no 1/2).
+    value_loss: str = "mean_of_max"
+    # A privileged critic's extra channels in the update taken after the step (the reference's).
+    privileged_view_after_step: bool = False
 
     @property
     def batch_size(self) -> int:
@@ -128,6 +137,8 @@ LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
 PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay fp32
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
 VALUE_NORMS = (None, "popart")
+ROLLOUT_OBS_DTYPES = ("float32", "uint8", "bfloat16")  # ppo.obs_storage
+VALUE_LOSSES = ("mean_of_max", "max_of_means")  # ppo.losses
 NETWORK_KINDS = ("mlp", "cnn")
 
 
@@ -193,7 +204,15 @@ def _ppo(s: Mapping) -> PPOConfig:
         value_norm=s.get("value_norm"),
         popart_beta_min=n("popart_beta_min") if "popart_beta_min" in s else 0.001,
         separate_grad_clip=_flag(s, "ppo", "separate_grad_clip") if "separate_grad_clip" in s else False,
+        rollout_obs_dtype=s.get("rollout_obs_dtype", "float32"),
+        adam_eps=n("adam_eps") if "adam_eps" in s else 1e-5,
+        value_loss=s.get("value_loss", "mean_of_max"),
+        privileged_view_after_step=_flag(s, "ppo", "privileged_view_after_step") if "privileged_view_after_step" in s else False,
     )
+    _require(ppo.rollout_obs_dtype in ROLLOUT_OBS_DTYPES, "ppo.rollout_obs_dtype", ppo.rollout_obs_dtype,
+             f"one of {list(ROLLOUT_OBS_DTYPES)}")
+    _require(ppo.adam_eps > 0, "ppo.adam_eps", ppo.adam_eps, "an epsilon > 0")
+    _require(ppo.value_loss in VALUE_LOSSES, "ppo.value_loss", ppo.value_loss, f"one of {list(VALUE_LOSSES)}")
     _require(ppo.value_norm in VALUE_NORMS, "ppo.value_norm", ppo.value_norm, f"one of {list(VALUE_NORMS)}")
     _require(0 < ppo.popart_beta_min <= 1, "ppo.popart_beta_min", ppo.popart_beta_min, "a step size in (0, 1]")
     _require(ppo.auto_scale_epoch_floor >= 1, "ppo.auto_scale_epoch_floor", ppo.auto_scale_epoch_floor, "an integer >= 1")
