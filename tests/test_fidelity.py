@@ -224,3 +224,28 @@ def test_goodhart_reference_turns_every_fidelity_key_on_and_the_fidelity_cell_ma
     lab = validate(resolved(["experiment=goodhart_cpu"]))
     assert (lab.ppo.rollout_obs_dtype, lab.ppo.adam_eps, lab.ppo.value_loss) == ("float32", 1e-5, "mean_of_max")
     assert lab.env["respawn_in_place"] is False and lab.env["energy_tolerance"] == 1e-5
+
+
+# ----------------------------------------------------------------------------- the report
+def test_fidelity_cells_table_tests_and_bar_on_a_hand_written_sweep(tmp_path):
+    from ppo_lab.analysis import fidelity as fd, sweep as sw
+    from test_aggregate import make_sweep
+
+    cells = [(m, r) for m in ("ground_truth", "ground_truth_blinded", "proxy_mortal") for r in ("lab", "lab_uint8")]
+    cells += [("proxy_mortal", "reference"), ("proxy_mortal", "reference_float32")]
+    jobs = [[f"reward={m}", f"+fidelity={r}", "seed=0", "num_seeds=3"] for m, r in cells]
+    metrics = ("episode_return", "episode_length", *fd.METRICS)
+    # The made-up values grow with the job's index: ground_truth's two cells differ (not identical).
+    sweep = make_sweep(tmp_path / "sw", jobs, seeds_per_job=3, eval_metrics=metrics, group_of=jobs.index,
+                       sweeper_params={"reward": "a,b", "+fidelity": "c,d"})
+    col = sw.collect([sweep])
+    assert fd.is_fidelity_sweep(col) and fd.cells_in(col) == cells
+    rows = fd.cell_table(col, ["poison_per_1k"])
+    assert len(rows) == len(cells) and all(r["n_seeds"] == 3 for r in rows)
+    pairs = fd.comparisons(col)
+    assert (("proxy_mortal", "reference"), ("proxy_mortal", "reference_float32")) in pairs and len(pairs) == 4
+    tests = fd.pairwise_tests(col, ["energy_per_1k"])
+    assert len(tests) == 4 and all(r["p_bonferroni"] >= r["p"] for r in tests)
+    checks = fd.bar(col)
+    assert len(checks) == 4 and checks[-1]["holds"] is False  # made-up ground_truth values differ per cell
+    assert fd.same_seed_for_seed(col, "ground_truth", "lab", "lab", "food_share") is True
