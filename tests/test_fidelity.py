@@ -15,6 +15,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from ppo_lab.analysis import fidelity as fd, sweep as sw
 from ppo_lab.config import NetworkConfig, validate
 from ppo_lab.envs.foraging.world import build as build_foraging
 from ppo_lab.errors import ConfigError
@@ -26,6 +27,7 @@ from ppo_lab.run.build import build
 from ppo_lab.run.health import HealthWarnings, obs_cast_message
 
 from conftest import ROOT, read_rows, train_run
+from test_aggregate import make_sweep
 
 SMALL_FORAGING = [
     "experiment=goodhart_cpu", "env.grid_size=16", "env.food_min=8", "env.food_max=8", "env.poison_min=8",
@@ -228,9 +230,6 @@ def test_goodhart_reference_turns_every_fidelity_key_on_and_the_fidelity_cell_ma
 
 # ----------------------------------------------------------------------------- the report
 def test_fidelity_cells_table_tests_and_bar_on_a_hand_written_sweep(tmp_path):
-    from ppo_lab.analysis import fidelity as fd, sweep as sw
-    from test_aggregate import make_sweep
-
     cells = [(m, r) for m in ("ground_truth", "ground_truth_blinded", "proxy_mortal") for r in ("lab", "lab_uint8")]
     cells += [("proxy_mortal", "reference"), ("proxy_mortal", "reference_float32")]
     jobs = [[f"reward={m}", f"+fidelity={r}", "seed=0", "num_seeds=3"] for m, r in cells]
