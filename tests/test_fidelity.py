@@ -4,6 +4,8 @@ keys for the reference's other differences, each against a small hand case."""
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import jax
@@ -16,6 +18,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ppo_lab.analysis import fidelity as fd, sweep as sw
+from ppo_lab.analysis.sweep import expected_jobs_from_config
 from ppo_lab.config import NetworkConfig, validate
 from ppo_lab.envs.foraging.world import build as build_foraging
 from ppo_lab.errors import ConfigError
@@ -248,3 +251,19 @@ def test_fidelity_cells_table_tests_and_bar_on_a_hand_written_sweep(tmp_path):
     checks = fd.bar(col)
     assert len(checks) == 4 and checks[-1]["holds"] is False  # made-up ground_truth values differ per cell
     assert fd.same_seed_for_seed(col, "ground_truth", "lab", "lab", "food_share") is True
+
+
+def test_fidelity_sweep_is_three_modes_by_every_recipe_and_each_job_validates():
+    proc = subprocess.run([sys.executable, "launch.py", "-cd", "sweeps", "-cn", "goodhart_fidelity", "--cfg", "all"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cfg = OmegaConf.create(proc.stdout)
+    assert cfg.experiment == "goodhart_cpu" and cfg.num_seeds == 8
+    jobs = expected_jobs_from_config(cfg)
+    recipes = sorted(p.stem for p in (ROOT / "conf" / "fidelity").glob("*.yaml"))
+    assert len(jobs) == 3 * len(recipes) == 33
+    for job in jobs:
+        run = validate(resolved(["experiment=goodhart_cpu", *job]))
+        recipe = next(o.split("=", 1)[1] for o in job if "fidelity" in o)
+        assert (run.ppo.rollout_obs_dtype == "uint8") == (recipe in ("lab_uint8", "reference") or
+                                                          (recipe.startswith("reference_") and recipe != "reference_float32"))
