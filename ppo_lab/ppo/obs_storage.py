@@ -38,8 +38,9 @@ def cast(x, dtype_name: str):
 
 def store(obs, dtype_name: str, actor_channels: int | None = None, critic_from=None):
     """What the rollout keeps of `obs` (channels last) for the update: an array, or with
-    `actor_channels` the pair (policy channels cast, critic channels float32)."""
-    if actor_channels is None:
+    `actor_channels` the pair (policy channels cast, critic channels float32); float32 with the
+    critic's channels of this step is `obs` itself."""
+    if actor_channels is None or (dtype_name == "float32" and critic_from is None):
         return obs if dtype_name == "float32" else cast(obs, dtype_name)
     critic = obs if critic_from is None else critic_from
     return cast(obs[..., :actor_channels], dtype_name), critic[..., actor_channels:].astype(jnp.float32)
