@@ -53,6 +53,12 @@ class PPOConfig:
     value_norm: str | None  # None or "popart"
     popart_beta_min: float
     separate_grad_clip: bool
+    rollout_obs_dtype: str  # the dtype the rollout stores observations in for the update (ppo/obs_storage.py)
+    adam_eps: float
+    # The value loss: "mean_of_max" (0.5 x the mean over samples of max(e1, e2), PPO2/CleanRL)
+    # or "max_of_means" (the reference's: max(mean e1, mean e2), no 1/2).
+    value_loss: str
+    privileged_view_after_step: bool  # a privileged critic's extra channels taken after the step (the reference's)
 
     @property
     def batch_size(self) -> int:
@@ -196,6 +202,8 @@ PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
 VALUE_NORMS = (None, "popart")
 PLATFORMS = ("cpu", "gpu", "tpu")
+ROLLOUT_OBS_DTYPES = ("float32", "uint8", "bfloat16")  # ppo.obs_storage
+VALUE_LOSSES = ("mean_of_max", "max_of_means")  # ppo.losses
 
 
 def _require(cond: bool, key: str, value, valid: str) -> None:
@@ -260,7 +268,15 @@ def _ppo(s: Mapping) -> PPOConfig:
         value_norm=s.get("value_norm"),
         popart_beta_min=n("popart_beta_min"),
         separate_grad_clip=_flag(s, "ppo", "separate_grad_clip"),
+        rollout_obs_dtype=s.get("rollout_obs_dtype"),
+        adam_eps=n("adam_eps"),
+        value_loss=s.get("value_loss"),
+        privileged_view_after_step=_flag(s, "ppo", "privileged_view_after_step"),
     )
+    _require(ppo.rollout_obs_dtype in ROLLOUT_OBS_DTYPES, "ppo.rollout_obs_dtype", ppo.rollout_obs_dtype,
+             f"one of {list(ROLLOUT_OBS_DTYPES)}")
+    _require(ppo.adam_eps > 0, "ppo.adam_eps", ppo.adam_eps, "an epsilon > 0")
+    _require(ppo.value_loss in VALUE_LOSSES, "ppo.value_loss", ppo.value_loss, f"one of {list(VALUE_LOSSES)}")
     _require(ppo.value_norm in VALUE_NORMS, "ppo.value_norm", ppo.value_norm, f"one of {list(VALUE_NORMS)}")
     _require(0 < ppo.popart_beta_min <= 1, "ppo.popart_beta_min", ppo.popart_beta_min, "a step size in (0, 1]")
     _require(ppo.auto_scale_epoch_floor >= 1, "ppo.auto_scale_epoch_floor", ppo.auto_scale_epoch_floor, "an integer >= 1")

@@ -3,7 +3,12 @@
 `ActorCritic(obs) -> (logits, value)`. Actor and critic have separate towers unless
 `shared_torso` (one tower, two heads: half the compute, the usual choice for CNNs).
 When the env sets `actor_obs_channels`, the actor sees only the first N channels of the
-observation and the critic sees all of them (a privileged critic).
+observation and the critic sees all of them (a privileged critic). A privileged critic with
+`shared_torso` is the reference's (goodharts_law `goodharts/training/ppo/models.py`, `ValueHead`
+with `aux_combine`): the value head sits on the actor's torso, and its input is the actor's
+features, the critic's extra channels' pixels, and the densities (one value per world, read
+from the constant planes of channels 2+N.. of a foraging observation), through one dense
+layer of the features' width with ReLU.
 
 Two choices follow the hardware, neither changes the parameters (names, shapes, dtypes,
 initial values), so a checkpoint trained with one loads with the other:
@@ -209,8 +214,13 @@ class ActorCritic(nn.Module):
             raise ValueError(f"precision={self.precision!r}: expected one of {list(COMPUTE_DTYPES)}")
         dtype = COMPUTE_DTYPES[self.precision]
         self.shared = self.cfg.shared_torso and self.actor_obs_channels is None
+        # The reference's privileged critic: a head on the actor's torso (module docstring).
+        self.shared_privileged = self.cfg.shared_torso and self.actor_obs_channels is not None
         self.actor_torso = _torso(self.cfg, "actor_torso", self.conv, dtype)
-        if not self.shared:
+        if self.shared_privileged:
+            width = self.cfg.hidden_sizes[-1] if self.cfg.kind == "mlp" else self.cfg.dense_size
+            self.critic_combine = _dense(width, np.sqrt(2), dtype)
+        elif not self.shared:
             self.critic_torso = _torso(self.cfg, "critic_torso", self.conv, dtype)
         self.policy_head = _dense(self.action_dim, 0.01, dtype)
         self.value_head = _dense(1, 1.0, dtype)
@@ -218,14 +228,33 @@ class ActorCritic(nn.Module):
     def _actor_obs(self, obs):
         return obs if self.actor_obs_channels is None else obs[..., : self.actor_obs_channels]
 
+    def _privileged_features(self, actor_features, obs):
+        """The reference's value-head input: actor features, the extra channels' pixels but
+        the last two, and those two (densities) read once per observation, through a dense + ReLU."""
+        extra = obs[..., self.actor_obs_channels :]
+        pixels = extra[..., :-2].reshape((extra.shape[0], -1))
+        densities = extra[:, 0, 0, -2:] if extra.ndim == 4 else extra[..., -2:].reshape((extra.shape[0], -1))
+        combined = jnp.concatenate([actor_features, pixels.astype(actor_features.dtype), densities.astype(actor_features.dtype)], -1)
+        return nn.relu(self.critic_combine(combined))
+
+    def _critic_features(self, actor_features, obs):
+        if self.shared:
+            return actor_features
+        if self.shared_privileged:
+            return self._privileged_features(actor_features, obs)
+        return self.critic_torso(obs)
+
     def __call__(self, obs):
         actor_features = self.actor_torso(self._actor_obs(obs))
-        critic_features = actor_features if self.shared else self.critic_torso(obs)
+        critic_features = self._critic_features(actor_features, obs)
         logits = self.policy_head(actor_features).astype(jnp.float32)
         return logits, jnp.squeeze(self.value_head(critic_features), -1).astype(jnp.float32)
 
     def value(self, obs):
-        features = self.actor_torso(obs) if self.shared else self.critic_torso(obs)
+        if self.shared or self.shared_privileged:
+            features = self._critic_features(self.actor_torso(self._actor_obs(obs)), obs)
+        else:
+            features = self.critic_torso(obs)
         return jnp.squeeze(self.value_head(features), -1).astype(jnp.float32)
 
     def with_extra_values(self, obs, extra_obs):
@@ -239,6 +268,9 @@ class ActorCritic(nn.Module):
         if self.shared:
             features = self.actor_torso(both)
             actor_features, critic_features = features[:n], features
+        elif self.shared_privileged:
+            features = self.actor_torso(self._actor_obs(both))
+            actor_features, critic_features = features[:n], self._privileged_features(features, both)
         else:
             actor_features, critic_features = self.actor_torso(self._actor_obs(obs)), self.critic_torso(both)
         logits = self.policy_head(actor_features).astype(jnp.float32)

@@ -38,18 +38,39 @@ def health_warnings(rows: list[dict], health: HealthConfig) -> list[str]:
     ]
 
 
+def obs_cast_message(rows: list[dict], dtype_name: str) -> str | None:
+    """The one-time note that storing observations in `ppo.rollout_obs_dtype` lost information
+    (rows' `train/obs_cast_lossy_*`, ppo/obs_storage.py), naming the values seen; None if not."""
+    lossy = [r for r in rows if r.get("train/obs_cast_lossy_frac", 0.0) > 0]
+    if not lossy:
+        return None
+    lowest = min(r["train/obs_cast_lossy_min"] for r in lossy)
+    highest = max(r["train/obs_cast_lossy_max"] for r in lossy)
+    frac = max(r["train/obs_cast_lossy_frac"] for r in lossy)
+    values = f"{lowest:.6g}" if lowest == highest else f"from {lowest:.6g} to {highest:.6g}"
+    return (f"ppo.rollout_obs_dtype={dtype_name} loses information: observation values {values} "
+            f"(up to {frac:.2%} of the policy's observation values in an update) change when stored "
+            f"for the update (uint8 truncates toward zero); the policy acts on the float values")
+
+
 class HealthWarnings:
-    """The health warnings as a recorder: logged once per chunk."""
+    """The health warnings as a recorder: logged once per chunk (a lossy observation cast once a run)."""
 
     def __init__(self, health: HealthConfig):
         self.health = health
+        self.obs_dtype, self.cast_noted = "float32", False
 
     def start(self, ctx) -> None:
-        pass
+        self.obs_dtype = getattr(ctx.cfg.ppo, "rollout_obs_dtype", "float32")
 
     def log_rows(self, rows: list[dict]) -> None:
         for message in health_warnings(rows, self.health):
             log.warning(message)
+        if not self.cast_noted:
+            message = obs_cast_message(rows, self.obs_dtype)
+            if message is not None:
+                log.warning(message)
+                self.cast_noted = True
 
     def finish(self, summary: dict) -> None:
         pass

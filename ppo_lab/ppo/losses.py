@@ -41,8 +41,13 @@ def ppo_loss_terms(
     normalize_advantages: bool = True,
     entropy_floor=None,
     entropy_floor_coef=0.0,
+    value_loss: str = "mean_of_max",
 ) -> LossTerms:
-    """Clipped surrogate + (clipped) value loss - entropy bonus (+ entropy-floor penalty)."""
+    """Clipped surrogate + (clipped) value loss - entropy bonus (+ entropy-floor penalty).
+
+    `value_loss`: "mean_of_max", 0.5 x mean over samples of max(e1, e2) (PPO2/CleanRL), or
+    "max_of_means", max(mean e1, mean e2) with no 1/2 (the reference's, goodharts_law
+    `goodharts/training/ppo/algorithms.py` lines 189-195; with clip_vloss off: mean e1)."""
     if normalize_advantages:
         advantages = normalize(advantages)
     log_ratio = log_prob - old_log_prob
@@ -52,10 +57,16 @@ def ppo_loss_terms(
     pg_loss = -jnp.mean(jnp.minimum(surrogate, surrogate_clipped))
 
     value_error = jnp.square(value - returns)
-    if clip_vloss:
-        value_clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
-        value_error = jnp.maximum(value_error, jnp.square(value_clipped - returns))
-    vf_loss = 0.5 * jnp.mean(value_error)
+    if value_loss == "max_of_means":
+        vf_loss = jnp.mean(value_error)
+        if clip_vloss:
+            value_clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
+            vf_loss = jnp.maximum(vf_loss, jnp.mean(jnp.square(value_clipped - returns)))
+    else:
+        if clip_vloss:
+            value_clipped = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
+            value_error = jnp.maximum(value_error, jnp.square(value_clipped - returns))
+        vf_loss = 0.5 * jnp.mean(value_error)
 
     entropy = jnp.mean(entropy)
     total = pg_loss + vf_coef * vf_loss - ent_coef * entropy

@@ -23,6 +23,7 @@ from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob, invalid_fraction, sample_action
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
+from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, rollout
 from ppo_lab.ppo import value_norm as vn
 from ppo_lab.ppo.grad_clip import clip_policy_and_value
@@ -44,7 +45,7 @@ class LearnerState:
 
 
 class Transition(NamedTuple):
-    obs: jax.Array
+    obs: Any  # as stored for the update (ppo/obs_storage.py): an array, or (policy, critic) channels
     action: jax.Array
     log_prob: jax.Array
     value: jax.Array
@@ -54,6 +55,7 @@ class Transition(NamedTuple):
     finished_length: jax.Array
     env_metrics: dict
     mask: jax.Array | None = None  # bool [num_actions]: valid actions at `obs` (None: the env has no mask)
+    obs_cast: Any = None  # obs_storage.cast_stats of this step (None: observations stored as float32)
 
 
 def make_optimizer(ppo: PPOConfig, num_updates: int) -> optax.GradientTransformation:
@@ -64,7 +66,7 @@ def make_optimizer(ppo: PPOConfig, num_updates: int) -> optax.GradientTransforma
     clip = clip_policy_and_value if ppo.separate_grad_clip else optax.clip_by_global_norm
     return optax.chain(
         clip(ppo.max_grad_norm),
-        optax.inject_hyperparams(optax.adam)(learning_rate=schedule, eps=1e-5),
+        optax.inject_hyperparams(optax.adam)(learning_rate=schedule, eps=ppo.adam_eps),
     )
 
 
@@ -100,6 +102,10 @@ def make_trainer(
     env_step = batched_step(env, env_params, num_envs)
     # An env with `action_mask(state, params)`: masked sampling, log-probs and entropy.
     env_mask = batched_mask(env, env_params)
+    # A privileged critic: the policy sees the first N channels, the critic all of them.
+    actor_channels = getattr(network, "actor_obs_channels", None)
+    # The critic's channels of the stored observation taken after the step (the reference's).
+    critic_after_step = ppo.privileged_view_after_step and actor_channels is not None
 
     def init(param_key, env_key) -> LearnerState:
         obs, env_state = batched_reset(env, env_params, env_key, num_envs)
@@ -146,8 +152,13 @@ def make_trainer(
             ep_return = ep_return + reward
             ep_length = ep_length + 1
             log_prob, value, previous_final_value = step.extras
+            obs = step.obs[0] if ppo.bootstrap_truncation else step.obs
+            next_obs = step.next_obs[0] if ppo.bootstrap_truncation else step.next_obs
+            stored = obs_storage.store(obs, ppo.rollout_obs_dtype, actor_channels,
+                                       critic_from=next_obs if critic_after_step else None)
+            cast = None if ppo.rollout_obs_dtype == "float32" else obs_storage.cast_stats(obs, stored, actor_channels)
             transition = Transition(
-                obs=step.obs[0] if ppo.bootstrap_truncation else step.obs,
+                obs=stored,
                 action=step.action,
                 log_prob=log_prob,
                 value=value,
@@ -157,6 +168,7 @@ def make_trainer(
                 finished_length=jnp.where(done, ep_length, 0),
                 env_metrics=step.info.get("metrics", {}),
                 mask=step.mask,
+                obs_cast=cast,
             )
             cut_short = jnp.logical_and(step.truncated, jnp.logical_not(step.terminated))
             return (jnp.where(done, 0.0, ep_return), jnp.where(done, 0, ep_length)), (transition, cut_short, previous_final_value)
@@ -184,7 +196,7 @@ def make_trainer(
 
     def loss_fn(params, minibatch, clip_eps, ent_coef):
         traj, advantages, returns = minibatch
-        logits, value = network.apply(params, traj.obs)
+        logits, value = network.apply(params, obs_storage.load(traj.obs))
         terms = ppo_loss_terms(
             categorical_log_prob(logits, traj.action, traj.mask),
             traj.log_prob,
@@ -200,6 +212,7 @@ def make_trainer(
             normalize_advantages=ppo.normalize_advantages,
             entropy_floor=ppo.entropy_floor,
             entropy_floor_coef=ppo.entropy_floor_coef,
+            value_loss=ppo.value_loss,
         )
         return terms.total, terms
 
@@ -234,7 +247,7 @@ def make_trainer(
         params, opt_state, value_norm, fit_returns, fit_values = value_targets(state, params, returns, traj.value)
 
         flatten = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
-        batch = (jax.tree.map(flatten, traj._replace(value=fit_values, env_metrics={})), flatten(advantages), flatten(fit_returns))
+        batch = (jax.tree.map(flatten, traj._replace(value=fit_values, env_metrics={}, obs_cast=None)), flatten(advantages), flatten(fit_returns))
         (params, opt_state, key), terms = jax.lax.scan(
             lambda c, x: epoch(c, x, batch, sched["clip_eps"], sched["ent_coef"]),
             (params, opt_state, key),
@@ -296,6 +309,11 @@ def rollout_metrics(traj: Transition, num_actions: int) -> dict:
     metrics.update({name: jnp.nanmean(value.astype(jnp.float32)) for name, value in traj.env_metrics.items()})
     if traj.mask is not None:
         metrics["actions/invalid_frac"] = invalid_fraction(traj.action, traj.mask)
+    if traj.obs_cast is not None:  # what storing the observations in ppo.rollout_obs_dtype lost
+        frac, lowest, highest = traj.obs_cast
+        metrics["train/obs_cast_lossy_frac"] = jnp.mean(frac)
+        metrics["train/obs_cast_lossy_min"] = jnp.nanmin(lowest)
+        metrics["train/obs_cast_lossy_max"] = jnp.nanmax(highest)
     return metrics
 
 

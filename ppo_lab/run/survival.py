@@ -5,7 +5,8 @@ Protocol
 `num_envs` worlds (vmapped) run for `num_steps` steps in one jitted `lax.scan`:
 - energy always on, also for modes trained immortal (`proxy`): `immortal` is forced off;
 - no episode cap: the step limit is ignored;
-- respawn after death: a fresh agent (full energy) on a uniform cell of the SAME world, with the
+- respawn after death: a fresh agent (full energy) on a uniform cell (with `env.respawn_in_place`,
+  where it died, as the reference's evaluator does: it steps the same env) of the SAME world, with the
   same item counts. The world lives on across lives, as a population living in one habitat
   would, and it costs no world reset. Each world is laid out once by `env.reset`, so its counts
   come from the ranges in `env_params` (pass e.g. `food_min = food_max = 128` for the

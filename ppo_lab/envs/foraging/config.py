@@ -37,7 +37,7 @@ MODE_DEFAULTS: dict[str, dict[str, Any]] = {
 ENV_DEFAULTS: dict[str, Any] = dict(
     grid_size=128, view_range=5, food_min=64, food_max=256, poison_min=64, poison_max=256,
     max_steps=512, energy_start=1.0, move_cost=0.01, food_energy=1.0, poison_energy=-2.0,
-    fresh_world_on_done=False, fixed_counts=False,
+    fresh_world_on_done=False, fixed_counts=False, energy_tolerance=1e-5, respawn_in_place=False,
 )
 
 # Per-channel observation of a food / poison cell. `interestingness` shows poison at half the
@@ -77,9 +77,9 @@ def validate_env_cfg(env_cfg: Mapping) -> dict[str, Any]:
     for k in ("grid_size", "view_range", "food_min", "food_max", "poison_min", "poison_max",
               "max_steps"):
         _check(_is_int(c[k]), f"env.{k}", c[k], "an integer")
-    for k in ("energy_start", "move_cost", "food_energy", "poison_energy"):
+    for k in ("energy_start", "move_cost", "food_energy", "poison_energy", "energy_tolerance"):
         _check(_is_num(c[k]), f"env.{k}", c[k], "a finite number")
-    for k in ("fresh_world_on_done", "fixed_counts"):
+    for k in ("fresh_world_on_done", "fixed_counts", "respawn_in_place"):
         _check(isinstance(c[k], bool), f"env.{k}", c[k], "true or false")
     _check(c["view_range"] >= 1, "env.view_range", c["view_range"], "an integer >= 1")
     _check(c["grid_size"] >= 2 * c["view_range"] + 1, "env.grid_size", c["grid_size"],
@@ -97,6 +97,7 @@ def validate_env_cfg(env_cfg: Mapping) -> dict[str, Any]:
     _check(c["max_steps"] >= 1, "env.max_steps", c["max_steps"], "an integer >= 1")
     _check(c["energy_start"] > 0, "env.energy_start", c["energy_start"], "a number > 0")
     _check(c["move_cost"] >= 0, "env.move_cost", c["move_cost"], "a number >= 0")
+    _check(c["energy_tolerance"] >= 0, "env.energy_tolerance", c["energy_tolerance"], "a number >= 0")
     return c
 
 

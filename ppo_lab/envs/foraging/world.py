@@ -31,10 +31,14 @@ where done. A full reset here places up to 513 distinct cells (a sort per reject
 4-5 rounds over a big batch), which made the step several times slower (see
 `scripts/bench_foraging_env.py`). Our `step` instead starts the next episode in the same world:
 counts re-drawn (slots switched on/off), the agent placed uniformly on a cell held by no slot,
-energy and clock restarted. Items keep their places (the reference re-lays the whole grid; the
-agent lands at a random place, so what it sees is still a uniformly scattered world). Set
-`fresh_world_on_done: true` in the env config to get the reference's fresh layout on every
-episode at the measured cost. `reset` always lays out a fresh world.
+energy and clock restarted. Items keep their places, as in the reference's training, which never
+re-lays a grid after the first reset (goodharts_law `goodharts/environments/torch_env.py`:
+`step` resets only the agents, `_reset_agents_masked`). `fresh_world_on_done: true` lays out a
+fresh world every episode instead, at the measured cost. `reset` always lays out a fresh world.
+`respawn_in_place: true` keeps the agent where its last life ended, as the reference's code
+does: its `_reset_agents_masked` clears `self.dones`, which is the mask it was passed, before
+it selects the new positions with that mask, so no agent ever moves (`torch_env.py` lines
+574-585); energy and clock are reset.
 
 Modes are data
 --------------
@@ -97,9 +101,10 @@ ACTION_NAMES = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]
 # (row, col) deltas; row -1 is north. Order matches ACTION_NAMES.
 _MOVES = ((-1, 0), (-1, 1), (0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1))
 
-# Energies are sums of multiples of 0.01 in float32: 100 moves of 0.01 from 1.0 can land a hair
-# above 0. Treat anything within this tolerance of zero as zero so starvation takes exactly
-# energy_start / move_cost moves, as in the reference.
+# Energies are sums of multiples of 0.01 in float32: 100 moves of 0.01 from 1.0 land a hair
+# above 0 (+6.7e-7). Treat anything within this tolerance of zero as zero so starvation takes
+# exactly energy_start / move_cost moves (the default of `env.energy_tolerance`). The
+# reference's code tests energy <= 0 in float32 (tolerance 0.0): its agents starve at move 101.
 ENERGY_EPS = 1e-5
 
 # A privileged critic's observation: the policy's 2 channels, the ground-truth one-hot 2, and
@@ -138,6 +143,8 @@ class EnvParams(environment.EnvParams):
     shaping_coef: float = 0.0
     reward_clip: float = 20.0
     fixed_counts: bool = False  # a world keeps the counts `reset` drew, through every episode
+    energy_tolerance: float = ENERGY_EPS  # dead at energy <= this (0.0: the reference's test)
+    respawn_in_place: bool = False  # a new life starts where the last one ended (the reference's)
 
 
 def _torus_delta(a: jax.Array, b: jax.Array, size: int) -> jax.Array:
@@ -348,6 +355,9 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
             n_food, n_poison = state.n_food, state.n_poison
         r = jax.random.randint(k_cell, (), 0, self.n_cells - self.n_slots, jnp.int32)
         agent = _kth_free_cell(state.item_pos, jnp.ones(self.n_slots, bool), r, self.n_cells)
+        # In place: its cell holds no active item (an eaten one has moved on); a reserved slot
+        # there switched on by a count redraw is not eaten until the agent comes back to it.
+        agent = jnp.where(params.respawn_in_place, state.agent, agent)
         return state.replace(n_food=n_food, n_poison=n_poison, agent=agent,
                              energy=jnp.asarray(params.energy_start, jnp.float32),
                              time=jnp.zeros((), jnp.int32))
@@ -383,7 +393,7 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
                  + jnp.where(ate_poison, params.poison_energy, 0.0))
         energy = jnp.where(params.immortal, state.energy, state.energy + delta)
         energy = energy.astype(jnp.float32)
-        died = jnp.logical_not(params.immortal) & (energy <= ENERGY_EPS)
+        died = jnp.logical_not(params.immortal) & (energy <= params.energy_tolerance)
 
         new = state.replace(item_pos=pos, agent=agent, energy=energy, time=state.time + 1)
         shaping = params.shaping_coef * (self.nearest_food_distance(state)
@@ -446,7 +456,7 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
         return state.time >= params.max_steps_in_episode
 
     def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
-        return jnp.logical_not(params.immortal) & (state.energy <= ENERGY_EPS)
+        return jnp.logical_not(params.immortal) & (state.energy <= params.energy_tolerance)
 
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key: jax.Array, state: EnvState, action: int | jax.Array,
@@ -504,7 +514,8 @@ def make_params(env: Foraging, e: Mapping[str, Any], r: Mapping[str, Any]) -> En
         reward_poison=float(r["poison"]), reward_step=float(r["step"]),
         reward_death=float(r["death"]), immortal=bool(r["immortal"]),
         shaping_coef=float(r["shaping_coef"]), reward_clip=float(r["clip"]),
-        fixed_counts=bool(e["fixed_counts"]))
+        fixed_counts=bool(e["fixed_counts"]), energy_tolerance=float(e["energy_tolerance"]),
+        respawn_in_place=bool(e["respawn_in_place"]))
 
 
 def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
