@@ -53,6 +53,11 @@ class MLPTorso(nn.Module):
     activation: str
     dtype: Any = None
 
+    @property
+    def features(self) -> int:
+        """The width of what the torso returns."""
+        return self.hidden_sizes[-1]
+
     @nn.compact
     def __call__(self, x):
         x = x.reshape((x.shape[0], -1))
@@ -177,6 +182,11 @@ class CNNTorso(nn.Module):
     conv: str = "im2col"
     dtype: Any = None
 
+    @property
+    def features(self) -> int:
+        """The width of what the torso returns."""
+        return self.dense_size
+
     @nn.compact
     def __call__(self, x):
         if x.ndim == 2:  # a flat observation: treat as a 1x1 image with C channels
@@ -218,7 +228,7 @@ class ActorCritic(nn.Module):
         self.shared_privileged = self.cfg.shared_torso and self.actor_obs_channels is not None
         self.actor_torso = _torso(self.cfg, "actor_torso", self.conv, dtype)
         if self.shared_privileged:
-            width = self.cfg.hidden_sizes[-1] if self.cfg.kind == "mlp" else self.cfg.dense_size
+            width = self.actor_torso.features
             self.critic_combine = _dense(width, np.sqrt(2), dtype)
         elif not self.shared:
             self.critic_torso = _torso(self.cfg, "critic_torso", self.conv, dtype)

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from ppo_lab.analysis import fidelity as fd, sweep as sw
 from ppo_lab.analysis.sweep import expected_jobs_from_config
-from ppo_lab.config import NetworkConfig, validate
+from ppo_lab.config import validate
 from ppo_lab.envs.foraging.world import build as build_foraging
 from ppo_lab.errors import ConfigError
 from ppo_lab.networks import ActorCritic
@@ -27,9 +27,9 @@ from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.losses import ppo_loss_terms
 from ppo_lab.ppo.train import make_optimizer
 from ppo_lab.run.build import build
-from ppo_lab.run.health import HealthWarnings, obs_cast_message
+from ppo_lab.analysis.health import HealthWarnings, obs_cast_message
 
-from conftest import ROOT, read_rows, train_run
+from conftest import ROOT, network_config, read_rows, train_run
 from test_aggregate import make_sweep
 
 SMALL_FORAGING = [
@@ -91,7 +91,7 @@ def test_a_lossy_cast_is_logged_once_naming_the_values(caplog):
     assert obs_cast_message([{"seed": 0, "train/obs_cast_lossy_frac": 0.0}], "uint8") is None
     warnings = HealthWarnings(validate(resolved(SMALL_FORAGING)).health)
     warnings.obs_dtype = "uint8"
-    with caplog.at_level(logging.WARNING, logger="ppo_lab.run.health"):
+    with caplog.at_level(logging.WARNING, logger="ppo_lab.analysis.health"):
         warnings.log_rows(rows)
         warnings.log_rows(rows)
     assert sum("loses information" in r.message for r in caplog.records) == 1
@@ -139,7 +139,7 @@ def test_privileged_rollout_casts_only_the_policy_channels_and_stores_the_next_v
 
 
 def test_a_tiny_reference_run_trains_and_logs_the_cast(tmp_path: Path, caplog):
-    with caplog.at_level(logging.WARNING, logger="ppo_lab.run.health"):
+    with caplog.at_level(logging.WARNING, logger="ppo_lab.analysis.health"):
         summary = train_run(SMALL_FORAGING + ["experiment=goodhart_reference", "scale=foraging_cpu", "network=mlp",
                                               "network.hidden_sizes=[16,16]", "env.grid_size=16", "env.food_min=8",
                                               "env.food_max=8", "env.poison_min=8", "env.poison_max=8",
@@ -170,7 +170,7 @@ def test_adam_eps_reaches_the_optimiser():
 
 
 def test_shared_torso_privileged_critic_is_a_value_head_on_the_actor_torso():
-    cfg = NetworkConfig(kind="mlp", activation="relu", privileged_critic=True, shared_torso=True, hidden_sizes=(8,))
+    cfg = network_config("mlp", activation="relu", privileged_critic=True, shared_torso=True, hidden_sizes=(8,))
     net = ActorCritic(8, cfg, actor_obs_channels=2)
     obs = jax.random.uniform(jax.random.PRNGKey(0), (3, 5, 5, 6))
     params = net.init(jax.random.PRNGKey(1), obs)["params"]

@@ -58,10 +58,10 @@ class HealthWarnings:
 
     def __init__(self, health: HealthConfig):
         self.health = health
-        self.obs_dtype, self.cast_noted = "float32", False
+        self.obs_dtype, self.cast_noted = None, False
 
     def start(self, ctx) -> None:
-        self.obs_dtype = getattr(ctx.cfg.ppo, "rollout_obs_dtype", "float32")
+        self.obs_dtype = ctx.cfg.ppo.rollout_obs_dtype
 
     def log_rows(self, rows: list[dict]) -> None:
         for message in health_warnings(rows, self.health):
