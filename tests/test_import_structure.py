@@ -185,6 +185,28 @@ def test_every_part_yaml_names_its_target():
         assert not missing, f"conf/{group}: no _target_ line in {missing}"
 
 
+def test_validating_every_env_starts_no_backend():
+    """Validation runs every env's `check` before the hardware flags are applied: no check may
+    load gymnax or Jumanji (importing either starts XLA's backend, and then hardware=... and
+    host_devices are silently ignored)."""
+    code = (
+        "import sys\n"
+        "from hydra import compose, initialize_config_dir\n"
+        "from omegaconf import OmegaConf\n"
+        "import ppo_lab.run.entry\n"
+        "from ppo_lab.config import env_options, validate\n"
+        "from jax._src import xla_bridge\n"
+        f"with initialize_config_dir(config_dir={str(ROOT / 'conf')!r}, version_base='1.3'):\n"
+        "    for env in env_options():\n"
+        "        reward = 'ground_truth' if env == 'foraging' else 'default'\n"
+        "        validate(OmegaConf.to_container(compose('config', [f'env={env}', f'reward={reward}']), resolve=True))\n"
+        "loaded = sorted(m for m in ('gymnax', 'jumanji', 'brax') if m in sys.modules)\n"
+        "assert not loaded and not xla_bridge.backends_are_initialized(), loaded\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 def test_rundir_and_analysis_import_no_jax():
     code = "import ppo_lab.rundir, ppo_lab.analysis, ppo_lab.analysis.sweep, ppo_lab.analysis.aggregate, " \
            "ppo_lab.rundir.slurm_jobs, sys; assert 'jax' not in sys.modules, 'jax imported'"

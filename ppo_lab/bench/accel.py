@@ -86,7 +86,7 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     compiled = sharded_chunk(trainer.chunk, mesh).lower(state, start_update_arg(0)).compile()
     row["compile_s"] = time.perf_counter() - t0
     try:
-        need = check_fits(compiled, devices[: layout.num_devices], cfg.hardware.get("memory_limit_gb"), num_seeds=seeds,
+        need = check_fits(compiled, devices[: layout.num_devices], cfg.hardware.memory_limit_gb, num_seeds=seeds,
                           num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=precision)
     except ChunkTooLarge as exc:
         return {**row, "status": "does not fit", "error": str(exc)}

@@ -1,8 +1,8 @@
-"""Environments from gymnax itself (CartPole-v1 and any other gymnax id).
+"""Environments from gymnax itself (CartPole-v1 and any other gymnax id): the builders.
 
-The checks import nothing heavy (config validation runs before jax is imported); the id
-itself is checked against gymnax's registry when the env is built, since reading that
-registry imports gymnax, and with it jax.
+Their jax-free checks are in `gymnax_config` (importing gymnax, as this module does, starts
+XLA's backend, so validation must not load this module); the id itself is checked against
+gymnax's registry here, when the env is built.
 """
 
 from __future__ import annotations
@@ -11,22 +11,8 @@ from typing import Mapping
 
 import gymnax
 
+from ppo_lab.envs.gymnax_config import check_gymnax
 from ppo_lab.errors import ConfigError
-
-
-def check_gymnax(env_cfg: Mapping, reward_cfg: Mapping) -> None:
-    env_id = env_cfg.get("gymnax_id")
-    if not isinstance(env_id, str) or not env_id:
-        raise ConfigError("env.gymnax_id", env_id, "a gymnax environment id such as 'CartPole-v1'")
-    if reward_cfg.get("name", "default") != "default":
-        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_id} has no reward modes)")
-    overrides = env_cfg.get("params")
-    if overrides is not None and not isinstance(overrides, Mapping):
-        raise ConfigError("env.params", overrides, f"a mapping of {env_id}'s EnvParams fields to values")
-
-
-def check_cartpole(env_cfg: Mapping, reward_cfg: Mapping) -> None:
-    check_gymnax({**env_cfg, "gymnax_id": env_cfg.get("gymnax_id", "CartPole-v1")}, reward_cfg)
 
 
 def _make_gymnax(env_cfg: Mapping, reward_cfg: Mapping):

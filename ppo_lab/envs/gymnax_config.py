@@ -1,0 +1,23 @@
+"""The jax-free checks of `env=gymnax` and `env=cartpole` (run when the config is validated,
+before XLA starts; `gymnax_envs`, which imports gymnax, builds the env)."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ppo_lab.errors import ConfigError
+
+
+def check_gymnax(env_cfg: Mapping, reward_cfg: Mapping) -> None:
+    env_id = env_cfg.get("gymnax_id")
+    if not isinstance(env_id, str) or not env_id:
+        raise ConfigError("env.gymnax_id", env_id, "a gymnax environment id such as 'CartPole-v1'")
+    if reward_cfg.get("name", "default") != "default":
+        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_id} has no reward modes)")
+    overrides = env_cfg.get("params")
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ConfigError("env.params", overrides, f"a mapping of {env_id}'s EnvParams fields to values")
+
+
+def check_cartpole(env_cfg: Mapping, reward_cfg: Mapping) -> None:
+    check_gymnax({**env_cfg, "gymnax_id": env_cfg.get("gymnax_id", "CartPole-v1")}, reward_cfg)
