@@ -6,15 +6,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from ppo_lab.envs.foraging.config import MODES
-from ppo_lab.envs.foraging.world import ACTION_NAMES, EnvState, build
+from conftest import compose_config
 from omegaconf import OmegaConf
 
 from ppo_lab.config import validate
+from ppo_lab.envs.foraging.config import MODES, check_config
+from ppo_lab.envs.foraging.world import ACTION_NAMES, EnvState, build
 from ppo_lab.envs.make import make_env
-
-from conftest import compose_config
 from ppo_lab.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(120)
@@ -364,7 +362,7 @@ def test_env_yaml_builds_foraging():
 ])
 def test_bad_env_config_raises(over, key):
     with pytest.raises(ConfigError) as e:
-        build({**TINY, **over}, {"name": "ground_truth"}, privileged_critic=False)
+        check_config({**TINY, **over}, {"name": "ground_truth"})
     assert e.value.key == key
 
 
@@ -378,5 +376,5 @@ def test_bad_env_config_raises(over, key):
 ])
 def test_bad_reward_config_raises(reward, key):
     with pytest.raises(ConfigError) as e:
-        build(TINY, reward, privileged_critic=False)
+        check_config(TINY, reward)
     assert e.value.key == key

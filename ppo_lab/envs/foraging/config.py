@@ -1,44 +1,42 @@
 """The foraging world's config: its keys, the reward modes, and their checks.
 
-Kept free of jax so that `ppo_lab.config.validate` can check a foraging config (through the
-env registry) before the hardware settings are applied and jax is imported; `world.build`
-uses the same checks.
+Kept free of jax so that `ppo_lab.config.validate` can check a foraging config (the `check`
+of conf/env/foraging.yaml) before the hardware settings are applied; `world.build` reads the
+checked sections (`read_sections`) without checking them again. The values a key takes when a
+config leaves it out are those of conf/ (the env's and each mode's YAML), not a copy here.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Mapping
 
+from omegaconf import OmegaConf
+
+from ppo_lab.config import CONF_DIR, ENV_WIRING_KEYS
 from ppo_lab.errors import ConfigError
 
 MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
          "ground_truth_handhold")
 
-# The reference table, one row per mode. The reward yaml files spell every number out; these
-# are the defaults for keys a config leaves out.
-MODE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ground_truth": dict(observation="one_hot", food=1.0, poison=-2.0, step=-0.01, death=-4.0,
-                         immortal=False, shaping_coef=0.0, clip=20.0),
-    # Our control, not the reference's: the true objective with food and poison looking alike.
-    "ground_truth_blind": dict(observation="blind", food=1.0, poison=-2.0, step=-0.01,
-                               death=-4.0, immortal=False, shaping_coef=0.0, clip=20.0),
-    "ground_truth_blinded": dict(observation="interestingness", food=1.0, poison=-2.0,
-                                 step=-0.01, death=-4.0, immortal=False, shaping_coef=0.0,
-                                 clip=20.0),
-    "proxy_mortal": dict(observation="interestingness", food=1.0, poison=0.5, step=0.0,
-                         death=0.0, immortal=False, shaping_coef=0.0, clip=20.0),
-    "proxy": dict(observation="interestingness", food=1.0, poison=0.5, step=0.0, death=0.0,
-                  immortal=True, shaping_coef=0.0, clip=20.0),
-    "ground_truth_handhold": dict(observation="one_hot", food=1.0, poison=-1.0, step=-0.01,
-                                  death=-2.0, immortal=False, shaping_coef=0.1, clip=20.0),
-}
+@functools.cache
+def _conf_file(group: str, name: str) -> dict[str, Any]:
+    """`conf/<group>/<name>.yaml`'s own keys (less the wiring and the name): the one source of
+    this world's defaults. A config that leaves a key out (a test building the world from a
+    few keys) gets the value the file gives."""
+    values = OmegaConf.to_container(OmegaConf.load(CONF_DIR / group / f"{name}.yaml"))
+    return {k: v for k, v in values.items() if k not in (*ENV_WIRING_KEYS, "name")}
 
-ENV_DEFAULTS: dict[str, Any] = dict(
-    grid_size=128, view_range=5, food_min=64, food_max=256, poison_min=64, poison_max=256,
-    max_steps=512, energy_start=1.0, move_cost=0.01, food_energy=1.0, poison_energy=-2.0,
-    fresh_world_on_done=False, fixed_counts=False, energy_tolerance=1e-5, respawn_in_place=False,
-)
+
+def mode_defaults(mode: str) -> dict[str, Any]:
+    """The numbers of reward mode `mode` (one row of the reference's table), from its YAML."""
+    return _conf_file("reward", mode)
+
+
+def env_defaults() -> dict[str, Any]:
+    return _conf_file("env", "foraging")
+
 
 # Per-channel observation of a food / poison cell. `interestingness` shows poison at half the
 # brightness of food (the reference's "blinded" agents can tell them apart that way); `blind`
@@ -73,7 +71,7 @@ def _check(ok: bool, key: str, value, valid: str) -> None:
 
 
 def validate_env_cfg(env_cfg: Mapping) -> dict[str, Any]:
-    c = _read(env_cfg, "env", ENV_DEFAULTS)
+    c = _read(env_cfg, "env", env_defaults())
     for k in ("grid_size", "view_range", "food_min", "food_max", "poison_min", "poison_max",
               "max_steps"):
         _check(_is_int(c[k]), f"env.{k}", c[k], "an integer")
@@ -106,9 +104,9 @@ def validate_reward_cfg(reward_cfg: Mapping) -> dict[str, Any]:
     if mode == "default":
         # `reward=default` means "the env's own reward"; this world's own is its true
         # objective, the ground_truth mode (so `python launch.py` needs no reward=...).
-        reward_cfg, mode = {**MODE_DEFAULTS["ground_truth"], "name": "ground_truth"}, "ground_truth"
+        reward_cfg, mode = {"name": "ground_truth"}, "ground_truth"
     _check(mode in MODES, "reward.name", mode, f"one of {list(MODES)}")
-    c = _read(reward_cfg, "reward", MODE_DEFAULTS[mode])
+    c = _read(reward_cfg, "reward", mode_defaults(mode))
     c["name"] = mode
     _check(c["observation"] in OBS_TABLES, "reward.observation", c["observation"],
            f"one of {sorted(OBS_TABLES)}")
@@ -121,6 +119,15 @@ def validate_reward_cfg(reward_cfg: Mapping) -> dict[str, Any]:
 
 
 def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
-    """The registry's check: ConfigError naming the first bad key of either section."""
+    """conf/env/foraging.yaml's check: ConfigError naming the first bad key of either section."""
     validate_env_cfg(env_cfg)
     validate_reward_cfg(reward_cfg)
+
+
+def read_sections(env_cfg: Mapping, reward_cfg: Mapping) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Checked `env` and `reward` sections, completed from conf/ (`reward=default` is the
+    ground_truth mode), for the builder: no check again."""
+    given = {} if reward_cfg.get("name") == "default" else dict(reward_cfg)
+    mode = given.get("name", "ground_truth")
+    env = {**env_defaults(), **{k: v for k, v in env_cfg.items() if k != "name"}}
+    return env, {**mode_defaults(mode), **given, "name": mode}

@@ -95,7 +95,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
-from ppo_lab.envs.foraging.config import MODE_DEFAULTS, OBS_TABLES, validate_env_cfg, validate_reward_cfg
+from ppo_lab.envs.foraging.config import OBS_TABLES, mode_defaults, read_sections
 
 ACTION_NAMES = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]
 # (row, col) deltas; row -1 is north. Order matches ACTION_NAMES.
@@ -267,7 +267,7 @@ class Foraging(environment.Environment[EnvState, EnvParams]):
 
     @property
     def default_params(self) -> EnvParams:
-        m = MODE_DEFAULTS["ground_truth"]
+        m = mode_defaults("ground_truth")
         food_obs, poison_obs = _obs_vectors("one_hot", self.privileged)
         return EnvParams(
             max_steps_in_episode=512, food_min=min(64, self.food_slots),
@@ -519,11 +519,11 @@ def make_params(env: Foraging, e: Mapping[str, Any], r: Mapping[str, Any]) -> En
 
 
 def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
-    """`(Foraging, EnvParams)` from the `env` and `reward` config sections; ConfigError on bad
-    values. With `privileged_critic`, observations get the ground-truth one-hot as channels 3-4
-    and the densities as channels 5-6, and `env.actor_obs_channels = 2`."""
-    e = validate_env_cfg(env_cfg)
-    r = validate_reward_cfg(reward_cfg)
+    """`(Foraging, EnvParams)` from the `env` and `reward` config sections, checked when the
+    config was validated (`config.check_config`, conf/env/foraging.yaml's `check`). With
+    `privileged_critic`, observations get the ground-truth one-hot as channels 3-4 and the
+    densities as channels 5-6, and `env.actor_obs_channels = 2`."""
+    e, r = read_sections(env_cfg, reward_cfg)
     env = Foraging(grid_size=e["grid_size"], view_range=e["view_range"],
                    food_slots=e["food_max"], poison_slots=e["poison_max"],
                    obs_channels=PRIVILEGED_CHANNELS if privileged_critic else 2,
