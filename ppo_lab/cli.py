@@ -26,7 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("ppo_lab.run.replay", "render one episode of a trained foraging agent to a GIF"),
     "plots": ("ppo_lab.analysis.run_plots", "a PNG panel of one run's training curves"),
     "compare": ("ppo_lab.analysis.compare", "compare runs or benchmarks (table and comparison.png)"),
-    "benchmark": ("ppo_lab.benchmark", "the performance suite (steps/s and their ratios)"),
+    "benchmark": ("ppo_lab.bench.suite", "the performance suite (steps/s and their ratios)"),
 }
 
 

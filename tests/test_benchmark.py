@@ -81,6 +81,8 @@ def test_performance_suite_quick(tmp_path):
             assert _positive(result[env][key]), (env, key)
         share = result["envs"][env]["time_share"]
         assert all(math.isfinite(v) and v >= 0 for v in share.values())  # noisy on a loaded machine
+        gru = result["recurrent"][env]  # the same network with a GRU, in the same run
+        assert _positive(gru["gru_train_sps"]) and gru["mlp_train_sps"] == result[env]["train_sps"]
     for key in TOP_KEYS:
         assert _positive(result[key]), key
     assert result["purejaxrl_cartpole"] is None  # full suite only

@@ -13,6 +13,9 @@ env's configured `ppo.num_envs`, timed after compilation:
 - `train_sps`: full PPO updates (the trainer's own jitted chunk);
 - their ratios and the time split of one training step: env / policy forward / update.
 
+- `recurrent`: the same three for the env's network with a GRU cell (`network.recurrent=gru`)
+  against the feed-forward one measured above, in this process: what memory costs.
+
 Measured in fresh processes (`launch.py ... benchmark=true`, wall time from outside, i.e.
 start-up + compile + training, the way a user pays it), CartPole:
 - `seed_process_wall_s`: one seed, one process; `seeds16_vmapped_wall_s`: 16 seeds vmapped
@@ -48,7 +51,9 @@ import tempfile
 import time
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from ppo_lab.config import env_options
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent  # ppo_lab/bench/suite.py -> the checkout
 CONF_DIR = PROJECT_ROOT / "conf"
 DEFAULT_ENVS = ("cartpole", "foraging")
 
@@ -91,12 +96,11 @@ def compose(overrides: list[str]) -> dict:
 
 
 def available_envs(names) -> list[str]:
-    from ppo_lab.envs.registry import ENVS
-
+    envs = env_options()  # the env group's options (conf/env)
     out = []
     for name in names:
-        if name not in ENVS:
-            print(f"[benchmark] skipping env {name!r}: not registered ({sorted(ENVS)})", file=sys.stderr)
+        if name not in envs:
+            print(f"[benchmark] skipping env {name!r}: not registered ({envs})", file=sys.stderr)
             continue
         out.append(name)
     return out
@@ -188,6 +192,15 @@ def measure_env(name: str, extra: list[str], size: dict) -> dict:
                        "update": max(t_train - t_roll, 0.0) / t_train},
         "compile_s": {"env": env_compile, "rollout": roll_compile, "train_chunk": train_compile},
     }
+
+
+def measure_recurrent(name: str, feed_forward: dict, extra: list[str], size: dict) -> dict:
+    """The env's network with a GRU between torso and heads against itself feed-forward."""
+    gru = measure_env(name, list(extra) + ["network.recurrent=gru"], size)
+    return {"overrides": gru["overrides"], "mlp_train_sps": feed_forward["train_sps"], "gru_train_sps": gru["train_sps"],
+            "mlp_rollout_sps": feed_forward["rollout_sps"], "gru_rollout_sps": gru["rollout_sps"],
+            "gru_over_mlp_train": gru["train_sps"] / feed_forward["train_sps"],
+            "gru_over_mlp_rollout": gru["rollout_sps"] / feed_forward["rollout_sps"], "gru_compile_s": gru["compile_s"]}
 
 
 # --- fresh-process measurements ----------------------------------------------------------
@@ -295,6 +308,10 @@ def format_table(result: dict) -> str:
         lines.append(f"{name:<10} {r['num_envs']:>8} {_fmt(r['env_sps']):>12} {_fmt(r['rollout_sps']):>12} "
                      f"{_fmt(r['train_sps']):>10} {r['train_over_rollout']:>10.3f} {r['rollout_over_env']:>9.4f}  "
                      f"{share['env']:.1%} / {share['policy']:.1%} / {share['update']:.1%}")
+    for name, r in (result.get("recurrent") or {}).items():
+        lines.append(f"{name:<10} GRU vs feed-forward: train sps {_fmt(r['gru_train_sps'])} vs {_fmt(r['mlp_train_sps'])} "
+                     f"({r['gru_over_mlp_train']:.2f}x), rollout sps {_fmt(r['gru_rollout_sps'])} vs "
+                     f"{_fmt(r['mlp_rollout_sps'])} ({r['gru_over_mlp_rollout']:.2f}x)")
     lines.append("")
     bar = result.get("bar", {})
     rows = [
@@ -311,8 +328,10 @@ def format_table(result: dict) -> str:
     for label, value, check in rows:
         mark = "" if not isinstance(check, dict) else f"  [{'PASS' if check['pass'] else 'FAIL'}: bar {check['bar']}x]"
         lines.append(f"{label:<48} {value:>14}{mark}")
-    for key, formatter in (("purejaxrl_side_by_side", "ppo_lab.sidebyside"), ("accelerator", "ppo_lab.benchmark_accel")):
-        if result.get(key):
+    for key, formatter in (("purejaxrl_side_by_side", "ppo_lab.bench.sidebyside"), ("accelerator", "ppo_lab.bench.accel")):
+        if result.get(key) and "skipped" in result[key]:
+            lines += ["", f"{key}: skipped ({result[key]['skipped'].strip().splitlines()[-1][:300]})"]
+        elif result.get(key):
             import importlib
 
             lines += ["", importlib.import_module(formatter).format_table(result[key])]
@@ -377,6 +396,8 @@ def main(argv=None) -> int:
         print(f"[benchmark] {name}: env / rollout / train steps/s in this process ...", file=sys.stderr)
         result["envs"][name] = r = measure_env(name, list(args.overrides), size)
         result[name] = {k: r[k] for k in ("env_sps", "rollout_sps", "train_sps", "train_over_rollout", "rollout_over_env")}
+        print(f"[benchmark] {name}: the same with a GRU (network.recurrent=gru) ...", file=sys.stderr)
+        result.setdefault("recurrent", {})[name] = measure_recurrent(name, r, list(args.overrides), size)
 
     if not args.no_processes:
         workdir = Path(tempfile.mkdtemp(prefix="ppo_lab_bench_"))
@@ -396,9 +417,9 @@ def main(argv=None) -> int:
         quick = ["--quick"] if args.quick else []
         peer = [f"--purejaxrl={args.purejaxrl}"] if args.purejaxrl else []
         result["purejaxrl_side_by_side"] = run_section(
-            "ppo_lab.sidebyside", [*args.overrides, *peer, *quick, f"--rounds={1 if args.quick else args.rounds}"], Path(sections), base_env)
+            "ppo_lab.bench.sidebyside", [*args.overrides, *peer, *quick, f"--rounds={1 if args.quick else args.rounds}"], Path(sections), base_env)
         if args.accelerator or devices[0].platform != "cpu":
-            result["accelerator"] = run_section("ppo_lab.benchmark_accel", [*args.overrides, *quick], Path(sections), base_env)
+            result["accelerator"] = run_section("ppo_lab.bench.accel", [*args.overrides, *quick], Path(sections), base_env)
     result["suite_wall_s"] = time.perf_counter() - t_start
     print(format_table(result))
     print(f"\nsuite wall time {result['suite_wall_s']:.0f} s")
