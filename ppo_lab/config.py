@@ -320,7 +320,7 @@ def validate_network(s: Mapping) -> NetworkConfig:
             _require(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in sizes),
                      f"network.{key}", list(sizes), "positive integers")
     recurrent = s.get("recurrent")
-    _require(recurrent in RECURRENT_CELLS, "network.recurrent", recurrent, f"one of {list(RECURRENT_CELLS)} (null: feed-forward)")
+    _require(recurrent in RECURRENT_CELLS, "network.recurrent", recurrent, "null (feed-forward), gru or lstm")
     size = s.get("recurrent_size")
     _require(isinstance(size, int) and not isinstance(size, bool) and size > 0, "network.recurrent_size", size, "a positive integer")
     if "dense_size" in torso:

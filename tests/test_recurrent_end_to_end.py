@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from ppo_lab.run.recorders.mlflow_policy import save_policy_model, seed_params_from_checkpoint
-from conftest import ROOT, read_rows, read_summary, start_launch, train_run
+from conftest import ROOT, TINY, launch, read_rows, read_summary, start_launch, train_run
 
 pytestmark = pytest.mark.slow
 
@@ -114,3 +114,15 @@ def test_the_mlflow_pyfunc_takes_and_returns_the_recurrent_state(tmp_path):
 
     assert play(carry_state=True) >= 0.9
     assert abs(play(carry_state=False)) <= 0.4
+
+
+@pytest.mark.timeout(300)
+def test_a_gru_splits_one_seeds_envs_over_two_devices(tmp_path):
+    """hardware.layout=envs: each device re-runs its own envs' sequences, gradients averaged."""
+    run_dir = tmp_path / "run"
+    args = [a for a in TINY if not a.startswith("hardware.host_devices")]
+    launch([*args, "network.recurrent=gru", "network.recurrent_size=8", "hardware.host_devices=2", "hardware.layout=envs"],
+           run_dir, timeout=240)
+    s = read_summary(run_dir)
+    assert s["status"] == "completed" and s["layout"] == {"mode": "envs", "num_devices": 2, "num_replicas": 2, "envs_per_replica": 2}
+    assert len(read_rows(run_dir)) == 32 and np.isfinite(s["eval"]["episode_return"][0])
