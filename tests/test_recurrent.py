@@ -190,3 +190,13 @@ def test_a_feed_forward_network_has_no_memory():
                       env_params, ActorCritic(2, network_config()), num_envs=2, chunk_updates=1)
     state = jax.jit(ff.init)(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
     assert state.memory is None and jax.jit(ff.rollout)(state).records.reset is None
+
+
+def test_bf16_compute_keeps_the_carried_state_in_float32():
+    cfg = dataclasses.replace(network_config(kind="mlp", hidden_sizes=(8,)), recurrent="gru", recurrent_size=5)
+    net = ActorCritic(3, cfg, precision="bf16")
+    obs = jax.random.normal(jax.random.PRNGKey(0), (4, 2, 4))
+    params = net.init_params(jax.random.PRNGKey(1), obs[0])
+    carry, logits, values = jax.jit(net.apply)(params, obs, net.initial_carry(2), jnp.zeros((4, 2), bool))
+    assert all(c.dtype == jnp.float32 for c in jax.tree.leaves(carry))
+    assert logits.dtype == values.dtype == jnp.float32 and np.isfinite(np.asarray(logits)).all()
