@@ -8,6 +8,13 @@ checks stop conditions between chunks (the HackMatrix idea: jit a chunk, not the
 Replicas are laid out by `ppo_lab.ppo.parallel`: either one replica per seed (seeds sharded
 across devices) or, for a single seed on several devices, one replica per device with
 gradients averaged across devices (`grad_axis`).
+
+A recurrent network (`network.recurrent`) keeps each env's state in `LearnerState.memory`,
+carried across updates, chunks and checkpoints. Its update trains on sequences: the rollout's
+transitions stay [T, envs], and each minibatch is the whole sequences of `num_envs /
+num_minibatches` envs (shuffled over envs, time in order), re-run through the network from the
+state each env started the rollout in, zeroed where the previous step ended an episode
+(`Transition.reset`), so the first epoch reproduces the rollout's log-probs and values.
 """
 
 from __future__ import annotations
