@@ -83,6 +83,12 @@ class NetworkConfig:
     privileged_critic: bool
     shared_torso: bool
     torso: tuple[tuple[str, Any], ...]  # the torso's own keys, as sorted (name, value) pairs (hashable)
+    recurrent: str | None  # None (feed-forward), "gru" or "lstm": a cell between the torso and the heads
+    recurrent_size: int  # the cell's hidden units
+
+    @property
+    def is_recurrent(self) -> bool:
+        return self.recurrent is not None
 
     def torso_kwargs(self) -> dict:
         return dict(self.torso)
@@ -201,6 +207,7 @@ LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
 PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
 VALUE_NORMS = (None, "popart")
+RECURRENT_CELLS = (None, "gru", "lstm")  # network.recurrent; networks.CELLS
 PLATFORMS = ("cpu", "gpu", "tpu")
 ROLLOUT_OBS_DTYPES = ("float32", "uint8", "bfloat16")  # ppo.obs_storage
 VALUE_LOSSES = ("mean_of_max", "max_of_means")  # ppo.losses
@@ -314,7 +321,7 @@ def _ppo(s: Mapping) -> PPOConfig:
     return ppo
 
 
-NETWORK_KEYS = ("_target_", "kind", "activation", "privileged_critic", "shared_torso")
+NETWORK_KEYS = ("_target_", "kind", "activation", "privileged_critic", "shared_torso", "recurrent", "recurrent_size")
 
 
 def validate_network(s: Mapping) -> NetworkConfig:
@@ -331,6 +338,12 @@ def validate_network(s: Mapping) -> NetworkConfig:
             sizes = torso[key] = tuple(torso[key])
             _require(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in sizes),
                      f"network.{key}", list(sizes), "positive integers")
+    recurrent = s.get("recurrent")
+    _require(recurrent in RECURRENT_CELLS, "network.recurrent", recurrent, "null (feed-forward), gru or lstm")
+    size = s.get("recurrent_size")
+    _require(isinstance(size, int) and not isinstance(size, bool) and size > 0, "network.recurrent_size", size, "a positive integer")
+    _require(recurrent is None or not (s.get("privileged_critic") and s.get("shared_torso")), "network.recurrent", recurrent,
+             "null with a privileged critic on the actor's torso (network.shared_torso=true), or network.shared_torso=false")
     if "dense_size" in torso:
         dense = torso["dense_size"]
         _require(isinstance(dense, int) and dense > 0, "network.dense_size", dense, "a positive integer")
@@ -341,6 +354,8 @@ def validate_network(s: Mapping) -> NetworkConfig:
         privileged_critic=_flag(s, "network", "privileged_critic"),
         shared_torso=_flag(s, "network", "shared_torso"),
         torso=tuple(sorted(torso.items())),
+        recurrent=recurrent,
+        recurrent_size=size,
     )
 
 

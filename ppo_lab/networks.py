@@ -1,4 +1,4 @@
-"""Flax actor-critic networks: an MLP and the reference CNN.
+"""Flax actor-critic networks: an MLP and the reference CNN, feed-forward or recurrent.
 
 `ActorCritic(obs) -> (logits, value)`. Actor and critic have separate towers unless
 `shared_torso` (one tower, two heads: half the compute, the usual choice for CNNs).
@@ -9,6 +9,14 @@ with `aux_combine`): the value head sits on the actor's torso, and its input is 
 features, the critic's extra channels' pixels, and the densities (one value per world, read
 from the constant planes of channels 2+N.. of a foraging observation), through one dense
 layer of the features' width with ReLU.
+
+With `network.recurrent` (gru | lstm) a recurrent cell sits between each torso and its head(s)
+(PureJaxRL's `ppo_rnn.py` shape): `ActorCritic(obs [T, B, ...], carry, reset [T, B]) ->
+(carry, logits [T, B, A], values [T, B])` runs the torso on all T x B observations at once and
+scans only the cell over time, zeroing each env's state before a step whose `reset` is set
+(the previous step ended its episode). The carry is `{"actor": cell state}` with a shared
+torso, plus `"critic"` with separate towers (a privileged critic included); a GRU's state is
+`[B, recurrent_size]`, an LSTM's the pair (c, h). `initial_carry(batch)` is all zeros.
 
 Two choices follow the hardware, neither changes the parameters (names, shapes, dtypes,
 initial values), so a checkpoint trained with one loads with the other:
@@ -212,6 +220,32 @@ def _torso(cfg: NetworkConfig, name: str, conv: str, dtype) -> nn.Module:
     return torso(**kwargs)
 
 
+CELLS = {"gru": nn.GRUCell, "lstm": nn.OptimizedLSTMCell}  # config.RECURRENT_CELLS
+
+
+def reset_where(reset, carry):
+    """`carry` with each env's state zeroed where `reset` [B] is set."""
+    return jax.tree.map(lambda c: jnp.where(reset[:, None], jnp.zeros_like(c), c), carry)
+
+
+class ResettingCell(nn.Module):
+    """One time step of a GRU or LSTM over a batch: the state is zeroed where `reset` first.
+    The state stays float32 (with bf16 compute too): it is carried across many steps."""
+    kind: str
+    size: int
+    dtype: Any = None
+
+    @nn.compact
+    def __call__(self, carry, inputs):
+        x, reset = inputs
+        carry, y = CELLS[self.kind](features=self.size, dtype=self.dtype, param_dtype=jnp.float32)(reset_where(reset, carry), x)
+        return jax.tree.map(lambda c: c.astype(jnp.float32), carry), y
+
+
+# The cell over a sequence (time leading), its parameters shared by every step.
+ScannedCell = nn.scan(ResettingCell, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
+
+
 class ActorCritic(nn.Module):
     action_dim: int
     cfg: NetworkConfig
@@ -234,6 +268,28 @@ class ActorCritic(nn.Module):
             self.critic_torso = _torso(self.cfg, "critic_torso", self.conv, dtype)
         self.policy_head = _dense(self.action_dim, 0.01, dtype)
         self.value_head = _dense(1, 1.0, dtype)
+        if self.recurrent:
+            self.actor_cell = ScannedCell(self.cfg.recurrent, self.cfg.recurrent_size, dtype)
+            if not self.shared:
+                self.critic_cell = ScannedCell(self.cfg.recurrent, self.cfg.recurrent_size, dtype)
+
+    @property
+    def recurrent(self) -> bool:
+        return self.cfg.is_recurrent
+
+    def initial_carry(self, batch: int):
+        """The recurrent state of `batch` envs at an episode's start (zeros; needs no params)."""
+        size = self.cfg.recurrent_size
+        one = (jnp.zeros((batch, size)), jnp.zeros((batch, size))) if self.cfg.recurrent == "lstm" else jnp.zeros((batch, size))
+        shared = self.cfg.shared_torso and self.actor_obs_channels is None
+        return {"actor": one} if shared else {"actor": one, "critic": one}
+
+    def init_params(self, key, obs):
+        """Parameters from a batch of observations (one step; no time axis)."""
+        if not self.recurrent:
+            return self.init(key, obs)
+        n = obs.shape[0]
+        return self.init(key, obs[None], self.initial_carry(n), jnp.zeros((1, n), bool))
 
     def _actor_obs(self, obs):
         return obs if self.actor_obs_channels is None else obs[..., : self.actor_obs_channels]
@@ -254,7 +310,11 @@ class ActorCritic(nn.Module):
             return self._privileged_features(actor_features, obs)
         return self.critic_torso(obs)
 
-    def __call__(self, obs):
+    def __call__(self, obs, carry=None, reset=None):
+        """Feed-forward: `(logits, value)` of `obs` [B, ...]. Recurrent: `(carry, logits,
+        values)` of the sequences `obs` [T, B, ...] from `carry`, `reset` [T, B]."""
+        if self.recurrent:
+            return self.sequence(obs, carry, reset)
         actor_features = self.actor_torso(self._actor_obs(obs))
         critic_features = self._critic_features(actor_features, obs)
         logits = self.policy_head(actor_features).astype(jnp.float32)
@@ -286,3 +346,50 @@ class ActorCritic(nn.Module):
         logits = self.policy_head(actor_features).astype(jnp.float32)
         values = jnp.squeeze(self.value_head(critic_features), -1).astype(jnp.float32)
         return logits, values[:n], values[n:]
+
+    # --- recurrent ---------------------------------------------------------------------------
+
+    def _over_time(self, torso, obs):
+        """The torso on every one of [T, B, ...] observations at once: [T, B, features]."""
+        features = torso(obs.reshape((-1,) + obs.shape[2:]))
+        return features.reshape(obs.shape[:2] + features.shape[1:])
+
+    def sequence(self, obs, carry, reset):
+        actor_carry, actor_out = self.actor_cell(carry["actor"], (self._over_time(self.actor_torso, self._actor_obs(obs)), reset))
+        new_carry = {"actor": actor_carry}
+        critic_out = actor_out
+        if not self.shared:
+            new_carry["critic"], critic_out = self.critic_cell(carry["critic"], (self._over_time(self.critic_torso, obs), reset))
+        logits = self.policy_head(actor_out).astype(jnp.float32)
+        return new_carry, logits, jnp.squeeze(self.value_head(critic_out), -1).astype(jnp.float32)
+
+    def step(self, obs, carry, reset):
+        """One step of `sequence`: `(carry, logits [B, A], values [B])` of `obs` [B, ...]."""
+        carry, logits, values = self.sequence(obs[None], carry, reset[None])
+        return carry, logits[0], values[0]
+
+    def step_value(self, obs, carry, reset):
+        """The values [B] of one step (the critic's cell only, with separate towers)."""
+        if self.shared:
+            return self.step(obs, carry, reset)[2]
+        _, out = self.critic_cell(carry["critic"], (self._over_time(self.critic_torso, obs[None]), reset[None]))
+        return jnp.squeeze(self.value_head(out[0]), -1).astype(jnp.float32)
+
+    def step_with_extra_values(self, obs, carry, reset, extra_obs):
+        """`step`, and the values of `extra_obs` [B, ...] from `carry` NOT reset: the previous
+        step's final observations continue the episode that `reset` ends (the truncation
+        bootstrap, as `with_extra_values`). The critic runs once on both batches stacked."""
+        n = obs.shape[0]
+        stack = lambda a, b: jnp.concatenate([a, b])  # noqa: E731
+        both_obs = stack(obs, extra_obs)
+        both_carry = jax.tree.map(lambda c: stack(c, c), carry)
+        both_reset = stack(reset, jnp.zeros_like(reset))
+        if self.shared:
+            new_carry, logits, values = self.step(both_obs, both_carry, both_reset)
+            return jax.tree.map(lambda c: c[:n], new_carry), logits[:n], values[:n], values[n:]
+        actor_carry, actor_out = self.actor_cell(carry["actor"], (self._over_time(self.actor_torso, self._actor_obs(obs[None])), reset[None]))
+        critic_carry, critic_out = self.critic_cell(both_carry["critic"], (self._over_time(self.critic_torso, both_obs[None]), both_reset[None]))
+        logits = self.policy_head(actor_out[0]).astype(jnp.float32)
+        values = jnp.squeeze(self.value_head(critic_out[0]), -1).astype(jnp.float32)
+        new_carry = {"actor": actor_carry, "critic": jax.tree.map(lambda c: c[:n], critic_carry)}
+        return new_carry, logits, values[:n], values[n:]

@@ -48,8 +48,10 @@ def _assert_carried_over(resolved: dict, run) -> None:
     network = resolved["network"]
     assert run.network.target == network["_target_"] and run.network.kind == network["kind"]
     assert run.network.activation == network["activation"]
+    assert (run.network.recurrent, run.network.recurrent_size) == (network["recurrent"], network["recurrent_size"])
     assert {k: as_list(v) for k, v in run.network.torso_kwargs().items()} == {
-        k: v for k, v in network.items() if k not in ("_target_", "kind", "activation", "privileged_critic", "shared_torso")}
+        k: v for k, v in network.items()
+        if k not in ("_target_", "kind", "activation", "privileged_critic", "shared_torso", "recurrent", "recurrent_size")}
     env = resolved["env"]
     assert run.env.target == env["_target_"] and run.env.check == env.get("check")
     assert {**run.env.options, "_target_": run.env.target, "check": run.env.check,

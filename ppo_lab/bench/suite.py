@@ -13,6 +13,9 @@ env's configured `ppo.num_envs`, timed after compilation:
 - `train_sps`: full PPO updates (the trainer's own jitted chunk);
 - their ratios and the time split of one training step: env / policy forward / update.
 
+- `recurrent`: the same three for the env's network with a GRU cell (`network.recurrent=gru`)
+  against the feed-forward one measured above, in this process: what memory costs.
+
 Measured in fresh processes (`launch.py ... benchmark=true`, wall time from outside, i.e.
 start-up + compile + training, the way a user pays it), CartPole:
 - `seed_process_wall_s`: one seed, one process; `seeds16_vmapped_wall_s`: 16 seeds vmapped
@@ -164,6 +167,15 @@ def measure_env(name: str, extra: list[str], size: dict) -> dict:
     }
 
 
+def measure_recurrent(name: str, feed_forward: dict, extra: list[str], size: dict) -> dict:
+    """The env's network with a GRU between torso and heads against itself feed-forward."""
+    gru = measure_env(name, list(extra) + ["network.recurrent=gru"], size)
+    return {"overrides": gru["overrides"], "mlp_train_sps": feed_forward["train_sps"], "gru_train_sps": gru["train_sps"],
+            "mlp_rollout_sps": feed_forward["rollout_sps"], "gru_rollout_sps": gru["rollout_sps"],
+            "gru_over_mlp_train": gru["train_sps"] / feed_forward["train_sps"],
+            "gru_over_mlp_rollout": gru["rollout_sps"] / feed_forward["rollout_sps"], "gru_compile_s": gru["compile_s"]}
+
+
 # --- fresh-process measurements ----------------------------------------------------------
 class Launcher:
     """Runs `launch.py ... benchmark=true` in fresh processes and reads their benchmark.json."""
@@ -267,6 +279,10 @@ def format_table(result: dict) -> str:
         lines.append(f"{name:<10} {r['num_envs']:>8} {_fmt(r['env_sps']):>12} {_fmt(r['rollout_sps']):>12} "
                      f"{_fmt(r['train_sps']):>10} {r['train_over_rollout']:>10.3f} {r['rollout_over_env']:>9.4f}  "
                      f"{share['env']:.1%} / {share['policy']:.1%} / {share['update']:.1%}")
+    for name, r in (result.get("recurrent") or {}).items():
+        lines.append(f"{name:<10} GRU vs feed-forward: train sps {_fmt(r['gru_train_sps'])} vs {_fmt(r['mlp_train_sps'])} "
+                     f"({r['gru_over_mlp_train']:.2f}x), rollout sps {_fmt(r['gru_rollout_sps'])} vs "
+                     f"{_fmt(r['mlp_rollout_sps'])} ({r['gru_over_mlp_rollout']:.2f}x)")
     lines.append("")
     bar = result.get("bar", {})
     rows = [
@@ -341,6 +357,8 @@ def main(argv=None) -> int:
         print(f"[benchmark] {name}: env / rollout / train steps/s in this process ...", file=sys.stderr)
         result["envs"][name] = r = measure_env(name, list(args.overrides), size)
         result[name] = {k: r[k] for k in ("env_sps", "rollout_sps", "train_sps", "train_over_rollout", "rollout_over_env")}
+        print(f"[benchmark] {name}: the same with a GRU (network.recurrent=gru) ...", file=sys.stderr)
+        result.setdefault("recurrent", {})[name] = measure_recurrent(name, r, list(args.overrides), size)
 
     if not args.no_processes:
         workdir = Path(tempfile.mkdtemp(prefix="ppo_lab_bench_"))

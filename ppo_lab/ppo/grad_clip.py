@@ -11,8 +11,9 @@ from __future__ import annotations
 import jax
 import optax
 
-# Top-level parameter names (networks.ActorCritic) that belong to the value function.
-VALUE_MODULES = ("critic_torso", "value_head")
+# Top-level parameter names (networks.ActorCritic) that belong to the value function (a
+# recurrent critic's cell with separate towers included).
+VALUE_MODULES = ("critic_torso", "critic_cell", "value_head")
 
 
 def param_group(name: str) -> str:

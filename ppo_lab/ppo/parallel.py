@@ -64,19 +64,22 @@ def _seeds_layout(num_seeds: int, ppo: PPOConfig, num_devices: int, reason: str)
     return Layout("seeds", used, num_seeds, ppo.num_envs, reason)
 
 
-def _envs_split(ppo: PPOConfig, num_devices: int) -> int:
-    """Most devices (<= num_devices) one seed's envs split evenly over, minibatches included."""
+def _envs_split(ppo: PPOConfig, num_devices: int, sequences: bool = False) -> int:
+    """Most devices (<= num_devices) one seed's envs split evenly over, minibatches included
+    (with `sequences`, a recurrent policy's, each minibatch holds whole envs)."""
+    unit = 1 if sequences else ppo.num_steps
     return _largest_divisor_at_most(
-        ppo.num_envs, num_devices, ok=lambda d: (ppo.num_envs // d * ppo.num_steps) % ppo.num_minibatches == 0
+        ppo.num_envs, num_devices, ok=lambda d: (ppo.num_envs // d * unit) % ppo.num_minibatches == 0
     )
 
 
-def choose_layout(num_seeds: int, ppo: PPOConfig, num_devices: int, requested: str = "auto") -> Layout:
+def choose_layout(num_seeds: int, ppo: PPOConfig, num_devices: int, requested: str = "auto", sequences: bool = False) -> Layout:
     """How replicas sit on devices (`hardware.layout`): "single" (everything on one device),
     "seeds" (seeds split over devices), "envs" (one seed's envs split over devices, gradients
     averaged every minibatch) or "auto": seeds split whenever there are several (they never
     communicate); one seed's envs split only above ENVS_SPLIT_MIN_ROWS rows per device and
-    minibatch. `Layout.reason` says why."""
+    minibatch. `Layout.reason` says why. `sequences`: minibatches are whole env sequences (a
+    recurrent policy), so a split must leave each device a multiple of `num_minibatches` envs."""
     if requested not in LAYOUTS:
         raise ValueError(f"hardware.layout={requested!r}: expected one of {list(LAYOUTS)}")
     if num_devices == 1 or requested == "single":
@@ -87,11 +90,12 @@ def choose_layout(num_seeds: int, ppo: PPOConfig, num_devices: int, requested: s
     if num_seeds > 1:
         why = "hardware.layout=seeds" if requested == "seeds" else f"{num_seeds} seeds: split over devices (seeds never communicate)"
         return _seeds_layout(num_seeds, ppo, num_devices, why)
-    split = _envs_split(ppo, num_devices)
+    split = _envs_split(ppo, num_devices, sequences)
     rows = ppo.num_envs // split * ppo.num_steps // ppo.num_minibatches
     if requested == "envs" or (requested == "auto" and split > 1 and rows >= ENVS_SPLIT_MIN_ROWS):
         if split == 1:
-            raise ValueError(f"hardware.layout=envs: ppo.num_envs={ppo.num_envs} does not split evenly over {num_devices} devices with {ppo.num_minibatches} minibatches")
+            raise ValueError(f"hardware.layout=envs: ppo.num_envs={ppo.num_envs} does not split evenly over {num_devices} devices with {ppo.num_minibatches} minibatches"
+                             + (" of whole env sequences (a recurrent network)" if sequences else ""))
         why = "hardware.layout=envs" if requested == "envs" else f"one seed, {rows} rows per device and minibatch >= {ENVS_SPLIT_MIN_ROWS}: envs split over {split} devices"
         return Layout("envs", split, split, ppo.num_envs // split, why)
     why = (f"one seed, {rows} rows per device and minibatch if split < {ENVS_SPLIT_MIN_ROWS}: "

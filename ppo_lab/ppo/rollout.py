@@ -14,6 +14,12 @@ benchmark all run this loop; what differs between them is passed in:
 - `record(stats, step) -> (stats, out)`: what the caller keeps. `stats` is carried from step
   to step (running returns, counters); `out` is stacked over the steps (transitions, frames).
 
+A recurrent policy also carries `memory = (state, reset)`: its recurrent state and, per env,
+whether the previous step ended an episode (terminated or truncated), so the policy zeroes the
+state before acting there. `rollout(..., memory=initial_memory(network, n))` calls
+`policy(obs, key, mask, memory) -> (action, extras, state)` and hands back the memory after
+the last step (`Rollout.memory`); without `memory`, policies are feed-forward as above.
+
 Keys: one key is carried and split three ways every step (next carried key, the policy's key,
 the env's key), so a rollout is a pure function of its starting key.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from ppo_lab.ppo.distributions import allow_all_if_none_valid, greedy_action, sample_action
 
@@ -46,6 +53,7 @@ class Rollout(NamedTuple):
     stats: Any  # `record`'s carried statistics after the last step
     key: Any  # the carried key, to continue from
     records: Any  # `record`'s per-step outputs, stacked (leading axis: steps)
+    memory: Any = None  # a recurrent policy's (state, reset) after the last step; None: feed-forward
 
 
 def batched_step(env, env_params, num_envs: int) -> Callable:
@@ -74,30 +82,55 @@ def batched_reset(env, env_params, key, num_envs: int):
     return jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, num_envs), env_params)
 
 
+def episode_ended(terminated, truncated):
+    """terminated or truncated (an env that never truncates may pass None)."""
+    return terminated if truncated is None else jnp.logical_or(terminated, truncated)
+
+
+def initial_memory(network, num_envs: int):
+    """A recurrent network's memory at the start of `num_envs` episodes (zero state, no reset
+    pending); None for a feed-forward network."""
+    if not getattr(network, "recurrent", False):
+        return None
+    return network.initial_carry(num_envs), jnp.zeros((num_envs,), bool)
+
+
 def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps: int, *,
-            record: Callable, stats=(), action_mask: Callable | None = None) -> Rollout:
+            record: Callable, stats=(), action_mask: Callable | None = None, memory=None) -> Rollout:
     """Run `num_steps` steps from `(env_state, obs)`; see the module docstring."""
 
     def body(carry, _):
-        env_state, obs, stats, key = carry
+        env_state, obs, stats, key, memory = carry
         key, policy_key, env_key = jax.random.split(key, 3)
         mask = None if action_mask is None else action_mask(env_state)
-        action, extras = policy(obs, policy_key, mask)
+        if memory is None:
+            action, extras = policy(obs, policy_key, mask)
+        else:
+            action, extras, state = policy(obs, policy_key, mask, memory)
         next_obs, env_state, reward, terminated, truncated, info = env_step(env_key, env_state, action)
+        if memory is not None:
+            memory = (state, episode_ended(terminated, truncated))
         stats, out = record(stats, Step(obs, action, extras, next_obs, reward, terminated, truncated, info, mask))
-        return (env_state, next_obs, stats, key), out
+        return (env_state, next_obs, stats, key, memory), out
 
-    (env_state, obs, stats, key), records = jax.lax.scan(body, (env_state, obs, stats, key), None, num_steps)
-    return Rollout(env_state, obs, stats, key, records)
+    (env_state, obs, stats, key, memory), records = jax.lax.scan(body, (env_state, obs, stats, key, memory), None, num_steps)
+    return Rollout(env_state, obs, stats, key, records, memory)
 
 
 def action_policy(network, params, deterministic: bool) -> Callable:
     """`policy(obs, key, mask=None) -> (actions, logits)`: argmax, or a sample from the policy's
-    logits; never an action the mask forbids."""
+    logits; never an action the mask forbids. For a recurrent network,
+    `policy(obs, key, mask, memory) -> (actions, logits, state)` (see `rollout`)."""
+
+    def choose(logits, key, mask):
+        return greedy_action(logits, mask) if deterministic else sample_action(key, logits, mask)
 
     def policy(obs, key, mask=None):
         logits, _ = network.apply(params, obs)
-        action = greedy_action(logits, mask) if deterministic else sample_action(key, logits, mask)
-        return action, logits
+        return choose(logits, key, mask), logits
 
-    return policy
+    def recurrent_policy(obs, key, mask, memory):
+        state, logits, _ = network.apply(params, obs, *memory, method="step")
+        return choose(logits, key, mask), logits, state
+
+    return recurrent_policy if getattr(network, "recurrent", False) else policy

@@ -8,6 +8,13 @@ checks stop conditions between chunks (the HackMatrix idea: jit a chunk, not the
 Replicas are laid out by `ppo_lab.ppo.parallel`: either one replica per seed (seeds sharded
 across devices) or, for a single seed on several devices, one replica per device with
 gradients averaged across devices (`grad_axis`).
+
+A recurrent network (`network.recurrent`) keeps each env's state in `LearnerState.memory`,
+carried across updates, chunks and checkpoints. Its update trains on sequences: the rollout's
+transitions stay [T, envs], and each minibatch is the whole sequences of `num_envs /
+num_minibatches` envs (shuffled over envs, time in order), re-run through the network from the
+state each env started the rollout in, zeroed where the previous step ended an episode
+(`Transition.reset`), so the first epoch reproduces the rollout's log-probs and values.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob, invalid_fraction, sample_action
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
 from ppo_lab.ppo import obs_storage
-from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, rollout
+from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, initial_memory, rollout
 from ppo_lab.ppo import value_norm as vn
 from ppo_lab.ppo.grad_clip import clip_policy_and_value
 from ppo_lab.ppo.schedules import learning_rate_schedule, schedule_values
@@ -42,6 +49,9 @@ class LearnerState:
     episode_length: jax.Array
     key: jax.Array
     value_norm: Any = None  # PopArt statistics with ppo.value_norm=popart, else None
+    # A recurrent network's (state, reset) per env: its state after the last step (not yet
+    # reset) and whether that step ended an episode (ppo.rollout.initial_memory); else None.
+    memory: Any = None
 
 
 class Transition(NamedTuple):
@@ -56,6 +66,7 @@ class Transition(NamedTuple):
     env_metrics: dict
     mask: jax.Array | None = None  # bool [num_actions]: valid actions at `obs` (None: the env has no mask)
     obs_cast: Any = None  # obs_storage.cast_stats of this step (None: observations stored as float32)
+    reset: jax.Array | None = None  # recurrent: the state was zeroed before this step (None: feed-forward)
 
 
 def make_optimizer(ppo: PPOConfig, num_updates: int) -> optax.GradientTransformation:
@@ -109,7 +120,7 @@ def make_trainer(
 
     def init(param_key, env_key) -> LearnerState:
         obs, env_state = batched_reset(env, env_params, env_key, num_envs)
-        params = network.init(param_key, obs[:1])
+        params = network.init_params(param_key, obs[:1])
         zeros = jnp.zeros((num_envs,), jnp.float32)
         return LearnerState(
             params=params,
@@ -120,6 +131,7 @@ def make_trainer(
             episode_length=zeros.astype(jnp.int32),
             key=jax.random.fold_in(env_key, 1),
             value_norm=vn.init() if ppo.value_norm == "popart" else None,
+            memory=initial_memory(network, num_envs),
         )
 
     def collect(state: LearnerState) -> Rollout:
@@ -136,14 +148,17 @@ def make_trainer(
         params = state.params
         read = lambda value: vn.read(state.value_norm, value)  # noqa: E731
 
-        def policy(obs, key, mask):
+        def policy(obs, key, mask, memory=None):
+            previous_final_obs = None
             if ppo.bootstrap_truncation:
                 obs, previous_final_obs = obs
-                logits, value, previous_final_value = network.apply(params, obs, previous_final_obs, method="with_extra_values")
-            else:
-                (logits, value), previous_final_value = network.apply(params, obs), None
+            recurrent_state, logits, value, previous_final_value = forward_step(params, obs, memory, previous_final_obs)
             action = sample_action(key, logits, mask)
-            return action, (categorical_log_prob(logits, action, mask), read(value), previous_final_value)
+            extras = (categorical_log_prob(logits, action, mask), read(value), previous_final_value,
+                      None if memory is None else memory[1])
+            if memory is None:
+                return action, extras
+            return action, extras, recurrent_state
 
         def record(counters, step: Step):
             ep_return, ep_length = counters
@@ -151,7 +166,7 @@ def make_trainer(
             done = jnp.logical_or(step.terminated, step.truncated)
             ep_return = ep_return + reward
             ep_length = ep_length + 1
-            log_prob, value, previous_final_value = step.extras
+            log_prob, value, previous_final_value, reset = step.extras
             obs = step.obs[0] if ppo.bootstrap_truncation else step.obs
             next_obs = step.next_obs[0] if ppo.bootstrap_truncation else step.next_obs
             stored = obs_storage.store(obs, ppo.rollout_obs_dtype, actor_channels,
@@ -169,6 +184,7 @@ def make_trainer(
                 env_metrics=step.info.get("metrics", {}),
                 mask=step.mask,
                 obs_cast=cast,
+                reset=reset,
             )
             cut_short = jnp.logical_and(step.truncated, jnp.logical_not(step.terminated))
             return (jnp.where(done, 0.0, ep_return), jnp.where(done, 0, ep_length)), (transition, cut_short, previous_final_value)
@@ -176,18 +192,46 @@ def make_trainer(
         counters = (state.episode_return, state.episode_length)
         if not ppo.bootstrap_truncation:
             out = rollout(env_step, policy, state.env_state, state.obs, state.key, ppo.num_steps, record=record,
-                          stats=counters, action_mask=env_mask)
+                          stats=counters, action_mask=env_mask, memory=state.memory)
             return out._replace(records=out.records[0])
         # The carried observation is the pair (observation, previous step's final observation);
         # before the first step there is no previous step, and its value is dropped.
         out = rollout(keep_final_observation, policy, state.env_state, (state.obs, state.obs), state.key, ppo.num_steps,
-                      record=record, stats=counters, action_mask=env_mask)
+                      record=record, stats=counters, action_mask=env_mask, memory=state.memory)
         traj, cut_short, previous_final_value = out.records
         obs, last_final_obs = out.obs
-        last_final_value = network.apply(params, last_final_obs, method="value")
+        # The last step's final observations continue its episodes: the state is not reset.
+        no_reset = None if out.memory is None else (out.memory[0], jnp.zeros_like(out.memory[1]))
+        last_final_value = state_value(params, last_final_obs, no_reset)
         final_value = jnp.concatenate([previous_final_value[1:], last_final_value[None]])
         bootstrap = ppo.gamma * jax.lax.stop_gradient(read(final_value)) * cut_short
         return out._replace(obs=obs, records=traj._replace(reward=traj.reward + bootstrap))
+
+    def forward_step(params, obs, memory, extra_obs=None):
+        """One step of the network on a batch: `(recurrent state or None, logits, values,
+        values of extra_obs or None)`; a recurrent network starts from `memory`."""
+        if memory is None:
+            if extra_obs is None:
+                return (None, *network.apply(params, obs), None)
+            return (None, *network.apply(params, obs, extra_obs, method="with_extra_values"))
+        if extra_obs is None:
+            return (*network.apply(params, obs, *memory, method="step"), None)
+        return network.apply(params, obs, *memory, extra_obs, method="step_with_extra_values")
+
+    def state_value(params, obs, memory):
+        """The values of a batch of observations (a recurrent network: one step from `memory`)."""
+        if memory is None:
+            return network.apply(params, obs, method="value")
+        return network.apply(params, obs, *memory, method="step_value")
+
+    def forward_batch(params, traj: Transition, start_state):
+        """`(logits, values)` of a minibatch: of its steps (feed-forward), or of its env
+        sequences [T, B] re-run from the state they started from (recurrent)."""
+        obs = obs_storage.load(traj.obs)  # the stored observations, as float for the network
+        if start_state is None:
+            return network.apply(params, obs)
+        _, logits, values = network.apply(params, obs, start_state, traj.reset)
+        return logits, values
 
     def keep_final_observation(key, env_state, action):
         """`env_step` whose observation is the pair (next observation, final observation)."""
@@ -195,8 +239,8 @@ def make_trainer(
         return (obs, info["final_observation"]), env_state, reward, terminated, truncated, info
 
     def loss_fn(params, minibatch, clip_eps, ent_coef):
-        traj, advantages, returns = minibatch
-        logits, value = network.apply(params, obs_storage.load(traj.obs))
+        traj, advantages, returns, start_state = minibatch
+        logits, value = forward_batch(params, traj, start_state)
         terms = ppo_loss_terms(
             categorical_log_prob(logits, traj.action, traj.mask),
             traj.log_prob,
@@ -218,13 +262,22 @@ def make_trainer(
 
     grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
 
+    def shuffle(key, batch):
+        """Minibatches [num_minibatches, ...] of the batch: shuffled steps (feed-forward), or
+        whole env sequences shuffled over envs, time kept in order (recurrent: the batch is
+        [T, B] with the start state [B], and each minibatch has B / num_minibatches envs)."""
+        traj, _, _, start_state = batch
+        if start_state is None:
+            permutation = jax.random.permutation(key, batch_size)
+            return jax.tree.map(lambda x: x[permutation].reshape((ppo.num_minibatches, minibatch_size) + x.shape[1:]), batch)
+        envs = jax.random.permutation(key, num_envs).reshape(ppo.num_minibatches, -1)  # [M, B / M]
+        sequences = jax.tree.map(lambda x: jnp.moveaxis(x[:, envs], 1, 0), batch[:3])  # [M, T, B / M, ...]
+        return (*sequences, jax.tree.map(lambda x: x[envs], start_state))
+
     def epoch(carry, _, batch, clip_eps, ent_coef):
         params, opt_state, key = carry
         key, perm_key = jax.random.split(key)
-        permutation = jax.random.permutation(perm_key, batch_size)
-        minibatches = jax.tree.map(
-            lambda x: x[permutation].reshape((ppo.num_minibatches, minibatch_size) + x.shape[1:]), batch
-        )
+        minibatches = shuffle(perm_key, batch)
 
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
@@ -240,14 +293,18 @@ def make_trainer(
     def update(state: LearnerState, update_index):
         sched = schedule_values(ppo, update_index, num_updates)
         params = state.params
-        env_state, obs, (ep_return, ep_length), key, traj = collect(state)
+        env_state, obs, (ep_return, ep_length), key, traj, memory = collect(state)
 
-        last_value = vn.read(state.value_norm, network.apply(params, obs, method="value"))
+        last_value = vn.read(state.value_norm, state_value(params, obs, memory))
         advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, ppo.gamma, ppo.gae_lambda)
         params, opt_state, value_norm, fit_returns, fit_values = value_targets(state, params, returns, traj.value)
 
-        flatten = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
-        batch = (jax.tree.map(flatten, traj._replace(value=fit_values, env_metrics={}, obs_cast=None)), flatten(advantages), flatten(fit_returns))
+        batch = (traj._replace(value=fit_values, env_metrics={}, obs_cast=None), advantages, fit_returns)
+        if memory is None:
+            flatten = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
+            batch = (*jax.tree.map(flatten, batch), None)
+        else:  # whole sequences from the state each env started the rollout in
+            batch = (*batch, state.memory[0])
         (params, opt_state, key), terms = jax.lax.scan(
             lambda c, x: epoch(c, x, batch, sched["clip_eps"], sched["ent_coef"]),
             (params, opt_state, key),
@@ -265,7 +322,7 @@ def make_trainer(
         metrics = finish_episode_metrics(metrics)
         if value_norm is not None:
             metrics.update({"train/popart_mean": value_norm.mean, "train/popart_std": value_norm.std})
-        new_state = LearnerState(params, opt_state, env_state, obs, ep_return, ep_length, key, value_norm)
+        new_state = LearnerState(params, opt_state, env_state, obs, ep_return, ep_length, key, value_norm, memory)
         return new_state, metrics
 
     def value_targets(state: LearnerState, params, returns, values):

@@ -10,6 +10,7 @@ import jax
 
 from ppo_lab import parts
 from ppo_lab.config import PPOConfig, RunConfig
+from ppo_lab.errors import ConfigError
 from ppo_lab.envs.make import make_env
 from ppo_lab.networks import ActorCritic, conv_for_platform
 from ppo_lab.ppo.autoscale import apply_auto_scale
@@ -45,7 +46,13 @@ def build(cfg: RunConfig, num_devices: int) -> Components:
     for name, path in cfg.env.evaluations.items():  # load now: a missing one fails before any compile
         parts.load(f"env.evaluations.{name}", path)
     ppo = apply_auto_scale(cfg.ppo)
-    layout = choose_layout(cfg.num_seeds, ppo, num_devices, cfg.hardware.layout)
+    recurrent = cfg.network.is_recurrent
+    layout = choose_layout(cfg.num_seeds, ppo, num_devices, cfg.hardware.layout, sequences=recurrent)
+    if recurrent and layout.envs_per_replica % ppo.num_minibatches:
+        # Before any compile: a recurrent policy's minibatches are whole env sequences.
+        raise ConfigError("ppo.num_minibatches", ppo.num_minibatches,
+                          f"a divisor of the envs per replica ({layout.envs_per_replica}) with network.recurrent="
+                          f"{cfg.network.recurrent}: its minibatches are whole env sequences")
     log.info("layout: %s over %d device(s), %d replica(s) of %d envs (%s)", layout.mode, layout.num_devices,
              layout.num_replicas, layout.envs_per_replica, layout.reason)
     trainer = make_trainer(

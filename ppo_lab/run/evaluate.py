@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from ppo_lab import parts
-from ppo_lab.ppo.rollout import action_policy, batched_mask, batched_reset, batched_step, rollout
+from ppo_lab.ppo.rollout import action_policy, batched_mask, batched_reset, batched_step, initial_memory, rollout
 from ppo_lab.run.trained import load_trained
 from ppo_lab.rundir import update_summary
 
@@ -30,10 +30,11 @@ log = logging.getLogger(__name__)
 EVAL_KEY_SALT = 0x5EED
 
 
-def episodic_returns(env, env_params, policy, key, episodes: int, max_steps: int):
+def episodic_returns(env, env_params, policy, key, episodes: int, max_steps: int, memory=None):
     """Mean return and length of each env's first episode (capped at `max_steps`);
     `policy(obs, key, mask) -> (actions, extras)` as `ppo.rollout` takes it; an env's action
-    mask, if it has one, is honoured."""
+    mask, if it has one, is honoured. A recurrent policy starts from `memory`
+    (`ppo.rollout.initial_memory`), its state carried from step to step."""
 
 
     reset_key, run_key = jax.random.split(key)
@@ -49,7 +50,8 @@ def episodic_returns(env, env_params, policy, key, episodes: int, max_steps: int
         return (ret, length, active), None
 
     out = rollout(batched_step(env, env_params, episodes), policy, state, obs, run_key, max_steps,
-                  record=record, stats=(zeros, zeros, jnp.ones_like(zeros)), action_mask=batched_mask(env, env_params))
+                  record=record, stats=(zeros, zeros, jnp.ones_like(zeros)), action_mask=batched_mask(env, env_params),
+                  memory=memory)
     ret, length, _ = out.stats
     return {"episode_return": ret.mean(), "episode_length": length.mean()}
 
@@ -73,7 +75,8 @@ def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict
 
     def episodes(params, key):
         policy = action_policy(network, params, cfg.eval.deterministic)
-        return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, cap)
+        return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, cap,
+                                memory=initial_memory(network, cfg.eval.episodes))
 
     run = jax.jit(episodes)
     extras = [parts.load(f"env.evaluations.{name}", path) for name, path in cfg.env.evaluations.items()]

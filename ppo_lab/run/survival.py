@@ -49,14 +49,17 @@ import jax
 import jax.numpy as jnp
 
 from ppo_lab.envs.foraging import lives
-from ppo_lab.ppo.rollout import Step, action_policy, rollout
+from ppo_lab.ppo.rollout import Step, action_policy, initial_memory, rollout
 
 PolicyFn = Callable[[jax.Array, jax.Array], jax.Array]
 
 
-def _make_run(env, policy_fn, num_envs: int, num_steps: int):
+def _make_run(env, policy_fn, num_envs: int, num_steps: int, memory=None):
     """`run(key, env_params, policy_params)`; `policy_fn(policy_params, obs, key)`. The policy's
-    parameters are an argument, not a closed-over constant, so one compile serves every seed."""
+    parameters are an argument, not a closed-over constant, so one compile serves every seed.
+    A recurrent policy, `policy_fn(policy_params, obs, key, memory) -> (actions, state)`, starts
+    from `memory` (`ppo.rollout.initial_memory`); a death ends a life, and the state is zeroed
+    before the reborn agent's first step."""
 
     def run(key, params, policy_params):
         k_reset, k_run = jax.random.split(key)
@@ -86,8 +89,12 @@ def _make_run(env, policy_fn, num_envs: int, num_steps: int):
         def policy(obs, k, mask=None):
             return policy_fn(policy_params, obs, k), None
 
-        out = rollout(env_step, policy, state, get_obs(state, params), k_run, num_steps,
-                      record=record, stats=acc)
+        def recurrent_policy(obs, k, mask, memory):
+            actions, recurrent_state = policy_fn(policy_params, obs, k, memory)
+            return actions, None, recurrent_state
+
+        out = rollout(env_step, policy if memory is None else recurrent_policy, state, get_obs(state, params), k_run,
+                      num_steps, record=record, stats=acc, memory=memory)
         return out.stats, out.env_state.energy
 
     return jax.jit(run)
@@ -127,7 +134,10 @@ def evaluate_policy(cfg, env, env_params, network, params, key) -> dict[str, flo
 
 @functools.lru_cache(maxsize=8)
 def _policy_run(env, network, deterministic: bool, num_envs: int, num_steps: int):
-    def policy(params, obs, key):
-        return action_policy(network, params, deterministic)(obs, key)[0]
+    def policy(params, obs, key, memory=None):
+        if memory is None:
+            return action_policy(network, params, deterministic)(obs, key)[0]
+        actions, _, recurrent_state = action_policy(network, params, deterministic)(obs, key, None, memory)
+        return actions, recurrent_state
 
-    return _make_run(env, policy, num_envs, num_steps)
+    return _make_run(env, policy, num_envs, num_steps, initial_memory(network, num_envs))

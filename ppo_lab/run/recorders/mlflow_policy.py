@@ -5,6 +5,15 @@
     policy = mlflow.pyfunc.load_model("models:/ppo_lab-cartpole/1")
     actions = policy.predict(obs_batch)          # [N, *obs_shape] -> int64 [N]
 
+A recurrent policy (`network.recurrent=gru|lstm`) takes and returns its recurrent state: one
+float32 row of `state_size` numbers per env (the cell's state flattened; the model's metadata
+says `recurrent` and `state_size`), zeros at an episode's start:
+
+    state = np.zeros((n, policy.metadata.metadata["state_size"]), np.float32)
+    out = policy.predict({"obs": obs_batch, "state": state})   # {"action": int64 [N], "state": float32 [N, S]}
+    state = out["state"]                                        # feed back in on the next step;
+    state[episode_ended] = 0                                    # zero an env's row where its episode ended
+
 The model folder holds the run's `config.yaml` and one seed's network parameters, cut out of
 the run's final checkpoint (the checkpoint stacks every vmapped seed and carries the optimizer
 and env state, none of which acting needs). Loading rebuilds the env (for its observation
@@ -21,6 +30,7 @@ from pathlib import Path
 
 import flax.serialization
 import jax
+import jax.numpy as jnp
 import mlflow
 import numpy as np
 from mlflow.models import ModelSignature
@@ -54,7 +64,8 @@ def seed_params_from_checkpoint(checkpoint_msgpack: Path, replica: int) -> bytes
 
 
 class GreedyPolicy:
-    """Argmax actions of a network rebuilt from a run config and one seed's parameters."""
+    """Argmax actions of a network rebuilt from a run config and one seed's parameters; a
+    recurrent one also maps (observations, state) to (actions, next state)."""
 
     def __init__(self, config: dict, params_msgpack: bytes):
 
@@ -63,20 +74,51 @@ class GreedyPolicy:
         env, env_params, network, self.action_names = build_env_and_network(cfg)
         self.obs_shape = tuple(env.observation_space(env_params).shape)
         self.num_actions = len(self.action_names)
-        template = network.init(jax.random.PRNGKey(0), np.zeros((1, *self.obs_shape), np.float32))
+        template = network.init_params(jax.random.PRNGKey(0), np.zeros((1, *self.obs_shape), np.float32))
         params = flax.serialization.from_state_dict(template, flax.serialization.msgpack_restore(params_msgpack))
         act = action_policy(network, params, deterministic=True)  # the evaluation's greedy policy
-        self._act = jax.jit(lambda obs: act(obs, None)[0])
+        self.recurrent = network.cfg.recurrent  # None, "gru" or "lstm"
+        if self.recurrent is None:
+            self.state_size = 0
+            self._act = jax.jit(lambda obs: act(obs, None)[0])
+            return
+        # The cell's state pytree <-> one flat float32 row per env.
+        template = network.initial_carry(1)
+        self._treedef = jax.tree.structure(template)
+        self._sizes = [leaf.shape[-1] for leaf in jax.tree.leaves(template)]
+        self.state_size = sum(self._sizes)
+        no_reset = lambda obs: np.zeros(obs.shape[:1], bool)  # noqa: E731 - the caller zeroes rows at episode ends
 
-    def __call__(self, obs) -> np.ndarray:
+        def step(obs, flat):
+            carry = jax.tree.unflatten(self._treedef, jnp.split(flat, np.cumsum(self._sizes)[:-1], axis=-1))
+            actions, _, carry = act(obs, None, None, (carry, no_reset(obs)))
+            return actions, jnp.concatenate(jax.tree.leaves(carry), axis=-1)
+
+        self._step = jax.jit(step)
+
+    def _batch(self, obs):
         obs = np.asarray(obs, dtype=np.float32)
         single = obs.shape == self.obs_shape
         if single:
             obs = obs[None]
         if obs.shape[1:] != self.obs_shape:
             raise ValueError(f"observations of shape {obs.shape[1:]} (batch {obs.shape[:1]}); this policy takes {self.obs_shape}")
-        actions = np.asarray(self._act(obs), dtype=np.int64)
-        return actions[0] if single else actions
+        return obs, single
+
+    def __call__(self, obs, state=None):
+        """Feed-forward: actions. Recurrent: `(actions, next_state)` from `state` ([N,
+        state_size]; None: zeros, every env at an episode's start)."""
+        obs, single = self._batch(obs)
+        if self.recurrent is None:
+            actions = np.asarray(self._act(obs), dtype=np.int64)
+            return actions[0] if single else actions
+        state = np.zeros((obs.shape[0], self.state_size), np.float32) if state is None else np.asarray(state, np.float32)
+        state = state[None] if single and state.ndim == 1 else state
+        if state.shape != (obs.shape[0], self.state_size):
+            raise ValueError(f"a state of shape {state.shape}; this policy takes [{obs.shape[0]}, {self.state_size}] (zeros at an episode's start)")
+        actions, state = self._step(obs, state)
+        actions, state = np.asarray(actions, np.int64), np.asarray(state, np.float32)
+        return (actions[0], state[0]) if single else (actions, state)
 
     @classmethod
     def from_files(cls, config_yaml: Path, params_msgpack: Path) -> "GreedyPolicy":
@@ -85,12 +127,19 @@ class GreedyPolicy:
 
 
 class PolicyModel(PythonModel):
-    """The pyfunc wrapper: `predict(obs_batch)` returns one int64 action per observation."""
+    """The pyfunc wrapper: `predict(obs_batch)` returns one int64 action per observation; a
+    recurrent policy's `predict({"obs": obs_batch, "state": state})` returns
+    `{"action": actions, "state": next_state}` (see the module docstring)."""
 
     def load_context(self, context):
         self.policy = GreedyPolicy.from_files(context.artifacts["config"], context.artifacts["params"])
 
     def predict(self, context, model_input: np.ndarray, params=None):
+        if self.policy.recurrent is not None:
+            if not isinstance(model_input, dict):
+                model_input = {"obs": model_input}  # observations alone: every env at an episode's start
+            actions, state = self.policy(model_input["obs"], model_input.get("state"))
+            return {"action": actions, "state": state}
         if hasattr(model_input, "to_numpy"):  # a DataFrame of flat observations
             model_input = model_input.to_numpy()
         return self.policy(model_input)
@@ -110,13 +159,18 @@ def save_policy_model(path: Path, config_yaml: Path, params_msgpack: Path, metad
     """Write the pyfunc model folder at `path`; returns the policy it loads (checked to act)."""
     policy = GreedyPolicy.from_files(config_yaml, params_msgpack)
     probe = np.zeros((2, *policy.obs_shape), np.float32)
-    actions = policy(probe)
+    actions = policy(probe) if policy.recurrent is None else policy(probe)[0]
     if actions.shape != (2,) or not ((0 <= actions) & (actions < policy.num_actions)).all():
         raise RuntimeError(f"the policy rebuilt from {params_msgpack} returned {actions!r} for a batch of 2 observations")
-    signature = ModelSignature(
-        inputs=Schema([TensorSpec(np.dtype(np.float32), (-1, *policy.obs_shape))]),
-        outputs=Schema([TensorSpec(np.dtype(np.int64), (-1,))]),
-    )
+    obs_spec = TensorSpec(np.dtype(np.float32), (-1, *policy.obs_shape))
+    action_spec = TensorSpec(np.dtype(np.int64), (-1,))
+    if policy.recurrent is None:
+        signature = ModelSignature(inputs=Schema([obs_spec]), outputs=Schema([action_spec]))
+    else:
+        state_spec = TensorSpec(np.dtype(np.float32), (-1, policy.state_size), "state")
+        signature = ModelSignature(inputs=Schema([TensorSpec(np.dtype(np.float32), (-1, *policy.obs_shape), "obs"), state_spec]),
+                                   outputs=Schema([TensorSpec(np.dtype(np.int64), (-1,), "action"), state_spec]))
+        metadata = {**metadata, "recurrent": policy.recurrent, "state_size": policy.state_size}
     with warnings.catch_warnings():  # "no input example": the signature above says what it takes
         warnings.simplefilter("ignore", UserWarning)
         mlflow.pyfunc.save_model(

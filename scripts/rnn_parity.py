@@ -1,0 +1,166 @@
+"""Learning parity of the lab's recurrent PPO with PureJaxRL's `ppo_rnn.py`, on its own env and
+settings (CartPole-v1, 4 envs x 128 steps, 5e5 steps, a GRU of 128), N seeds each.
+
+    python scripts/rnn_parity.py --purejaxrl PATH --side purejaxrl --out pj.json
+    python scripts/rnn_parity.py --side lab --out lab.json        # (one side per process)
+    python scripts/rnn_parity.py --report pj.json lab.json
+
+PureJaxRL is imported unchanged from a checkout (`--purejaxrl`: the repository root or its
+`purejaxrl/` folder), nothing copied: gymnax 1.0's six-value `step` is folded into its one
+`done` and the brax/navix imports of its `wrappers.py` get placeholders, both by
+`ppo_lab.bench.purejaxrl_peer`; its flax < 0.8 calls (`nn.GRUCell()` without `features`, the
+static `initialize_carry`) are given today's equivalents (the same cell, a zero state). It needs
+`distrax` (pip install distrax).
+
+The score of a seed: the mean return of the episodes that ended in the last 10% of updates
+(each update's mean, averaged), the same reduction on both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The `__main__` block of PureJaxRL's ppo_rnn.py (DEBUG off).
+PUREJAXRL_RNN = {
+    "LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 5e5, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4,
+    "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5,
+    "ENV_NAME": "CartPole-v1", "ANNEAL_LR": True, "DEBUG": False,
+}
+
+# The same in the lab's keys. PureJaxRL folds truncation into `done` (no bootstrap), embeds the
+# observation with one Dense(128)+ReLU before the GRU and shares it between actor and critic.
+# Left different: its heads have a Dense(128)+ReLU layer before the output (the lab's are linear).
+LAB = [
+    "env=cartpole", "network=mlp", "network.hidden_sizes=[128]", "network.activation=relu", "network.shared_torso=true",
+    "network.recurrent=gru", "network.recurrent_size=128",
+    "ppo.num_envs=4", "ppo.num_steps=128", "ppo.total_timesteps=500000", "ppo.update_epochs=4", "ppo.num_minibatches=4",
+    "ppo.gamma=0.99", "ppo.gae_lambda=0.95", "ppo.clip_eps=0.2", "ppo.clip_eps_final=0.2", "ppo.ent_coef_initial=0.01",
+    "ppo.ent_coef_final=0.01", "ppo.vf_coef=0.5", "ppo.max_grad_norm=0.5", "ppo.lr=2.5e-4", "ppo.lr_final=0.0",
+    "ppo.anneal_lr=true", "ppo.bootstrap_truncation=false", "ppo.auto_scale=false", "hardware.host_devices=1",
+    "train.chunk_updates=100", "checkpoint.every_min=1000",
+]
+
+
+def tail_mean(per_update: list[list[float]], fraction: float = 0.1) -> list[float]:
+    """Per seed: the mean over the last `fraction` of updates of each update's mean return
+    (updates where no episode ended are left out)."""
+    out = []
+    for seed in per_update:
+        n = max(1, int(len(seed) * fraction))
+        tail = [v for v in seed[-n:] if math.isfinite(v)]
+        out.append(sum(tail) / len(tail))
+    return out
+
+
+def run_purejaxrl(checkout: str, seeds: int) -> dict:
+    import jax
+    import numpy as np
+
+    from ppo_lab.bench import purejaxrl_peer as peer
+
+    folder = peer.find_checkout(checkout)
+    peer._placeholder_modules()
+    sys.path.insert(0, str(folder))
+    import ppo_rnn  # PureJaxRL's own file, unchanged, from the checkout
+
+    ppo_rnn.gymnax = types.SimpleNamespace(make=peer._make_five_value)
+    # Written for flax < 0.8: `nn.GRUCell()` without `features` and the static
+    # `GRUCell.initialize_carry(rng, batch_dims, size)`. The same cell and zero state, today's API.
+    import flax.linen as nn
+    import jax.numpy as jnp
+
+    ppo_rnn.nn = types.SimpleNamespace(**{k: getattr(nn, k) for k in dir(nn) if not k.startswith("_") and k != "GRUCell"},
+                                       GRUCell=functools.partial(nn.GRUCell, features=128))
+    ppo_rnn.ScannedRNN.initialize_carry = staticmethod(lambda batch_size, hidden_size: jnp.zeros((batch_size, hidden_size)))
+    train = jax.jit(jax.vmap(ppo_rnn.make_train(dict(PUREJAXRL_RNN))))
+    keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(train(keys))
+    wall = time.perf_counter() - t0
+    info = jax.device_get(out["metric"])
+    done = np.asarray(info["returned_episode"], np.float64)  # [seeds, updates, steps, envs]
+    returns = np.asarray(info["returned_episode_returns"], np.float64)
+    ended = done.sum(axis=(2, 3))
+    per_update = np.where(ended > 0, (returns * done).sum(axis=(2, 3)) / np.maximum(ended, 1), np.nan)
+    return {"side": "purejaxrl", "checkout": str(folder), "seeds": seeds, "wall_s_with_compile": wall,
+            "sps_with_compile": seeds * PUREJAXRL_RNN["TOTAL_TIMESTEPS"] / wall,
+            "per_update": per_update.tolist(), "score": tail_mean(per_update.tolist())}
+
+
+def run_lab(seeds: int) -> dict:
+    sys.path.insert(0, str(ROOT / "tests"))
+    # The tests' compose helper (Hydra's compose API); importing it applies one host device.
+    from conftest import compose_config
+
+    from ppo_lab.run.entry import train
+
+    run_dir = Path(tempfile.mkdtemp(prefix="rnn_parity_lab_")) / "run"
+    t0 = time.perf_counter()
+    summary = train(compose_config([*LAB, "seed=0", f"num_seeds={seeds}"]), run_dir)
+    wall = time.perf_counter() - t0
+    per_seed: dict[int, list[float]] = {}
+    with (run_dir / "metrics.csv").open() as f:
+        for row in csv.DictReader(f):
+            value = row["train/mean_episode_return"]
+            per_seed.setdefault(int(row["seed"]), []).append(float(value) if value not in ("", "nan") else math.nan)
+    per_update = [per_seed[s] for s in sorted(per_seed)]
+    return {"side": "lab", "seeds": seeds, "run_dir": str(run_dir), "wall_s_process_train": wall, "sps": summary["sps"],
+            "compile_s": summary["compile_s"], "per_update": per_update, "score": tail_mean(per_update)}
+
+
+def ci95(xs: list[float]) -> tuple[float, float, float]:
+    mean = statistics.fmean(xs)
+    if len(xs) < 2:
+        return mean, math.nan, math.nan
+    # t quantile for n-1 degrees of freedom (n = 8: 2.365; n = 4: 3.182)
+    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365}.get(len(xs), 2.0)
+    half = t * statistics.stdev(xs) / math.sqrt(len(xs))
+    return mean, mean - half, mean + half
+
+
+def report(paths: list[str]) -> str:
+    lines = ["| side | seeds | score: mean [95% t-interval] | per seed | wall s | steps/s |", "|---|---:|---|---|---:|---:|"]
+    for path in paths:
+        r = json.loads(Path(path).read_text())
+        mean, lo, hi = ci95(r["score"])
+        wall = r.get("wall_s_with_compile", r.get("wall_s_process_train"))
+        sps = r.get("sps_with_compile", r.get("sps"))
+        lines.append(f"| {r['side']} | {r['seeds']} | {mean:.1f} [{lo:.1f}, {hi:.1f}] | "
+                     f"{', '.join(f'{v:.0f}' for v in r['score'])} | {wall:.0f} | {sps:,.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--side", choices=("purejaxrl", "lab"))
+    parser.add_argument("--purejaxrl", default=None, help="PureJaxRL checkout (root or its purejaxrl/ folder)")
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--report", nargs="+", help="result JSONs to tabulate")
+    args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.report))
+        return 0
+    if args.side == "lab":
+        result = run_lab(args.seeds)
+    else:
+        result = run_purejaxrl(args.purejaxrl, args.seeds)
+    args.out.write_text(json.dumps(result))
+    print(report([str(args.out)]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
