@@ -120,7 +120,7 @@ def test_the_extra_values_continue_the_episode_that_the_reset_ends():
 
 
 def test_a_cnn_torso_and_a_privileged_critic_take_a_cell_too():
-    net = _network("lstm", shared=True, kind="cnn", channels=2)
+    net = _network("lstm", shared=False, kind="cnn", channels=2)
     obs = jax.random.normal(jax.random.PRNGKey(0), (3, 2, 5, 5, 4))
     apply = _jitted(net)
     params = net.init_params(jax.random.PRNGKey(1), obs[0])
@@ -200,3 +200,10 @@ def test_bf16_compute_keeps_the_carried_state_in_float32():
     carry, logits, values = jax.jit(net.apply)(params, obs, net.initial_carry(2), jnp.zeros((4, 2), bool))
     assert all(c.dtype == jnp.float32 for c in jax.tree.leaves(carry))
     assert logits.dtype == values.dtype == jnp.float32 and np.isfinite(np.asarray(logits)).all()
+
+
+def test_a_recurrent_privileged_critic_on_the_actor_torso_is_refused():
+    """The reference's value head on the actor's torso (shared_torso with a privileged critic)
+    has no recurrent form here: refused before compiling, naming what is valid."""
+    with pytest.raises(ConfigError, match="network.recurrent='gru'.*shared_torso=false"):
+        network_config("cnn", recurrent="gru", privileged_critic=True, shared_torso=True)
