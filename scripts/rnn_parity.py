@@ -45,7 +45,7 @@ PUREJAXRL_RNN = {
 LAB = [
     "env=cartpole", "network=mlp", "network.hidden_sizes=[128]", "network.activation=relu", "network.shared_torso=true",
     "network.recurrent=gru", "network.recurrent_size=128",
-    "ppo.num_envs=4", "ppo.num_steps=128", "ppo.total_timesteps=500000", "ppo.update_epochs=4", "ppo.num_minibatches=4",
+    "ppo.num_envs=4", "ppo.num_steps=128", "ppo.update_epochs=4", "ppo.num_minibatches=4",
     "ppo.gamma=0.99", "ppo.gae_lambda=0.95", "ppo.clip_eps=0.2", "ppo.clip_eps_final=0.2", "ppo.ent_coef_initial=0.01",
     "ppo.ent_coef_final=0.01", "ppo.vf_coef=0.5", "ppo.max_grad_norm=0.5", "ppo.lr=2.5e-4", "ppo.lr_final=0.0",
     "ppo.anneal_lr=true", "ppo.bootstrap_truncation=false", "ppo.auto_scale=false", "hardware.host_devices=1",
@@ -64,7 +64,7 @@ def tail_mean(per_update: list[list[float]], fraction: float = 0.1) -> list[floa
     return out
 
 
-def run_purejaxrl(checkout: str, seeds: int) -> dict:
+def run_purejaxrl(checkout: str, seeds: int, timesteps: int) -> dict:
     import jax
     import numpy as np
 
@@ -84,7 +84,7 @@ def run_purejaxrl(checkout: str, seeds: int) -> dict:
     ppo_rnn.nn = types.SimpleNamespace(**{k: getattr(nn, k) for k in dir(nn) if not k.startswith("_") and k != "GRUCell"},
                                        GRUCell=functools.partial(nn.GRUCell, features=128))
     ppo_rnn.ScannedRNN.initialize_carry = staticmethod(lambda batch_size, hidden_size: jnp.zeros((batch_size, hidden_size)))
-    train = jax.jit(jax.vmap(ppo_rnn.make_train(dict(PUREJAXRL_RNN))))
+    train = jax.jit(jax.vmap(ppo_rnn.make_train({**PUREJAXRL_RNN, "TOTAL_TIMESTEPS": timesteps})))
     keys = jax.random.split(jax.random.PRNGKey(0), seeds)
     t0 = time.perf_counter()
     out = jax.block_until_ready(train(keys))
@@ -95,11 +95,11 @@ def run_purejaxrl(checkout: str, seeds: int) -> dict:
     ended = done.sum(axis=(2, 3))
     per_update = np.where(ended > 0, (returns * done).sum(axis=(2, 3)) / np.maximum(ended, 1), np.nan)
     return {"side": "purejaxrl", "checkout": str(folder), "seeds": seeds, "wall_s_with_compile": wall,
-            "sps_with_compile": seeds * PUREJAXRL_RNN["TOTAL_TIMESTEPS"] / wall,
+            "timesteps": timesteps, "sps_with_compile": seeds * timesteps / wall,
             "per_update": per_update.tolist(), "score": tail_mean(per_update.tolist())}
 
 
-def run_lab(seeds: int) -> dict:
+def run_lab(seeds: int, timesteps: int) -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     # The tests' compose helper (Hydra's compose API); importing it applies one host device.
     from conftest import compose_config
@@ -108,7 +108,7 @@ def run_lab(seeds: int) -> dict:
 
     run_dir = Path(tempfile.mkdtemp(prefix="rnn_parity_lab_")) / "run"
     t0 = time.perf_counter()
-    summary = train(compose_config([*LAB, "seed=0", f"num_seeds={seeds}"]), run_dir)
+    summary = train(compose_config([*LAB, "seed=0", f"num_seeds={seeds}", f"ppo.total_timesteps={timesteps}"]), run_dir)
     wall = time.perf_counter() - t0
     per_seed: dict[int, list[float]] = {}
     with (run_dir / "metrics.csv").open() as f:
@@ -116,7 +116,7 @@ def run_lab(seeds: int) -> dict:
             value = row["train/mean_episode_return"]
             per_seed.setdefault(int(row["seed"]), []).append(float(value) if value not in ("", "nan") else math.nan)
     per_update = [per_seed[s] for s in sorted(per_seed)]
-    return {"side": "lab", "seeds": seeds, "run_dir": str(run_dir), "wall_s_process_train": wall, "sps": summary["sps"],
+    return {"side": "lab", "seeds": seeds, "timesteps": timesteps, "run_dir": str(run_dir), "wall_s_process_train": wall, "sps": summary["sps"],
             "compile_s": summary["compile_s"], "per_update": per_update, "score": tail_mean(per_update)}
 
 
@@ -131,13 +131,13 @@ def ci95(xs: list[float]) -> tuple[float, float, float]:
 
 
 def report(paths: list[str]) -> str:
-    lines = ["| side | seeds | score: mean [95% t-interval] | per seed | wall s | steps/s |", "|---|---:|---|---|---:|---:|"]
+    lines = ["| side | seeds x steps | score: mean [95% t-interval] | per seed | wall s | steps/s |", "|---|---:|---|---|---:|---:|"]
     for path in paths:
         r = json.loads(Path(path).read_text())
         mean, lo, hi = ci95(r["score"])
         wall = r.get("wall_s_with_compile", r.get("wall_s_process_train"))
         sps = r.get("sps_with_compile", r.get("sps"))
-        lines.append(f"| {r['side']} | {r['seeds']} | {mean:.1f} [{lo:.1f}, {hi:.1f}] | "
+        lines.append(f"| {r['side']} | {r['seeds']} x {r['timesteps']:,} | {mean:.1f} [{lo:.1f}, {hi:.1f}] | "
                      f"{', '.join(f'{v:.0f}' for v in r['score'])} | {wall:.0f} | {sps:,.0f} |")
     return "\n".join(lines)
 
@@ -147,6 +147,7 @@ def main(argv=None) -> int:
     parser.add_argument("--side", choices=("purejaxrl", "lab"))
     parser.add_argument("--purejaxrl", default=None, help="PureJaxRL checkout (root or its purejaxrl/ folder)")
     parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--timesteps", type=int, default=500_000, help="per seed (ppo_rnn.py's own: 5e5)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--report", nargs="+", help="result JSONs to tabulate")
     args = parser.parse_args(argv)
@@ -154,9 +155,9 @@ def main(argv=None) -> int:
         print(report(args.report))
         return 0
     if args.side == "lab":
-        result = run_lab(args.seeds)
+        result = run_lab(args.seeds, args.timesteps)
     else:
-        result = run_purejaxrl(args.purejaxrl, args.seeds)
+        result = run_purejaxrl(args.purejaxrl, args.seeds, args.timesteps)
     args.out.write_text(json.dumps(result))
     print(report([str(args.out)]))
     return 0
