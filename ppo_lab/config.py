@@ -136,8 +136,20 @@ class HardwareConfig:
     conv: str
 
 
+class _KeysByName:
+    """A section whose own keys (`options`) read like a mapping: `section["key"]`, `.get`."""
+
+    options: Mapping[str, Any]
+
+    def get(self, key: str, default=None):
+        return self.options.get(key, default)
+
+    def __getitem__(self, key: str):
+        return self.options[key]
+
+
 @dataclass(frozen=True)
-class EnvSection:
+class EnvSection(_KeysByName):
     """`conf/env/*.yaml`: the builder at `target` (`_target_`), its jax-free `check`, the extra
     evaluations it offers, and its own keys (`options`, `name` included) as its builder reads them."""
     name: str
@@ -146,24 +158,12 @@ class EnvSection:
     evaluations: Mapping[str, str]  # name -> dotted path of `evaluate(cfg, env, env_params, network, params, key)`
     options: Mapping[str, Any]
 
-    def get(self, key: str, default=None):
-        return self.options.get(key, default)
-
-    def __getitem__(self, key: str):
-        return self.options[key]
-
 
 @dataclass(frozen=True)
-class RewardSection:
+class RewardSection(_KeysByName):
     """`conf/reward/*.yaml`: a reward mode by `name` and its keys, as the env reads them."""
     name: str
     options: Mapping[str, Any]
-
-    def get(self, key: str, default=None):
-        return self.options.get(key, default)
-
-    def __getitem__(self, key: str):
-        return self.options[key]
 
 
 @dataclass(frozen=True)
