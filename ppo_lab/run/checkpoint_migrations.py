@@ -71,8 +71,19 @@ def _from_1(raw: dict, template: dict, where: str) -> dict:
     return raw
 
 
+def _from_3(raw: dict, template: dict, where: str) -> dict:
+    """Format 3 -> 4: the learner state gained `memory`, a recurrent policy's state (None for a
+    feed-forward one, the only kind format 3 could hold)."""
+    if template.get("memory") is not None:
+        raise CheckpointFormatError(
+            f"{where} is checkpoint format {3 if 'memory' not in raw else 4} of a feed-forward policy; this config "
+            f"trains a recurrent one (network.recurrent, format {FORMAT_VERSION}). Resume with network.recurrent=null, "
+            f"or start a new run directory.")
+    return dict(raw, memory=None)
+
+
 # version -> the function that carries a payload of that version to the next one
-_STEPS = {1: _from_1, 2: lambda raw, template, where: raw}  # 2 -> 3: the payload is unchanged
+_STEPS = {1: _from_1, 2: lambda raw, template, where: raw, 3: _from_3}  # 2 -> 3: the payload is unchanged
 
 
 def migrate(raw: dict, version: int, template: dict, where: Path | str) -> dict:

@@ -66,11 +66,30 @@ def flatten(d, prefix: str = "") -> dict:
     return out
 
 
-def _wiring_added(key: str, saved) -> bool:
-    """A part's wiring (`env._target_`, `env.check`, `env.evaluations.*`, `network._target_`)
-    that a config saved by an older version of the lab does not have: how a part is found, not
-    what is trained, so its arrival is no change of config."""
-    return saved is _UNSET and (key.rsplit(".", 1)[-1] in ("_target_", "check") or ".evaluations." in key)
+# Keys added since a run dir could have been written, with the value that trains as the lab did
+# before them (a feed-forward network, float observations in the update): set to that now, a
+# key the saved config lacks is no change of config, not even of the keys that must match.
+KEYS_ADDED_AS_BEFORE = {
+    "network.recurrent": None,
+    "ppo.rollout_obs_dtype": "float32",
+    "ppo.privileged_view_after_step": False,
+    "ppo.value_loss": "mean_of_max",
+    "env.respawn_in_place": False,
+}
+
+
+def _added_as_before(key: str, saved, now: dict) -> bool:
+    """A key that a config saved by an older version of the lab does not have, whose value now
+    changes nothing: a part's wiring (`env._target_`, `env.check`, `env.evaluations.*`,
+    `network._target_`: how a part is found, not what is trained), a key at the value that
+    trains as before, or the size of a recurrent cell that is not there."""
+    if saved is not _UNSET:
+        return False
+    if key.rsplit(".", 1)[-1] in ("_target_", "check") or ".evaluations." in key:
+        return True
+    if key == "network.recurrent_size":
+        return now.get("network.recurrent", _UNSET) is None
+    return key in KEYS_ADDED_AS_BEFORE and now.get(key, _UNSET) == KEYS_ADDED_AS_BEFORE[key]
 
 
 def config_changes(saved: dict, now: dict) -> dict[str, tuple]:
@@ -79,7 +98,7 @@ def config_changes(saved: dict, now: dict) -> dict[str, tuple]:
     keys = sorted(set(a) | set(b))
     return {k: (a.get(k, _UNSET), b.get(k, _UNSET)) for k in keys
             if not _under(k, FREE_KEYS) and a.get(k, _UNSET) != b.get(k, _UNSET)
-            and not _wiring_added(k, a.get(k, _UNSET))}
+            and not _added_as_before(k, a.get(k, _UNSET), b)}
 
 
 @dataclass
