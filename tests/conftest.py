@@ -121,11 +121,16 @@ def fill_when(path_glob, disk: Path, leave_bytes: int, stop: threading.Event) ->
         if stop.is_set():
             return
         free = shutil.disk_usage(disk).free
-        with open(disk / "filler", "wb") as f:
+        with open(disk / "filler", "wb", buffering=0) as f:  # unbuffered: nothing left to flush later
             try:
                 f.write(b"\0" * max(0, free - leave_bytes))
             except OSError:
                 pass
+            # The run may have written a file between the measure and the fill (a checkpoint
+            # landing then): give back what that took, so `leave_bytes` are left all the same.
+            short = leave_bytes - shutil.disk_usage(disk).free
+            if short > 0:
+                os.ftruncate(f.fileno(), max(0, os.fstat(f.fileno()).st_size - short))
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
