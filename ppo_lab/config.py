@@ -53,6 +53,8 @@ class PPOConfig:
     value_norm: str | None  # None or "popart"
     popart_beta_min: float
     separate_grad_clip: bool
+    normalize_obs: bool  # running mean/variance of observations (ppo/normalize.py)
+    normalize_reward: bool  # rewards over the running std of the discounted return
 
     @property
     def batch_size(self) -> int:
@@ -76,6 +78,7 @@ class NetworkConfig:
     activation: str
     privileged_critic: bool
     shared_torso: bool
+    squash: str | None  # continuous actions: None (clip to the bounds) or "tanh"
     torso: tuple[tuple[str, Any], ...]  # the torso's own keys, as sorted (name, value) pairs (hashable)
 
     def torso_kwargs(self) -> dict:
@@ -260,6 +263,8 @@ def _ppo(s: Mapping) -> PPOConfig:
         value_norm=s.get("value_norm"),
         popart_beta_min=n("popart_beta_min"),
         separate_grad_clip=_flag(s, "ppo", "separate_grad_clip"),
+        normalize_obs=_flag(s, "ppo", "normalize_obs"),
+        normalize_reward=_flag(s, "ppo", "normalize_reward"),
     )
     _require(ppo.value_norm in VALUE_NORMS, "ppo.value_norm", ppo.value_norm, f"one of {list(VALUE_NORMS)}")
     _require(0 < ppo.popart_beta_min <= 1, "ppo.popart_beta_min", ppo.popart_beta_min, "a step size in (0, 1]")
@@ -298,7 +303,8 @@ def _ppo(s: Mapping) -> PPOConfig:
     return ppo
 
 
-NETWORK_KEYS = ("_target_", "kind", "activation", "privileged_critic", "shared_torso")
+NETWORK_KEYS = ("_target_", "kind", "activation", "privileged_critic", "shared_torso", "squash")
+SQUASHES = (None, "tanh")  # ppo_lab.ppo.gaussian
 
 
 def validate_network(s: Mapping) -> NetworkConfig:
@@ -309,6 +315,8 @@ def validate_network(s: Mapping) -> NetworkConfig:
              "the dotted path of a flax torso module, e.g. ppo_lab.networks.MLPTorso")
     act = s.get("activation")
     _require(act in ACTIVATIONS, "network.activation", act, f"one of {list(ACTIVATIONS)}")
+    _require("squash" in s, "network.squash", None, "a value (the key is missing)")
+    _require(s["squash"] in SQUASHES, "network.squash", s["squash"], f"one of {list(SQUASHES)} (continuous actions)")
     torso = {k: v for k, v in s.items() if k not in NETWORK_KEYS}
     for key in ("hidden_sizes", "conv_channels"):
         if key in torso:
@@ -324,6 +332,7 @@ def validate_network(s: Mapping) -> NetworkConfig:
         activation=act,
         privileged_critic=_flag(s, "network", "privileged_critic"),
         shared_torso=_flag(s, "network", "shared_torso"),
+        squash=s["squash"],
         torso=tuple(sorted(torso.items())),
     )
 

@@ -1,6 +1,7 @@
 """Flax actor-critic networks: an MLP and the reference CNN.
 
-`ActorCritic(obs) -> (logits, value)`. Actor and critic have separate towers unless
+`ActorCritic(obs) -> (policy, value)`: the policy output is the logits, or a diagonal
+Gaussian's `(mean, log_std)` with `continuous`. Actor and critic have separate towers unless
 `shared_torso` (one tower, two heads: half the compute, the usual choice for CNNs).
 When the env sets `actor_obs_channels`, the actor sees only the first N channels of the
 observation and the critic sees all of them (a privileged critic).
@@ -197,12 +198,34 @@ def _torso(cfg: NetworkConfig, name: str, conv: str, dtype) -> nn.Module:
     return torso(**kwargs)
 
 
+class ObsNorm(nn.Module):
+    """Observations standardised by running statistics (`ppo.normalize_obs`).
+
+    The statistics (`mean`, `var`, `count`) are parameters of the network, so that everything
+    that loads parameters (checkpoints, evaluation, replay, the MLflow model) normalises as the
+    trainer did; they are not learned: the gradient is stopped here (Adam turns a zero gradient
+    into a zero step), and the trainer moves them toward each rollout's observations
+    (`ppo_lab.ppo.normalize.update_obs_norm`)."""
+
+    @nn.compact
+    def __call__(self, obs):
+        mean = self.param("mean", nn.initializers.zeros, obs.shape[1:], jnp.float32)
+        var = self.param("var", nn.initializers.ones, obs.shape[1:], jnp.float32)
+        self.param("count", nn.initializers.constant(1e-4), (), jnp.float32)
+        mean, var = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(var)
+        return ((obs.astype(jnp.float32) - mean) * jax.lax.rsqrt(var + 1e-8)).astype(obs.dtype)
+
+
 class ActorCritic(nn.Module):
     action_dim: int
     cfg: NetworkConfig
     actor_obs_channels: int | None = None
     conv: str = "im2col"  # conv_for_platform
     precision: str = PRECISIONS[0]  # COMPUTE_DTYPES
+    # A Box action space: the policy output is (mean, log_std) of a diagonal Gaussian, the
+    # log-std a state-independent parameter (ppo_lab.ppo.gaussian); else the logits.
+    continuous: bool = False
+    normalize_obs: bool = False  # ObsNorm in front of both towers
 
     def setup(self):
         if self.precision not in COMPUTE_DTYPES:
@@ -214,17 +237,29 @@ class ActorCritic(nn.Module):
             self.critic_torso = _torso(self.cfg, "critic_torso", self.conv, dtype)
         self.policy_head = _dense(self.action_dim, 0.01, dtype)
         self.value_head = _dense(1, 1.0, dtype)
+        if self.continuous:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,), jnp.float32)
+        if self.normalize_obs:
+            self.obs_norm = ObsNorm()
+
+    def _policy(self, actor_features):
+        out = self.policy_head(actor_features).astype(jnp.float32)
+        return (out, jnp.broadcast_to(self.log_std, out.shape)) if self.continuous else out
+
+    def _norm(self, obs):
+        return self.obs_norm(obs) if self.normalize_obs else obs
 
     def _actor_obs(self, obs):
         return obs if self.actor_obs_channels is None else obs[..., : self.actor_obs_channels]
 
     def __call__(self, obs):
+        obs = self._norm(obs)
         actor_features = self.actor_torso(self._actor_obs(obs))
         critic_features = actor_features if self.shared else self.critic_torso(obs)
-        logits = self.policy_head(actor_features).astype(jnp.float32)
-        return logits, jnp.squeeze(self.value_head(critic_features), -1).astype(jnp.float32)
+        return self._policy(actor_features), jnp.squeeze(self.value_head(critic_features), -1).astype(jnp.float32)
 
     def value(self, obs):
+        obs = self._norm(obs)
         features = self.actor_torso(obs) if self.shared else self.critic_torso(obs)
         return jnp.squeeze(self.value_head(features), -1).astype(jnp.float32)
 
@@ -234,6 +269,7 @@ class ActorCritic(nn.Module):
         value of the previous step's final observations (the truncation bootstrap) next to
         this step's forward pass, and at rollout sizes one call on 2N rows costs about what
         one call on N rows costs (per-op overhead on a CPU, latency on a GPU)."""
+        obs, extra_obs = self._norm(obs), self._norm(extra_obs)
         both = jnp.concatenate([obs, extra_obs])
         n = obs.shape[0]
         if self.shared:
@@ -241,6 +277,6 @@ class ActorCritic(nn.Module):
             actor_features, critic_features = features[:n], features
         else:
             actor_features, critic_features = self.actor_torso(self._actor_obs(obs)), self.critic_torso(both)
-        logits = self.policy_head(actor_features).astype(jnp.float32)
+        policy = self._policy(actor_features)
         values = jnp.squeeze(self.value_head(critic_features), -1).astype(jnp.float32)
-        return logits, values[:n], values[n:]
+        return policy, values[:n], values[n:]

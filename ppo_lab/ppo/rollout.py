@@ -24,7 +24,8 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 
-from ppo_lab.ppo.distributions import allow_all_if_none_valid, greedy_action, sample_action
+from ppo_lab.ppo.distributions import allow_all_if_none_valid
+from ppo_lab.ppo.policies import categorical
 
 
 class Step(NamedTuple):
@@ -91,13 +92,15 @@ def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps
     return Rollout(env_state, obs, stats, key, records)
 
 
-def action_policy(network, params, deterministic: bool) -> Callable:
-    """`policy(obs, key, mask=None) -> (actions, logits)`: argmax, or a sample from the policy's
-    logits; never an action the mask forbids."""
+def action_policy(network, params, deterministic: bool, dist=None) -> Callable:
+    """`policy(obs, key, mask=None) -> (actions, policy output)`: greedy (argmax, or a Gaussian's
+    mean), or a sample, in the form the env takes (`ppo.policies`: clipped or squashed); never
+    an action the mask forbids. `dist`: the env's `ppo.policies.for_env` (None: categorical)."""
+    dist = dist or categorical(network.action_dim)
 
     def policy(obs, key, mask=None):
-        logits, _ = network.apply(params, obs)
-        action = greedy_action(logits, mask) if deterministic else sample_action(key, logits, mask)
-        return action, logits
+        out, _ = network.apply(params, obs)
+        action = dist.greedy(out, mask) if deterministic else dist.sample(key, out, mask)
+        return dist.env_action(action), out
 
     return policy

@@ -21,7 +21,7 @@ import optax
 
 from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
-from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob, invalid_fraction, sample_action
+from ppo_lab.ppo import normalize, policies
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
 from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, rollout
 from ppo_lab.ppo import value_norm as vn
@@ -41,6 +41,7 @@ class LearnerState:
     episode_length: jax.Array
     key: jax.Array
     value_norm: Any = None  # PopArt statistics with ppo.value_norm=popart, else None
+    reward_norm: Any = None  # normalize.RewardNorm with ppo.normalize_reward, else None
 
 
 class Transition(NamedTuple):
@@ -93,11 +94,12 @@ def make_trainer(
 ) -> Trainer:
     """Build the per-replica functions. `num_envs` is this replica's share of `ppo.num_envs`."""
     num_updates = ppo.num_updates
-    num_actions = env.action_space(env_params).n
+    # The policy's distribution: categorical or diagonal Gaussian, by the env's action space.
+    dist = policies.for_env(env, env_params, network.cfg.squash)
     batch_size = num_envs * ppo.num_steps
     minibatch_size = batch_size // ppo.num_minibatches
     tx = make_optimizer(ppo, num_updates)
-    env_step = batched_step(env, env_params, num_envs)
+    env_step = env_action_step(batched_step(env, env_params, num_envs), dist)
     # An env with `action_mask(state, params)`: masked sampling, log-probs and entropy.
     env_mask = batched_mask(env, env_params)
 
@@ -114,6 +116,7 @@ def make_trainer(
             episode_length=zeros.astype(jnp.int32),
             key=jax.random.fold_in(env_key, 1),
             value_norm=vn.init() if ppo.value_norm == "popart" else None,
+            reward_norm=normalize.init_reward_norm(num_envs) if ppo.normalize_reward else None,
         )
 
     def collect(state: LearnerState) -> Rollout:
@@ -136,8 +139,8 @@ def make_trainer(
                 logits, value, previous_final_value = network.apply(params, obs, previous_final_obs, method="with_extra_values")
             else:
                 (logits, value), previous_final_value = network.apply(params, obs), None
-            action = sample_action(key, logits, mask)
-            return action, (categorical_log_prob(logits, action, mask), read(value), previous_final_value)
+            action = dist.sample(key, logits, mask)
+            return action, (dist.log_prob(logits, action, mask), read(value), previous_final_value)
 
         def record(counters, step: Step):
             ep_return, ep_length = counters
@@ -165,7 +168,8 @@ def make_trainer(
         if not ppo.bootstrap_truncation:
             out = rollout(env_step, policy, state.env_state, state.obs, state.key, ppo.num_steps, record=record,
                           stats=counters, action_mask=env_mask)
-            return out._replace(records=out.records[0])
+            traj, reward_norm = scale_rewards(state, out.records[0])
+            return out._replace(records=traj, stats=(*out.stats, reward_norm))
         # The carried observation is the pair (observation, previous step's final observation);
         # before the first step there is no previous step, and its value is dropped.
         out = rollout(keep_final_observation, policy, state.env_state, (state.obs, state.obs), state.key, ppo.num_steps,
@@ -175,7 +179,16 @@ def make_trainer(
         last_final_value = network.apply(params, last_final_obs, method="value")
         final_value = jnp.concatenate([previous_final_value[1:], last_final_value[None]])
         bootstrap = ppo.gamma * jax.lax.stop_gradient(read(final_value)) * cut_short
-        return out._replace(obs=obs, records=traj._replace(reward=traj.reward + bootstrap))
+        traj, reward_norm = scale_rewards(state, traj)  # the env's rewards; the bootstrap is a value, already scaled
+        return out._replace(obs=obs, records=traj._replace(reward=traj.reward + bootstrap), stats=(*out.stats, reward_norm))
+
+    def scale_rewards(state: LearnerState, traj: Transition):
+        """`ppo.normalize_reward`: the rollout's rewards over the running std of the discounted
+        return (the statistics moved by this rollout); unchanged otherwise."""
+        if state.reward_norm is None:
+            return traj, None
+        reward, reward_norm = normalize.scale_rewards(state.reward_norm, traj.reward, traj.done, ppo.gamma, grad_axis)
+        return traj._replace(reward=reward), reward_norm
 
     def keep_final_observation(key, env_state, action):
         """`env_step` whose observation is the pair (next observation, final observation)."""
@@ -186,13 +199,13 @@ def make_trainer(
         traj, advantages, returns = minibatch
         logits, value = network.apply(params, traj.obs)
         terms = ppo_loss_terms(
-            categorical_log_prob(logits, traj.action, traj.mask),
+            dist.log_prob(logits, traj.action, traj.mask),
             traj.log_prob,
             advantages,
             value,
             traj.value,
             returns,
-            categorical_entropy(logits, traj.mask),
+            dist.entropy(logits, traj.action, traj.mask),
             clip_eps=clip_eps,
             vf_coef=ppo.vf_coef,
             ent_coef=ent_coef,
@@ -227,7 +240,7 @@ def make_trainer(
     def update(state: LearnerState, update_index):
         sched = schedule_values(ppo, update_index, num_updates)
         params = state.params
-        env_state, obs, (ep_return, ep_length), key, traj = collect(state)
+        env_state, obs, (ep_return, ep_length, reward_norm), key, traj = collect(state)
 
         last_value = vn.read(state.value_norm, network.apply(params, obs, method="value"))
         advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, ppo.gamma, ppo.gae_lambda)
@@ -242,7 +255,9 @@ def make_trainer(
             ppo.update_epochs,
         )
 
-        metrics = rollout_metrics(traj, num_actions)
+        if ppo.normalize_obs:  # after the epochs: they saw the statistics the rollout saw
+            params = normalize.update_obs_norm(params, traj.obs, grad_axis)
+        metrics = rollout_metrics(traj, dist)
         metrics.update({f"train/{name}": jnp.mean(value) for name, value in terms._asdict().items() if name != "total"})
         metrics["train/explained_variance"] = explained_variance(traj.value, returns)
         metrics["train/learning_rate"] = current_learning_rate(opt_state).astype(jnp.float32)
@@ -252,7 +267,7 @@ def make_trainer(
         metrics = finish_episode_metrics(metrics)
         if value_norm is not None:
             metrics.update({"train/popart_mean": value_norm.mean, "train/popart_std": value_norm.std})
-        new_state = LearnerState(params, opt_state, env_state, obs, ep_return, ep_length, key, value_norm)
+        new_state = LearnerState(params, opt_state, env_state, obs, ep_return, ep_length, key, value_norm, reward_norm)
         return new_state, metrics
 
     def value_targets(state: LearnerState, params, returns, values):
@@ -283,19 +298,26 @@ def make_trainer(
     return Trainer(init=init, rollout=collect, chunk=chunk, num_updates=num_updates, chunk_updates=chunk_updates)
 
 
-def rollout_metrics(traj: Transition, num_actions: int) -> dict:
-    """Sums and means over one rollout; episode means are finished after any device sum."""
+def env_action_step(env_step: Callable, dist) -> Callable:
+    """`env_step` given the env's form of the policy's action (a Gaussian's sample clipped or
+    squashed; a categorical's as it is): the trainer stores and scores the unclipped sample."""
+    if not dist.continuous:
+        return env_step
+    return lambda key, env_state, action: env_step(key, env_state, dist.env_action(action))
+
+
+def rollout_metrics(traj: Transition, dist) -> dict:
+    """Sums and means over one rollout; episode means are finished after any device sum.
+    `actions/*`: each discrete action's share, or each continuous dimension's mean and std."""
     done = traj.done.astype(jnp.float32)
     metrics = {
         "_episode_return_sum": jnp.sum(traj.finished_return),
         "_episode_length_sum": jnp.sum(traj.finished_length).astype(jnp.float32),
         "train/num_episodes": jnp.sum(done),
-        "actions": jnp.mean(jax.nn.one_hot(traj.action, num_actions), axis=(0, 1)),
     }
+    metrics.update(dist.action_metrics(traj.action, traj.mask))
     # NaN marks a step where an env metric is undefined (e.g. a rate over rare events).
     metrics.update({name: jnp.nanmean(value.astype(jnp.float32)) for name, value in traj.env_metrics.items()})
-    if traj.mask is not None:
-        metrics["actions/invalid_frac"] = invalid_fraction(traj.action, traj.mask)
     return metrics
 
 
