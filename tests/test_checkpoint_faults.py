@@ -118,6 +118,16 @@ def test_round1_payload_gains_the_schedule_count_and_value_norm():
         migrate(raw, 1, {**template, "value_norm": {"mean": 0.0}}, "ckpt_16.json")
 
 
+def test_format_3_and_4_payloads_gain_no_memory_and_no_reward_statistics():
+    raw = {"params": {"w": np.zeros(2)}, "value_norm": None}
+    out = migrate(raw, 3, {"memory": None, "reward_norm": None}, "ckpt_8.json")
+    assert out["memory"] is None and out["reward_norm"] is None and out["params"] is raw["params"]
+    with pytest.raises(CheckpointFormatError, match="format 4, trained without reward normalisation.*normalize_reward=false"):
+        migrate({**raw, "memory": None}, 4, {"memory": None, "reward_norm": {"var": 1.0}}, "ckpt_8.json")
+    with pytest.raises(CheckpointFormatError, match="feed-forward policy.*network.recurrent=null"):
+        migrate(raw, 3, {"memory": {"actor": 0.0}, "reward_norm": None}, "ckpt_8.json")
+
+
 # --- resuming through damage, in-process and through launch.py -----------------------------
 
 @pytest.fixture(scope="module")
