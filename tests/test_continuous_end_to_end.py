@@ -8,15 +8,19 @@ import signal
 import time
 from collections import Counter
 
+import flax.serialization
+import gymnax
+import jax
+import mlflow
 import numpy as np
 import pytest
 
+from ppo_lab.analysis import aggregate
 from ppo_lab.run.checkpoint import list_checkpoints
 from ppo_lab.rundir.checkpoints import state_path
 
-import flax.serialization
-
 from conftest import read_rows, read_summary, start_launch, train_run
+from test_loggers import _wandb_runs
 
 PENDULUM = [
     "experiment=pendulum", "ppo.num_envs=4", "ppo.num_steps=16", "ppo.total_timesteps=2048",
@@ -85,3 +89,34 @@ def test_pendulum_killed_after_first_checkpoint_resumes_with_its_statistics(tmp_
     final, _ = _obs_stats(run_dir)
     assert np.allclose(saved["count"], saved_update * 64 + 1e-4)
     assert np.allclose(final["count"], 1024 * 64 + 1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_continuous_run_through_every_logger_the_mlflow_policy_and_aggregate(tmp_path):
+    """The per-dimension action metrics reach W&B (offline), TensorBoard and MLflow; the
+    registered pyfunc plays float actions inside the bounds; aggregate reads the run."""
+    store, run_dir = tmp_path / "mlflow", tmp_path / "run"
+    s = train_run([*PENDULUM, "num_seeds=2", "logger=[csv,mlflow,wandb,tensorboard]", f"logger.mlflow.dir={store}",
+                   "logger.mlflow.experiment_name=pendulum", "train.target_return=-100000"], run_dir)
+    assert s["status"] == "completed" and not s.get("loggers_disabled")
+    wandb_runs = _wandb_runs(run_dir)
+    assert sorted(wandb_runs) == [0, 1]
+    assert all("actions/std_0" in row for row in wandb_runs[0]["history"] if "train/entropy" in row)
+    assert list((run_dir / "tb" / "seed_1").glob("events.out.tfevents.*"))
+
+    mlflow.set_tracking_uri(f"sqlite:///{store / 'mlflow.db'}")
+    client = mlflow.MlflowClient()
+    runs = client.search_runs([client.get_experiment_by_name("pendulum").experiment_id])
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 2 and all("actions/mean_0" in r.data.metrics for r in children)
+    name, version = children[0].data.tags["ppo_lab.registered_model"].split("/")
+    env, params = gymnax.make("Pendulum-v1")
+    obs = np.stack([np.asarray(env.reset(k, params)[0]) for k in jax.random.split(jax.random.PRNGKey(3), 7)])
+    actions = mlflow.pyfunc.load_model(f"models:/{name}/{version}").predict(obs)
+    assert actions.dtype == np.float32 and actions.shape == (7, 1) and np.all(np.abs(actions) <= 2.0)
+
+    result = aggregate.run_aggregate([run_dir], plot=False)
+    assert len(result["collection"].runs) == 1 and not result["problems"]
+    table = result["paths"]["aggregate"].read_text()
+    assert "eval/episode_return" in table
