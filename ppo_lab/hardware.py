@@ -46,7 +46,8 @@ def resolve_host_devices(hw: HardwareConfig) -> int:
     return host_core_count() if value == "auto" else int(value)
 
 
-def _set_xla_flag(name: str, value) -> None:
+def set_xla_flag(name: str, value) -> None:
+    """Set one XLA flag for the backend not started yet (replacing any value it had)."""
     flags = re.sub(rf"--{name}=\S+", "", os.environ.get("XLA_FLAGS", "")).split()
     os.environ["XLA_FLAGS"] = " ".join(flags + [f"--{name}={value}"])
 
@@ -91,7 +92,7 @@ def apply_hardware(hw: HardwareConfig) -> None:
         jax.config.update("jax_platforms", "cpu")  # jax read JAX_PLATFORMS when it was imported
         # One XLA device per core: a single CPU device does not keep two cores busy with
         # PPO's small ops; sharding seeds over per-core devices does (1.6x on 2 cores).
-        _set_xla_flag("xla_force_host_platform_device_count", resolve_host_devices(hw))
+        set_xla_flag("xla_force_host_platform_device_count", resolve_host_devices(hw))
     else:
         # Leave the choice to JAX and verify afterwards: naming an absent plugin in
         # JAX_PLATFORMS fails with a message about plugins, not about the user's request.

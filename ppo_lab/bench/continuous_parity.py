@@ -20,6 +20,11 @@ move their statistics every env step, so the observations of one rollout are sca
 slightly different statistics; the lab's move once per update, after the update, so a rollout
 and every epoch over it see the same scaling (`ppo_lab/ppo/normalize.py`).
 
+PureJaxRL initialises its network inside `jax.vmap` over seeds; on this 2-core CPU a batched
+orthogonal initialiser can deadlock XLA's thread pool (seen here: a parity run stuck for 23
+minutes with 16 s of CPU time). The process turns off XLA:CPU's concurrency-optimised scheduler,
+which avoids it, for both sides alike (about 6% slower).
+
 Score: `parity.tail_mean` (training episodes of the last 10% of updates), the same on every
 side; steps/s: env steps over wall time including compilation (PureJaxRL's training is one
 jitted call), the lab's from its own summary (`sps`, compile excluded) and its whole wall.
@@ -39,7 +44,7 @@ import jax
 
 from ppo_lab.bench import parity, purejaxrl_peer
 from ppo_lab.bench.configs import compose
-from ppo_lab.hardware import start_jax
+from ppo_lab.hardware import set_xla_flag, start_jax
 from ppo_lab.run.entry import train
 
 PRESET = ["experiment=pendulum"]
@@ -99,6 +104,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING)
     preset = compose(PRESET + PUREJAXRL_NETWORK)
     timesteps = args.timesteps or int(preset["ppo"]["total_timesteps"])
+    set_xla_flag("xla_cpu_enable_concurrency_optimized_scheduler", "false")  # see the module docstring
     start_jax(preset["hardware"])  # before PureJaxRL's code imports gymnax (which starts XLA's backend)
     results = []
     with tempfile.TemporaryDirectory(prefix="ppo_lab_continuous_parity_") as workdir:
