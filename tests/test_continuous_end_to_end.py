@@ -19,7 +19,7 @@ from ppo_lab.analysis import aggregate
 from ppo_lab.run.checkpoint import list_checkpoints
 from ppo_lab.rundir.checkpoints import state_path
 
-from conftest import read_rows, read_summary, start_launch, train_run
+from conftest import launch, read_rows, read_summary, start_launch, train_run
 from test_loggers import _wandb_runs
 
 PENDULUM = [
@@ -89,6 +89,19 @@ def test_pendulum_killed_after_first_checkpoint_resumes_with_its_statistics(tmp_
     final, _ = _obs_stats(run_dir)
     assert np.allclose(saved["count"], saved_update * 64 + 1e-4)
     assert np.allclose(final["count"], 1024 * 64 + 1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_one_seed_split_over_two_devices_counts_every_envs_observations(tmp_path):
+    """hardware.layout=envs: each device steps half of the seed's envs; the statistics combine
+    both halves (psum), so they count all 4 envs' observations and rewards, not one device's 2."""
+    launch([*PENDULUM, "hardware.host_devices=2", "hardware.layout=envs", "num_seeds=1", "ppo.total_timesteps=512"],
+           tmp_path / "run")
+    assert read_summary(tmp_path / "run")["layout"]["mode"] == "envs"
+    stats, raw = _obs_stats(tmp_path / "run")
+    assert np.allclose(stats["count"], 8 * 16 * 4 + 1e-4)  # 8 updates x 16 steps x 4 envs
+    assert np.allclose(raw["reward_norm"]["count"], 8 * 16 * 4 + 1e-4)
 
 
 @pytest.mark.slow
