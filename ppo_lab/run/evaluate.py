@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from ppo_lab import parts
+from ppo_lab.errors import ConfigError
 from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.rollout import action_policy, batched_mask, batched_reset, batched_step, initial_memory, rollout
 from ppo_lab.run.trained import load_trained
@@ -107,14 +108,18 @@ def main(argv=None) -> int:
     parser.add_argument("--write", action="store_true", help="also write the result into summary.json's eval")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")
-
-
-    cfg, comp, state, meta = load_trained(args.run_dir, eval_episodes=args.episodes, deterministic=False if args.sampled else None)
+    try:
+        cfg, comp, state, meta = load_trained(args.run_dir, eval_episodes=args.episodes,
+                                              deterministic=False if args.sampled else None)
+    except (ConfigError, FileNotFoundError) as exc:
+        # A config this lab cannot read (one written by a much older lab lacks keys added since
+        # whose old behaviour is not known here) or no checkpoint: say which, no traceback.
+        print(f"ppo-lab evaluate: {args.run_dir}: {exc}", file=sys.stderr)
+        return 2
     result = evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(state, comp.layout, cfg.num_seeds))
     out = {"run_dir": str(args.run_dir), "update": meta["update"], "seeds": cfg.seeds, "eval": result}
     print(json.dumps(out, indent=2))
     if args.write:
-
         update_summary(Path(args.run_dir), {"eval": result})
     return 0
 

@@ -27,6 +27,7 @@ from ppo_lab import rundir
 from ppo_lab.errors import ConfigError
 from ppo_lab.ppo.parallel import init_replicas, replica_sharding, replica_template
 from ppo_lab.run import checkpoint
+from ppo_lab.rundir.older_configs import KEYS_ADDED_AS_BEFORE, is_wiring
 from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
 
 log = logging.getLogger(__name__)
@@ -66,21 +67,6 @@ def flatten(d, prefix: str = "") -> dict:
     return out
 
 
-# Keys added since a run dir could have been written, with the value that trains as the lab did
-# before them (a feed-forward network, float observations in the update): set to that now, a
-# key the saved config lacks is no change of config, not even of the keys that must match.
-KEYS_ADDED_AS_BEFORE = {
-    "network.recurrent": None,
-    "ppo.rollout_obs_dtype": "float32",
-    "ppo.privileged_view_after_step": False,
-    "ppo.value_loss": "mean_of_max",
-    "env.respawn_in_place": False,
-    "network.squash": None,
-    "ppo.normalize_obs": False,
-    "ppo.normalize_reward": False,
-}
-
-
 def _added_as_before(key: str, saved, now: dict) -> bool:
     """A key that a config saved by an older version of the lab does not have, whose value now
     changes nothing: a part's wiring (`env._target_`, `env.check`, `env.evaluations.*`,
@@ -88,7 +74,7 @@ def _added_as_before(key: str, saved, now: dict) -> bool:
     trains as before, or the size of a recurrent cell that is not there."""
     if saved is not _UNSET:
         return False
-    if key.rsplit(".", 1)[-1] in ("_target_", "check") or ".evaluations." in key:
+    if is_wiring(key):
         return True
     if key == "network.recurrent_size":
         return now.get("network.recurrent", _UNSET) is None

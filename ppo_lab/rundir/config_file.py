@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from ppo_lab.config import validate
 from ppo_lab.rundir.atomic import write_text_atomic
+from ppo_lab.rundir.older_configs import complete
 from ppo_lab.rundir.paths import CONFIG, CONFIG_HISTORY
 
 
@@ -51,8 +52,10 @@ def read_experiment(run_dir: Path):
 
 
 def load_run_config(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
-    """The RunConfig a run was trained with, optionally with other evaluation settings."""
-    raw = read_config(run_dir)
+    """The RunConfig a run was trained with, optionally with other evaluation settings; a run
+    written by an older lab gets the keys added since at their old-behaviour values
+    (`older_configs.complete`)."""
+    raw = complete(read_config(run_dir))
     if eval_episodes is not None:
         raw["eval"]["episodes"] = eval_episodes
     if deterministic is not None:

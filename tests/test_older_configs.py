@@ -1,0 +1,67 @@
+"""Run dirs written by an older lab: the keys added since are filled in as the lab behaved
+before them (evaluation reads them), and one this lab cannot complete is refused cleanly."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+from omegaconf import OmegaConf
+
+from conftest import ROOT, compose_config
+
+from ppo_lab.config import validate
+from ppo_lab.rundir.older_configs import KEYS_ADDED_AS_BEFORE, complete
+
+
+def _current(*overrides) -> dict:
+    return OmegaConf.to_container(compose_config(["env=cartpole", "logger=[csv,mlflow]", *overrides]), resolve=True)
+
+
+def _strip(config: dict) -> dict:
+    """The config as a lab before the wiring, memory, continuous and fidelity keys saved it."""
+    old = copy.deepcopy(config)
+    for key in ("_target_", "check", "evaluations"):
+        old["env"].pop(key, None)
+    old["network"].pop("_target_")
+    old["network"].pop("recurrent_size")
+    for options in old["logger"].values():
+        options.pop("_target_")
+    for dotted in KEYS_ADDED_AS_BEFORE:
+        section, key = dotted.split(".", 1)
+        old[section].pop(key, None)
+    return old
+
+
+def test_an_older_config_is_completed_to_the_current_one_with_the_old_behaviour():
+    now = _current()
+    old = _strip(now)
+    assert old != now
+    assert complete(old) == now  # every new key's default is its old behaviour
+    assert validate(complete(old)).network.recurrent is None
+    assert old == _strip(now), "complete() must not change its argument"
+
+
+def test_the_foraging_worlds_added_keys_are_completed_too():
+    now = _current("env=foraging", "reward=ground_truth", "network=cnn")
+    assert "respawn_in_place" in now["env"]
+    assert complete(_strip(now)) == now
+
+
+def test_a_key_the_older_config_has_is_kept_as_saved():
+    old = _strip(_current())
+    old["network"]["hidden_sizes"] = [8]
+    old["env"]["gymnax_id"] = "CartPole-v1"
+    done = complete(old)
+    assert done["network"]["hidden_sizes"] == [8] and done["network"]["_target_"] == "ppo_lab.networks.MLPTorso"
+
+
+def test_evaluating_a_run_dir_too_old_to_complete_says_which_key_and_no_traceback(tmp_path):
+    run_dir = tmp_path / "round1"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.yaml").write_bytes((ROOT / "tests" / "fixtures" / "round1_run" / "config.yaml").read_bytes())
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "evaluate", str(run_dir)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "the key is missing" in proc.stderr and "Traceback" not in proc.stderr
