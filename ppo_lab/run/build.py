@@ -47,7 +47,13 @@ def build(cfg: RunConfig, num_devices: int) -> Components:
         parts.load(f"env.evaluations.{name}", path)
     ppo = apply_auto_scale(cfg.ppo)
     recurrent = cfg.network.is_recurrent
-    layout = choose_layout(cfg.num_seeds, ppo, num_devices, cfg.hardware.layout, sequences=recurrent)
+    requested = cfg.hardware.layout
+    if getattr(env, "single_device", False) and num_devices > 1:
+        # EnvPool: one compiled program steps one C++ pool, so every replica sits on one device
+        # (ppo_lab/envs/envpool_env/adapter.py); the pool's own threads use the cores.
+        log.info("%s steps its envs in one pool: all replicas on one device", getattr(env, "name", cfg.env.name))
+        requested = "single"
+    layout = choose_layout(cfg.num_seeds, ppo, num_devices, requested, sequences=recurrent)
     if recurrent and layout.envs_per_replica % ppo.num_minibatches:
         # Before any compile: a recurrent policy's minibatches are whole env sequences.
         raise ConfigError("ppo.num_minibatches", ppo.num_minibatches,

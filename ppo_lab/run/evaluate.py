@@ -70,8 +70,10 @@ def episode_cap(cfg, env_params) -> int:
 
 
 def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict[str, list[float]]:
-    """metric -> one value per seed (in the order of `cfg.seeds`)."""
+    """metric -> one value per seed (in the order of `cfg.seeds`). An env whose envs live
+    outside JAX (EnvPool) evaluates on envs of its own (`env.for_evaluation()`)."""
     cap = episode_cap(cfg, env_params)
+    env = env.for_evaluation() if hasattr(env, "for_evaluation") else env
 
     def episodes(params, key):
         policy = action_policy(network, params, cfg.eval.deterministic)
