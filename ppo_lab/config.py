@@ -333,7 +333,7 @@ def validate_network(s: Mapping) -> NetworkConfig:
     act = s.get("activation")
     _require(act in ACTIVATIONS, "network.activation", act, f"one of {list(ACTIVATIONS)}")
     torso = {k: v for k, v in s.items() if k not in NETWORK_KEYS}
-    for key in ("hidden_sizes", "conv_channels"):
+    for key in ("hidden_sizes", "conv_channels", "stack_channels"):
         if key in torso:
             sizes = torso[key] = tuple(torso[key])
             _require(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in sizes),
