@@ -1,0 +1,179 @@
+"""Any Gymnasium env inside the jitted rollout: `env=gymnasium env.id=CartPole-v1` (a registered
+id) or `env.id=my_package.envs.MyEnv` (the import path of an env class).
+
+The envs run in Python, in a Gymnasium `SyncVectorEnv`, and the jitted rollout reaches them
+through `jax.pure_callback`: every step leaves the compiled program for the host and comes back,
+so this is much slower than a JAX env or EnvPool (measured in docs/performance.md, "Envs
+outside JAX"); it is the way in for an env that exists only in Python. Like EnvPool's, the env
+is a *batched* env (`reset_batch` / `step_batch`, `ppo_lab.ppo.rollout.batched_step`).
+
+Seeds and devices: the callback is batched (`vmap_method="broadcast_all"`): under `vmap` over R
+seeds of n envs it receives [R, n] actions and steps ONE vector env of R x n envs (made on first
+use, one per batch size; env k seeded `env.seed` + k), so each seed owns its slice. The host
+call cannot tell devices apart, so a run keeps its replicas on one device (`single_device`).
+Evaluation uses vector envs of its own, reset at the start of every evaluation.
+
+Episodes: the vector env auto-resets in the same step (`AutoresetMode.SAME_STEP`): the step
+that ends an episode returns the next episode's first observation, and the episode's last one
+as `final_observation` (bootstrapped where the episode was truncated), exactly as gymnax's
+`step` does. The first step of a run, and of a resumed run (the envs' Python state is not in
+the checkpoint: a resumed run re-creates them, while rows, counters and learner state carry on
+exactly), resets the vector env instead and is flagged `info["resetting"]`: it counts in no
+episode and weighs nothing in the update (`ppo_lab.ppo.train`).
+
+Spaces: a Box observation (as float32) and a Discrete action space; anything else is refused
+(a ConfigError) before compiling.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Callable, Mapping
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnax.environments import environment, spaces
+
+from ppo_lab import parts
+from ppo_lab.envs.gymnasium_env.config import check_config, read_config
+from ppo_lab.errors import ConfigError
+
+# Evaluation's vector envs are seeded away from training's.
+EVAL_SEED_OFFSET = 1 << 24
+
+
+@struct.dataclass
+class GymnasiumState:
+    # Per env: True until the vector env has been reset by a step (a new run, or a resumed one).
+    fresh: jax.Array
+
+
+class GymnasiumEnv:
+    """Gymnasium envs in a vector env behind the lab's batched-env API (module docstring)."""
+
+    batched = True  # steps whole batches: reset_batch / step_batch (ppo.rollout.batched_step)
+    single_device = True  # the host call cannot tell devices apart: replicas stay on one device
+
+    def __init__(self, factory: Callable[[], gymnasium.Env], label: str, *, seed: int, max_episode_steps: int,
+                 reset_on_host: bool = False):
+        self.factory, self.label, self.seed = factory, label, seed
+        self.max_episode_steps, self.reset_on_host = max_episode_steps, reset_on_host
+        probe = factory()
+        obs_space, action_space = probe.observation_space, probe.action_space
+        probe.close()
+        if not isinstance(action_space, gymnasium.spaces.Discrete) or int(action_space.start) != 0:
+            raise ConfigError("env.id", label, f"a Gymnasium env with a Discrete action space from 0 ({label}'s is "
+                                               f"{action_space}; PPO here is categorical)")
+        if not isinstance(obs_space, gymnasium.spaces.Box):
+            raise ConfigError("env.id", label, f"a Gymnasium env with a Box observation space ({label}'s is {obs_space})")
+        self.num_actions = int(action_space.n)
+        self._obs_shape = tuple(obs_space.shape)
+        self._vectors: dict[int, list] = {}  # batch size -> [vector env, reset yet]
+        self.action_names = [str(i) for i in range(self.num_actions)]
+
+    @property
+    def name(self) -> str:
+        return f"Gymnasium/{self.label}"
+
+    @property
+    def default_params(self) -> environment.EnvParams:
+        return environment.EnvParams(max_steps_in_episode=self.max_episode_steps)
+
+    def action_space(self, params=None) -> spaces.Discrete:
+        return spaces.Discrete(self.num_actions)
+
+    def observation_space(self, params=None) -> spaces.Box:
+        return spaces.Box(-jnp.inf, jnp.inf, self._obs_shape, jnp.float32)
+
+    def for_evaluation(self) -> "GymnasiumEnv":
+        """The same env with vector envs of its own, seeded apart, reset by `reset_batch`."""
+        return GymnasiumEnv(self.factory, self.label, seed=self.seed + EVAL_SEED_OFFSET,
+                            max_episode_steps=self.max_episode_steps, reset_on_host=True)
+
+    # ---- the host side -------------------------------------------------------------------
+    def vector(self, size: int) -> list:
+        if size not in self._vectors:
+            self._vectors[size] = [SyncVectorEnv([self.factory] * size, autoreset_mode=AutoresetMode.SAME_STEP), False]
+        return self._vectors[size]
+
+    def _host_reset(self, size: int) -> np.ndarray:
+        entry = self.vector(size)
+        obs, _ = entry[0].reset(seed=self.seed)
+        entry[1] = True
+        return np.asarray(obs, np.float32)
+
+    def _host_step(self, fresh, action):
+        """One step of the vector env of `action.size` envs (any leading shape: [n] or, under
+        vmap, [R, n]); a reset instead where it has not been reset yet or `fresh` says so."""
+        lead = action.shape
+        flat = np.asarray(action).reshape(-1)
+        entry = self.vector(flat.size)
+        if not entry[1] or np.any(fresh):
+            obs = self._host_reset(flat.size)
+            false = np.zeros(flat.size, bool)
+            out = (obs, np.zeros(flat.size, np.float32), false, false, obs, np.ones(flat.size, bool))
+        else:
+            obs, reward, terminated, truncated, info = entry[0].step(flat)
+            obs = np.asarray(obs, np.float32)
+            final = obs.copy()
+            for i in np.flatnonzero(info.get("_final_obs", np.zeros(flat.size, bool))):
+                final[i] = info["final_obs"][i]
+            out = (obs, np.asarray(reward, np.float32), np.asarray(terminated, bool), np.asarray(truncated, bool), final,
+                   np.zeros(flat.size, bool))
+        return tuple(x.reshape(lead + x.shape[1:]) for x in out)
+
+    # ---- the batched gymnax API ----------------------------------------------------------
+    def reset_batch(self, key, params, num_envs: int):
+        """`(obs [n, ...], state)`. Training: zeros, and the first step resets the vector env
+        (flagged `resetting`). Evaluation (`reset_on_host`): the vector env reset now."""
+        if not self.reset_on_host:
+            return jnp.zeros((num_envs,) + self._obs_shape, jnp.float32), GymnasiumState(jnp.ones((num_envs,), bool))
+        shape = jax.ShapeDtypeStruct((num_envs,) + self._obs_shape, jnp.float32)
+        obs = jax.pure_callback(lambda _: self._host_reset(num_envs), shape, key, vmap_method="broadcast_all")
+        return obs, GymnasiumState(jnp.zeros((num_envs,), bool))
+
+    def step_batch(self, key, state: GymnasiumState, action, params=None):
+        n = action.shape[0]
+        obs = jax.ShapeDtypeStruct((n,) + self._obs_shape, jnp.float32)
+        flags = jax.ShapeDtypeStruct((n,), bool)
+        shapes = (obs, jax.ShapeDtypeStruct((n,), jnp.float32), flags, flags, obs, flags)
+        obs, reward, terminated, truncated, final, resetting = jax.pure_callback(
+            self._host_step, shapes, state.fresh, action.astype(jnp.int32), vmap_method="broadcast_all")
+        info = {"final_observation": final, "resetting": resetting}
+        return obs, GymnasiumState(jnp.zeros_like(state.fresh)), reward, terminated, truncated, info
+
+
+def _factory(env_id: str, make_kwargs: dict, max_steps: int | None) -> tuple[Callable, int | None]:
+    """`(make one env, its time limit or None)` for a registered id or an env class's import path."""
+    if env_id in gymnasium.registry:
+        limit = max_steps or gymnasium.registry[env_id].max_episode_steps
+        return (lambda: gymnasium.make(env_id, max_episode_steps=limit, **make_kwargs)), limit
+    if "." not in env_id:
+        near = difflib.get_close_matches(env_id, list(gymnasium.registry), n=8, cutoff=0.5)
+        raise ConfigError("env.id", env_id, f"a registered Gymnasium id (nearest: {near}) or the import path of an "
+                                            "env class such as 'my_package.envs.MyEnv'")
+    cls = parts.load("env.id", env_id)
+    if not (isinstance(cls, type) and issubclass(cls, gymnasium.Env)):
+        raise ConfigError("env.id", env_id, "the import path of a gymnasium.Env subclass")
+    if max_steps is None:
+        return (lambda: cls(**make_kwargs)), None
+    return (lambda: gymnasium.wrappers.TimeLimit(cls(**make_kwargs), max_steps)), max_steps
+
+
+def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
+    """`(env, EnvParams)` for `env=gymnasium env.id=<id or import path>`; ConfigError on bad
+    values (an unknown id lists the nearest registered ones), before any compile."""
+    check_config(env_cfg, reward_cfg)
+    if privileged_critic:
+        raise ConfigError("network.privileged_critic", True, "false (Gymnasium envs have no privileged observation)")
+    c = read_config(env_cfg)
+    factory, limit = _factory(c["id"], dict(c["make_kwargs"]), c["max_steps"])
+    if limit is None:
+        raise ConfigError("env.max_steps", None, f"an integer >= 1 ({c['id']} has no time limit of its own, and "
+                                                 "evaluation and truncation need one)")
+    env = GymnasiumEnv(factory, c["id"], seed=c["seed"], max_episode_steps=int(limit))
+    return env, env.default_params
