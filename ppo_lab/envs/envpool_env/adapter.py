@@ -11,7 +11,8 @@ program, so the pool cannot be chosen per vmapped replica, and it has no vmap ru
 `step_batch` therefore carries one (`jax.custom_batching.custom_vmap`): under `vmap` over
 R seeds of n envs each it steps ONE pool of R x n envs and slices its results per seed (seed r
 owns envs r*n .. r*n+n-1; each env seeded `env.seed` + its place in the pool). Pools are made
-on first use, one per batch size, when the step is traced. Because the same compiled program
+on first use, one per batch size, when the step is traced (`custom_vmap` also traces the
+unbatched step, which makes an idle pool of n envs beside the one of R x n). Because the same compiled program
 runs on every device of a `shard_map`, two devices would step the same pool: an EnvPool run
 keeps its replicas on one device (`single_device`; `ppo_lab.run.build`), and EnvPool's own
 threads use the cores. Evaluation uses its own pool (`for_evaluation`), reset on the host at
