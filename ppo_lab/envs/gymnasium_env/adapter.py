@@ -58,7 +58,7 @@ class GymnasiumEnv:
     batched = True  # steps whole batches: reset_batch / step_batch (ppo.rollout.batched_step)
     single_device = True  # the host call cannot tell devices apart: replicas stay on one device
 
-    def __init__(self, factory: Callable[[], gymnasium.Env], label: str, *, seed: int, max_episode_steps: int,
+    def __init__(self, factory: Callable[[], gymnasium.Env], label: str, *, seed: int, max_episode_steps: int | None,
                  reset_on_host: bool = False):
         self.factory, self.label, self.seed = factory, label, seed
         self.max_episode_steps, self.reset_on_host = max_episode_steps, reset_on_host
@@ -172,8 +172,8 @@ def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = Fa
         raise ConfigError("network.privileged_critic", True, "false (Gymnasium envs have no privileged observation)")
     c = read_config(env_cfg)
     factory, limit = _factory(c["id"], dict(c["make_kwargs"]), c["max_steps"])
+    env = GymnasiumEnv(factory, c["id"], seed=c["seed"], max_episode_steps=limit)  # its spaces checked first
     if limit is None:
         raise ConfigError("env.max_steps", None, f"an integer >= 1 ({c['id']} has no time limit of its own, and "
                                                  "evaluation and truncation need one)")
-    env = GymnasiumEnv(factory, c["id"], seed=c["seed"], max_episode_steps=int(limit))
     return env, env.default_params
