@@ -102,11 +102,19 @@ def test_trainer_counts_no_reset_step_in_episodes():
         np.testing.assert_allclose(traj.finished_return[ends, env_index], ends - starts)  # CartPole: 1 per step
 
 
+def test_box_actions_step_the_pool():
+    env, params = _env(id="Pendulum-v1")
+    assert env.action_space(params).shape == (1,) and env.action_names is None
+    obs, reward, _, _, resetting, _ = _steps(env, params, 2, jnp.full((5, 2, 1), 2.0))
+    assert obs.shape == (5, 2, 3) and resetting[0].all() and (reward[1:] < 0).all()
+
+
 def test_bad_ids_are_refused_with_near_matches():
     with pytest.raises(ConfigError, match="CartPole-v1"):
         _env(id="CartPole-v2")
-    with pytest.raises(ConfigError, match="discrete actions"):
-        _env(id="Pendulum-v1")
+    # EnvPool's MuJoCo passes float64 through XLA: refused, naming the way that works.
+    with pytest.raises(ConfigError, match="experiment=halfcheetah"):
+        _env(id="HalfCheetah-v5")
     with pytest.raises(ConfigError, match="env.num_threads"):
         _env(num_threads=0)
 

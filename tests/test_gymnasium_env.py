@@ -75,7 +75,15 @@ def test_env_class_by_import_path_needs_a_time_limit():
     assert not terminated.any() and np.flatnonzero(truncated[:, 0]).tolist() == [10, 20, 30]
 
 
-@pytest.mark.parametrize("env_id, match", [("Pendulum-v1", "Discrete action"), ("Blackjack-v1", "Box observation"),
+def test_box_actions_reach_the_env_as_floats():
+    env, params = _env(id="Pendulum-v1")
+    space = env.action_space(params)
+    assert space.shape == (1,) and float(space.low[0]) == -2.0 and float(space.high[0]) == 2.0
+    obs, reward, *_ = _run(env, params, 2, jnp.stack([jnp.full((5, 2, 1), 2.0), jnp.full((5, 2, 1), -2.0)]).reshape(10, 2, 1))
+    assert obs.shape == (10, 2, 3) and (reward[1:] < 0).all()  # Pendulum's cost, every real step
+
+
+@pytest.mark.parametrize("env_id, match", [("CliffWalking-v1", "Box observation"), ("Blackjack-v1", "Box observation"),
                                            ("CartPole-v7", "CartPole-v1"), ("no_such_pkg.Env", "no_such_pkg")])
 def test_unsupported_envs_are_refused(env_id, match):
     with pytest.raises(ConfigError, match=match):

@@ -32,6 +32,10 @@ action and returns the first observation of the next episode with reward 0, not 
   the envs cannot be checkpointed, so a resumed run re-creates its envs (fresh episodes) while
   its metric rows, counters and learner state carry on exactly.
 
+Actions: Discrete (the categorical policy) or a float32 Box (the Gaussian). EnvPool's MuJoCo
+tasks take float64 arrays through the XLA call, which JAX in float32 cannot pass: refused, with
+Gymnasium's MuJoCo (`experiment=halfcheetah`) or Brax named instead.
+
 Observations: uint8 images come out as float32 in [0, 1] (`env.image_scale`) and channels
 last (EnvPool's Atari and Procgen frames are channels first), other observations as float32.
 """
@@ -81,19 +85,28 @@ class EnvPoolEnv:
         except (TypeError, ValueError, AssertionError) as exc:
             raise ConfigError("env.make_kwargs", self.make_kwargs, f"keyword arguments {task_id} accepts ({exc})") from exc
         obs_space, action_space = spec.gymnasium_observation_space, spec.gymnasium_action_space
-        if not isinstance(action_space, gym_spaces.Discrete):
-            raise ConfigError("env.id", task_id, f"an EnvPool task with discrete actions ({task_id}'s are {action_space}; "
-                                                 "PPO here is categorical)")
         if not isinstance(obs_space, gym_spaces.Box):
             raise ConfigError("env.id", task_id, f"an EnvPool task with one array observation (not {obs_space})")
-        self.num_actions = int(action_space.n)
+        if not isinstance(action_space, (gym_spaces.Discrete, gym_spaces.Box)):
+            raise ConfigError("env.id", task_id, f"an EnvPool task with Discrete or Box actions (not {action_space})")
+        wide = [what for what, dtype in (("actions", action_space.dtype), ("observations", obs_space.dtype))
+                if np.dtype(dtype) == np.float64]
+        if wide:
+            # EnvPool's XLA call takes and gives float64 arrays here (its MuJoCo tasks): JAX in this
+            # lab runs with jax_enable_x64 off, so it cannot hand them over.
+            raise ConfigError("env.id", task_id, f"an EnvPool task whose {' and '.join(wide)} are not float64 (EnvPool's "
+                              "XLA interface passes this task's as float64, which JAX here, in float32, cannot): "
+                              "for MuJoCo use experiment=halfcheetah (Gymnasium's MuJoCo) or env=brax")
+        self.continuous = isinstance(action_space, gym_spaces.Box)
+        self._action_space = action_space
+        self.num_actions = int(np.prod(action_space.shape)) if self.continuous else int(action_space.n)
         self.max_episode_steps = int(spec.config.max_episode_steps)
         self._raw_shape, self._raw_dtype = tuple(obs_space.shape), np.dtype(obs_space.dtype)
         self._image = len(self._raw_shape) == 3
         self._obs_shape = self._raw_shape[1:] + self._raw_shape[:1] if self._image else self._raw_shape
         self._pools: dict[int, tuple] = {}  # batch size -> (pool, xla step)
         self._step = self._make_step()
-        self.action_names = [str(i) for i in range(self.num_actions)]
+        self.action_names = None if self.continuous else [str(i) for i in range(self.num_actions)]
 
     @property
     def name(self) -> str:
@@ -103,7 +116,10 @@ class EnvPoolEnv:
     def default_params(self) -> environment.EnvParams:
         return environment.EnvParams(max_steps_in_episode=self.max_episode_steps)
 
-    def action_space(self, params=None) -> spaces.Discrete:
+    def action_space(self, params=None):
+        if self.continuous:
+            box = self._action_space
+            return spaces.Box(np.asarray(box.low, np.float32), np.asarray(box.high, np.float32), tuple(box.shape), jnp.float32)
         return spaces.Discrete(self.num_actions)
 
     def observation_space(self, params=None) -> spaces.Box:
@@ -133,7 +149,8 @@ class EnvPoolEnv:
     def _call(self, handle, action):
         """One step of the pool of `len(action)` envs, results in env order."""
         _, xla_step = self.pool(action.shape[0])
-        handle, (obs, reward, terminated, truncated, info) = xla_step(handle, action.astype(jnp.int32))
+        action = action.astype(self._action_space.dtype if self.continuous else jnp.int32)
+        handle, (obs, reward, terminated, truncated, info) = xla_step(handle, action)
         order = jnp.argsort(info["env_id"])  # sync mode returns env order; sorting makes sure
         take = lambda x: jnp.asarray(x)[order]  # noqa: E731
         return (handle, self._observe(take(obs)), take(reward).astype(jnp.float32), take(terminated).astype(bool),

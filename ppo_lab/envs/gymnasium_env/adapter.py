@@ -21,8 +21,9 @@ the checkpoint: a resumed run re-creates them, while rows, counters and learner 
 exactly), resets the vector env instead and is flagged `info["resetting"]`: it counts in no
 episode and weighs nothing in the update (`ppo_lab.ppo.train`).
 
-Spaces: a Box observation (as float32) and a Discrete action space; anything else is refused
-(a ConfigError) before compiling.
+Spaces: a Box observation (as float32) and a Discrete (categorical policy) or Box (Gaussian
+policy; actions handed over as the space's dtype) action space; anything else is refused (a
+ConfigError) before compiling. MuJoCo: `experiment=halfcheetah` (needs `mujoco`, in the extras).
 """
 
 from __future__ import annotations
@@ -65,15 +66,18 @@ class GymnasiumEnv:
         probe = factory()
         obs_space, action_space = probe.observation_space, probe.action_space
         probe.close()
-        if not isinstance(action_space, gymnasium.spaces.Discrete) or int(action_space.start) != 0:
-            raise ConfigError("env.id", label, f"a Gymnasium env with a Discrete action space from 0 ({label}'s is "
-                                               f"{action_space}; PPO here is categorical)")
+        discrete = isinstance(action_space, gymnasium.spaces.Discrete) and int(action_space.start) == 0
+        if not (discrete or isinstance(action_space, gymnasium.spaces.Box)):
+            raise ConfigError("env.id", label, f"a Gymnasium env with a Discrete action space from 0 or a Box one "
+                                               f"({label}'s is {action_space})")
         if not isinstance(obs_space, gymnasium.spaces.Box):
             raise ConfigError("env.id", label, f"a Gymnasium env with a Box observation space ({label}'s is {obs_space})")
-        self.num_actions = int(action_space.n)
+        self.continuous = not discrete
+        self._action_space = action_space
+        self.num_actions = int(np.prod(action_space.shape)) if self.continuous else int(action_space.n)
         self._obs_shape = tuple(obs_space.shape)
         self._vectors: dict[int, list] = {}  # batch size -> [vector env, reset yet]
-        self.action_names = [str(i) for i in range(self.num_actions)]
+        self.action_names = None if self.continuous else [str(i) for i in range(self.num_actions)]
 
     @property
     def name(self) -> str:
@@ -83,7 +87,10 @@ class GymnasiumEnv:
     def default_params(self) -> environment.EnvParams:
         return environment.EnvParams(max_steps_in_episode=self.max_episode_steps)
 
-    def action_space(self, params=None) -> spaces.Discrete:
+    def action_space(self, params=None):
+        if self.continuous:
+            box = self._action_space
+            return spaces.Box(np.asarray(box.low, np.float32), np.asarray(box.high, np.float32), tuple(box.shape), jnp.float32)
         return spaces.Discrete(self.num_actions)
 
     def observation_space(self, params=None) -> spaces.Box:
@@ -107,23 +114,26 @@ class GymnasiumEnv:
         return np.asarray(obs, np.float32)
 
     def _host_step(self, fresh, action):
-        """One step of the vector env of `action.size` envs (any leading shape: [n] or, under
+        """One step of the vector env of `fresh.size` envs (any leading shape: [n] or, under
         vmap, [R, n]); a reset instead where it has not been reset yet or `fresh` says so."""
-        lead = action.shape
-        flat = np.asarray(action).reshape(-1)
-        entry = self.vector(flat.size)
+        lead = fresh.shape
+        flat = np.asarray(action).reshape((-1,) + self._action_space.shape)
+        if self.continuous:
+            flat = flat.astype(self._action_space.dtype)
+        n = len(flat)
+        entry = self.vector(n)
         if not entry[1] or np.any(fresh):
-            obs = self._host_reset(flat.size)
-            false = np.zeros(flat.size, bool)
-            out = (obs, np.zeros(flat.size, np.float32), false, false, obs, np.ones(flat.size, bool))
+            obs = self._host_reset(n)
+            false = np.zeros(n, bool)
+            out = (obs, np.zeros(n, np.float32), false, false, obs, np.ones(n, bool))
         else:
             obs, reward, terminated, truncated, info = entry[0].step(flat)
             obs = np.asarray(obs, np.float32)
             final = obs.copy()
-            for i in np.flatnonzero(info.get("_final_obs", np.zeros(flat.size, bool))):
+            for i in np.flatnonzero(info.get("_final_obs", np.zeros(n, bool))):
                 final[i] = info["final_obs"][i]
             out = (obs, np.asarray(reward, np.float32), np.asarray(terminated, bool), np.asarray(truncated, bool), final,
-                   np.zeros(flat.size, bool))
+                   np.zeros(n, bool))
         return tuple(x.reshape(lead + x.shape[1:]) for x in out)
 
     # ---- the batched gymnax API ----------------------------------------------------------
@@ -137,12 +147,13 @@ class GymnasiumEnv:
         return obs, GymnasiumState(jnp.zeros((num_envs,), bool))
 
     def step_batch(self, key, state: GymnasiumState, action, params=None):
-        n = action.shape[0]
+        n = state.fresh.shape[0]
+        action = action.astype(jnp.float32 if self.continuous else jnp.int32)
         obs = jax.ShapeDtypeStruct((n,) + self._obs_shape, jnp.float32)
         flags = jax.ShapeDtypeStruct((n,), bool)
         shapes = (obs, jax.ShapeDtypeStruct((n,), jnp.float32), flags, flags, obs, flags)
         obs, reward, terminated, truncated, final, resetting = jax.pure_callback(
-            self._host_step, shapes, state.fresh, action.astype(jnp.int32), vmap_method="broadcast_all")
+            self._host_step, shapes, state.fresh, action, vmap_method="broadcast_all")
         info = {"final_observation": final, "resetting": resetting}
         return obs, GymnasiumState(jnp.zeros_like(state.fresh)), reward, terminated, truncated, info
 
