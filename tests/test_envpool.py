@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import read_rows, read_summary, train_run
+from conftest import launch, read_rows, read_summary, train_run
 from ppo_lab.errors import ConfigError
 
 pytest.importorskip("envpool", reason="needs the envpool extra: pip install -e '.[envpool]'")
@@ -79,7 +79,7 @@ def test_vmapped_seeds_own_their_slice_of_one_pool():
     states = jax.tree.map(lambda x: jnp.stack([x, x]), state)
     actions = jnp.stack([jnp.zeros((steps, n), jnp.int32), jnp.ones((steps, n), jnp.int32)])
     both = jax.device_get(jax.jit(jax.vmap(run))(states, actions))
-    assert 2 * n in env2._pools  # one pool of seeds x envs
+    assert (0, 2 * n) in env2._pools  # one pool of seeds x envs
     np.testing.assert_array_equal(both[0], alone)
     assert not np.array_equal(both[1], alone)
 
@@ -147,3 +147,19 @@ def test_coinrun_trains_end_to_end_with_a_small_impala(tmp_path):
     assert summary["status"] == "completed" and summary["updates"] == 2
     assert len(read_rows(run_dir)) == 2 and list((run_dir / "checkpoints").glob("ckpt_*.json"))
     assert set(summary["eval"]) >= {"episode_return", "episode_length"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_seeds_on_two_devices_step_a_pool_each(tmp_path):
+    """hardware.host_devices=2, 2 seeds: one seed per device, each device stepping its own pool
+    (picked in the one compiled program by the device's index); a seed's envs are seeded as on
+    one device, so its first update's episodes match a one-device run's."""
+    common = TINY[:-1] + ["num_seeds=2", "ppo.total_timesteps=64", "train.chunk_updates=1"]
+    launch(common + ["hardware.host_devices=2"], tmp_path / "two")
+    launch(common + ["hardware.host_devices=1"], tmp_path / "one")
+    summary = read_summary(tmp_path / "two")
+    assert summary["status"] == "completed" and summary["layout"]["num_devices"] == 2, summary.get("layout")
+    first = {d: {r["seed"]: r for r in read_rows(tmp_path / d) if r["update"] == "1"} for d in ("one", "two")}
+    for seed in ("0", "1"):  # the reset step and the policy's first actions: same episodes ended
+        assert first["two"][seed]["train/num_episodes"] == first["one"][seed]["train/num_episodes"]

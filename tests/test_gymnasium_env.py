@@ -59,7 +59,7 @@ def test_vmapped_seeds_own_their_slice():
     env2, _ = _env()
     actions = jnp.stack([jnp.zeros((20, 2), jnp.int32), jnp.ones((20, 2), jnp.int32)])
     both = _run(env2, params, 2, actions, vmapped=True)[0]
-    assert 4 in env2._vectors
+    assert (0, 4) in env2._vectors
     np.testing.assert_array_equal(both[0], alone)
     assert not np.array_equal(both[1], alone)
 

@@ -14,7 +14,7 @@ from ppo_lab.errors import ConfigError
 from ppo_lab.envs.make import make_env
 from ppo_lab.networks import ActorCritic, conv_for_platform
 from ppo_lab.ppo.autoscale import apply_auto_scale
-from ppo_lab.ppo.parallel import Layout, choose_layout
+from ppo_lab.ppo.parallel import AXIS, Layout, choose_layout
 from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.train import Trainer, make_trainer
 
@@ -62,13 +62,9 @@ def build(cfg: RunConfig, num_devices: int) -> Components:
         parts.load(f"env.evaluations.{name}", path)
     ppo = apply_auto_scale(cfg.ppo)
     recurrent = cfg.network.is_recurrent
-    requested = cfg.hardware.layout
-    if getattr(env, "single_device", False) and num_devices > 1:
-        # EnvPool: one compiled program steps one C++ pool, so every replica sits on one device
-        # (ppo_lab/envs/envpool_env/adapter.py); the pool's own threads use the cores.
-        log.info("%s steps its envs in one pool: all replicas on one device", getattr(env, "name", cfg.env.name))
-        requested = "single"
-    layout = choose_layout(cfg.num_seeds, ppo, num_devices, requested, sequences=recurrent)
+    layout = choose_layout(cfg.num_seeds, ppo, num_devices, cfg.hardware.layout, sequences=recurrent)
+    if hasattr(env, "place"):  # EnvPool, Gymnasium: envs outside JAX, one pool per device of the layout
+        env.place(layout.num_devices, AXIS)
     if recurrent and layout.envs_per_replica % ppo.num_minibatches:
         # Before any compile: a recurrent policy's minibatches are whole env sequences.
         raise ConfigError("ppo.num_minibatches", ppo.num_minibatches,

@@ -9,13 +9,14 @@ of envs instead of gymnax's per-env `reset` / `step`.
 Pools, seeds and devices. The FFI call names its C++ pool by a constant baked into the compiled
 program, so the pool cannot be chosen per vmapped replica, and it has no vmap rule of its own.
 `step_batch` therefore carries one (`jax.custom_batching.custom_vmap`): under `vmap` over
-R seeds of n envs each it steps ONE pool of R x n envs and slices its results per seed (seed r
-owns envs r*n .. r*n+n-1; each env seeded `env.seed` + its place in the pool). Pools are made
-on first use, one per batch size, when the step is traced (`custom_vmap` also traces the
-unbatched step, which makes an idle pool of n envs beside the one of R x n). Because the same compiled program
-runs on every device of a `shard_map`, two devices would step the same pool: an EnvPool run
-keeps its replicas on one device (`single_device`; `ppo_lab.run.build`), and EnvPool's own
-threads use the cores. Evaluation uses its own pool (`for_evaluation`), reset on the host at
+R seeds of n envs it steps ONE pool of R x n envs and slices its results per seed (seed r
+owns envs r*n .. r*n+n-1). Across devices (`place`: the run's layout, seeds or one seed's envs
+split over a `shard_map` mesh) every device steps a pool of its own: the one compiled program
+picks it with `lax.switch` on the device's index along the mesh axis. Env k of device d's pool
+of size m is seeded `env.seed` + d*m + k, so a seed's envs are seeded the same on any number of
+devices. Pools are made on first use, one per (device, batch size), when the step is traced
+(`custom_vmap` also traces the unbatched step, which makes an idle pool of n envs per device
+beside the one of R x n). Evaluation uses its own pool (`for_evaluation`), reset on the host at
 the start of every evaluation.
 
 Auto-reset. EnvPool resets an env on the step AFTER its episode ended: that step ignores the
@@ -73,7 +74,6 @@ class EnvPoolEnv:
     """A pool of EnvPool envs behind the lab's batched-env API; see the module docstring."""
 
     batched = True  # steps whole batches: reset_batch / step_batch (ppo.rollout.batched_step)
-    single_device = True  # one compiled program steps one pool: replicas stay on one device
 
     def __init__(self, task_id: str, *, num_threads: int | None, seed: int, make_kwargs: Mapping,
                  image_scale: bool, reset_on_host: bool = False):
@@ -104,7 +104,8 @@ class EnvPoolEnv:
         self._raw_shape, self._raw_dtype = tuple(obs_space.shape), np.dtype(obs_space.dtype)
         self._image = len(self._raw_shape) == 3
         self._obs_shape = self._raw_shape[1:] + self._raw_shape[:1] if self._image else self._raw_shape
-        self._pools: dict[int, tuple] = {}  # batch size -> (pool, xla step)
+        self._pools: dict[tuple[int, int], tuple] = {}  # (device, batch size) -> (pool, xla step)
+        self.num_devices, self.axis_name = 1, None  # `place`
         self._step = self._make_step()
         self.action_names = None if self.continuous else [str(i) for i in range(self.num_actions)]
 
@@ -131,14 +132,19 @@ class EnvPoolEnv:
         return EnvPoolEnv(self.task_id, num_threads=self.num_threads, seed=self.seed + EVAL_SEED_OFFSET,
                           make_kwargs=self.make_kwargs, image_scale=self.image_scale, reset_on_host=True)
 
+    def place(self, num_devices: int, axis_name: str) -> None:
+        """Step a pool per device of a `shard_map` over `num_devices` devices along `axis_name`
+        (`ppo_lab.run.build`, from the run's layout); one device: one pool, no axis needed."""
+        self.num_devices, self.axis_name = num_devices, axis_name
+
     # ---- pools ---------------------------------------------------------------------------
-    def pool(self, size: int):
-        """`(pool, xla step)` of `size` envs, made on first use (when a step is traced)."""
-        if size not in self._pools:
-            pool = envpool.make_gymnasium(self.task_id, num_envs=size, batch_size=size, seed=self.seed,
+    def pool(self, size: int, device: int = 0):
+        """`(pool, xla step)` of `size` envs for `device`, made on first use (when a step is traced)."""
+        if (device, size) not in self._pools:
+            pool = envpool.make_gymnasium(self.task_id, num_envs=size, batch_size=size, seed=self.seed + device * size,
                                           num_threads=min(self.num_threads, size), **self.make_kwargs)
-            self._pools[size] = (pool, pool.xla()[3])
-        return self._pools[size]
+            self._pools[device, size] = (pool, pool.xla()[3])
+        return self._pools[device, size]
 
     def _observe(self, raw):
         obs = raw.astype(jnp.float32)
@@ -147,8 +153,14 @@ class EnvPoolEnv:
         return jnp.moveaxis(obs, -3, -1) if self._image else obs
 
     def _call(self, handle, action):
-        """One step of the pool of `len(action)` envs, results in env order."""
-        _, xla_step = self.pool(action.shape[0])
+        """One step of this device's pool of `len(action)` envs, results in env order."""
+        if self.num_devices == 1:
+            return self._call_on(0, handle, action)
+        branches = [lambda h, a, d=d: self._call_on(d, h, a) for d in range(self.num_devices)]
+        return jax.lax.switch(jax.lax.axis_index(self.axis_name), branches, handle, action)
+
+    def _call_on(self, device: int, handle, action):
+        _, xla_step = self.pool(action.shape[0], device)
         action = action.astype(self._action_space.dtype if self.continuous else jnp.int32)
         handle, (obs, reward, terminated, truncated, info) = xla_step(handle, action)
         order = jnp.argsort(info["env_id"])  # sync mode returns env order; sorting makes sure

@@ -8,10 +8,12 @@ outside JAX"); it is the way in for an env that exists only in Python. Like EnvP
 is a *batched* env (`reset_batch` / `step_batch`, `ppo_lab.ppo.rollout.batched_step`).
 
 Seeds and devices: the callback is batched (`vmap_method="broadcast_all"`): under `vmap` over R
-seeds of n envs it receives [R, n] actions and steps ONE vector env of R x n envs (made on first
-use, one per batch size; env k seeded `env.seed` + k), so each seed owns its slice. The host
-call cannot tell devices apart, so a run keeps its replicas on one device (`single_device`).
-Evaluation uses vector envs of its own, reset at the start of every evaluation.
+seeds of n envs it receives [R, n] actions and steps ONE vector env of R x n envs, so each seed
+owns its slice. Across the devices of a `shard_map` (`place`), each device's call passes its
+index along the mesh axis and steps a vector env of its own. Vector envs are made on first use,
+one per (device, batch size); env k of device d's vector env of size m is seeded
+`env.seed` + d*m + k. Evaluation uses vector envs of its own, reset at the start of every
+evaluation.
 
 Episodes: the vector env auto-resets in the same step (`AutoresetMode.SAME_STEP`): the step
 that ends an episode returns the next episode's first observation, and the episode's last one
@@ -57,7 +59,6 @@ class GymnasiumEnv:
     """Gymnasium envs in a vector env behind the lab's batched-env API (module docstring)."""
 
     batched = True  # steps whole batches: reset_batch / step_batch (ppo.rollout.batched_step)
-    single_device = True  # the host call cannot tell devices apart: replicas stay on one device
 
     def __init__(self, factory: Callable[[], gymnasium.Env], label: str, *, seed: int, max_episode_steps: int | None,
                  reset_on_host: bool = False):
@@ -76,7 +77,8 @@ class GymnasiumEnv:
         self._action_space = action_space
         self.num_actions = int(np.prod(action_space.shape)) if self.continuous else int(action_space.n)
         self._obs_shape = tuple(obs_space.shape)
-        self._vectors: dict[int, list] = {}  # batch size -> [vector env, reset yet]
+        self._vectors: dict[tuple[int, int], list] = {}  # (device, batch size) -> [vector env, reset yet]
+        self.num_devices, self.axis_name = 1, None  # `place`
         self.action_names = None if self.continuous else [str(i) for i in range(self.num_actions)]
 
     @property
@@ -101,29 +103,37 @@ class GymnasiumEnv:
         return GymnasiumEnv(self.factory, self.label, seed=self.seed + EVAL_SEED_OFFSET,
                             max_episode_steps=self.max_episode_steps, reset_on_host=True)
 
-    # ---- the host side -------------------------------------------------------------------
-    def vector(self, size: int) -> list:
-        if size not in self._vectors:
-            self._vectors[size] = [SyncVectorEnv([self.factory] * size, autoreset_mode=AutoresetMode.SAME_STEP), False]
-        return self._vectors[size]
+    def place(self, num_devices: int, axis_name: str) -> None:
+        """A vector env per device of a `shard_map` over `num_devices` devices along `axis_name`."""
+        self.num_devices, self.axis_name = num_devices, axis_name
 
-    def _host_reset(self, size: int) -> np.ndarray:
-        entry = self.vector(size)
-        obs, _ = entry[0].reset(seed=self.seed)
+    def _device(self):
+        return jnp.int32(0) if self.num_devices == 1 else jax.lax.axis_index(self.axis_name).astype(jnp.int32)
+
+    # ---- the host side -------------------------------------------------------------------
+    def vector(self, size: int, device: int = 0) -> list:
+        if (device, size) not in self._vectors:
+            vector = SyncVectorEnv([self.factory] * size, autoreset_mode=AutoresetMode.SAME_STEP)
+            self._vectors[device, size] = [vector, False]
+        return self._vectors[device, size]
+
+    def _host_reset(self, size: int, device: int = 0) -> np.ndarray:
+        entry = self.vector(size, device)
+        obs, _ = entry[0].reset(seed=self.seed + device * size)
         entry[1] = True
         return np.asarray(obs, np.float32)
 
-    def _host_step(self, fresh, action):
+    def _host_step(self, device, fresh, action):
         """One step of the vector env of `fresh.size` envs (any leading shape: [n] or, under
         vmap, [R, n]); a reset instead where it has not been reset yet or `fresh` says so."""
         lead = fresh.shape
         flat = np.asarray(action).reshape((-1,) + self._action_space.shape)
         if self.continuous:
             flat = flat.astype(self._action_space.dtype)
-        n = len(flat)
-        entry = self.vector(n)
+        n, device = len(flat), int(np.asarray(device).reshape(-1)[0])  # under vmap: one per replica, all alike
+        entry = self.vector(n, device)
         if not entry[1] or np.any(fresh):
-            obs = self._host_reset(n)
+            obs = self._host_reset(n, device)
             false = np.zeros(n, bool)
             out = (obs, np.zeros(n, np.float32), false, false, obs, np.ones(n, bool))
         else:
@@ -153,7 +163,7 @@ class GymnasiumEnv:
         flags = jax.ShapeDtypeStruct((n,), bool)
         shapes = (obs, jax.ShapeDtypeStruct((n,), jnp.float32), flags, flags, obs, flags)
         obs, reward, terminated, truncated, final, resetting = jax.pure_callback(
-            self._host_step, shapes, state.fresh, action, vmap_method="broadcast_all")
+            self._host_step, shapes, self._device(), state.fresh, action, vmap_method="broadcast_all")
         info = {"final_observation": final, "resetting": resetting}
         return obs, GymnasiumState(jnp.zeros_like(state.fresh)), reward, terminated, truncated, info
 
