@@ -10,17 +10,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import launch, read_rows, read_summary, train_run
+from conftest import launch, network_config, ppo_config, read_rows, read_summary, train_run
 from ppo_lab.errors import ConfigError
+from ppo_lab.networks import ActorCritic
+from ppo_lab.ppo.rollout import batched_reset, batched_step
+from ppo_lab.ppo.train import make_trainer
 
 pytest.importorskip("envpool", reason="needs the envpool extra: pip install -e '.[envpool]'")
 
 from ppo_lab.envs.envpool_env.adapter import build  # noqa: E402
-from ppo_lab.ppo.rollout import batched_reset, batched_step  # noqa: E402
-from ppo_lab.ppo.train import make_trainer  # noqa: E402
-
-from conftest import network_config, ppo_config  # noqa: E402
-from ppo_lab.networks import ActorCritic  # noqa: E402
 
 CFG = {"name": "envpool", "id": "CartPole-v1", "num_threads": 1, "seed": 3, "make_kwargs": {}, "image_scale": True}
 

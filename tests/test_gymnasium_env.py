@@ -11,11 +11,11 @@ import pytest
 
 from conftest import read_rows, train_run
 from ppo_lab.errors import ConfigError
+from ppo_lab.ppo.rollout import batched_reset, batched_step
 
 pytest.importorskip("gymnasium", reason="needs gymnasium: pip install -e '.[gymnasium]'")
 
 from ppo_lab.envs.gymnasium_env.adapter import build  # noqa: E402
-from ppo_lab.ppo.rollout import batched_reset, batched_step  # noqa: E402
 
 CFG = {"name": "gymnasium", "id": "CartPole-v1", "seed": 5, "make_kwargs": {}, "max_steps": None}
 
