@@ -342,7 +342,7 @@ def validate_network(s: Mapping) -> NetworkConfig:
     _require("squash" in s, "network.squash", None, "a value (the key is missing)")
     _require(s["squash"] in SQUASHES, "network.squash", s["squash"], f"one of {list(SQUASHES)} (continuous actions)")
     torso = {k: v for k, v in s.items() if k not in NETWORK_KEYS}
-    for key in ("hidden_sizes", "conv_channels"):
+    for key in ("hidden_sizes", "conv_channels", "stack_channels"):
         if key in torso:
             sizes = torso[key] = tuple(torso[key])
             _require(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in sizes),

@@ -207,6 +207,44 @@ class CNNTorso(nn.Module):
         return act(_dense(self.dense_size, np.sqrt(2), self.dtype)(x))
 
 
+class ImpalaResidual(nn.Module):
+    """relu -> conv -> relu -> conv, plus the input (IMPALA's residual block)."""
+    channels: int
+    conv: str = "im2col"
+    dtype: Any = None
+
+    @nn.compact
+    def __call__(self, x):
+        y = Conv3x3(self.channels, self.conv, self.dtype)(nn.relu(x))
+        return x + Conv3x3(self.channels, self.conv, self.dtype)(nn.relu(y))
+
+
+class ImpalaTorso(nn.Module):
+    """The IMPALA CNN (Espeholt et al. 2018; the Procgen paper's network, `network=impala`): per
+    stack a 3x3 conv, a 3x3 max pool of stride 2 and two residual blocks; then relu, flatten and
+    one dense layer. Input NHWC. Convolutions by `conv`, as the reference CNN's (`Conv3x3`)."""
+    stack_channels: Sequence[int]
+    dense_size: int
+    activation: str
+    conv: str = "im2col"
+    dtype: Any = None
+
+    @property
+    def features(self) -> int:
+        """The width of what the torso returns."""
+        return self.dense_size
+
+    @nn.compact
+    def __call__(self, x):
+        for channels in self.stack_channels:
+            x = Conv3x3(channels, self.conv, self.dtype)(x)
+            x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+            x = ImpalaResidual(channels, self.conv, self.dtype)(x)
+            x = ImpalaResidual(channels, self.conv, self.dtype)(x)
+        x = nn.relu(x).reshape((x.shape[0], -1))
+        return ACTIVATIONS[self.activation](_dense(self.dense_size, np.sqrt(2), self.dtype)(x))
+
+
 def _torso(cfg: NetworkConfig, name: str, conv: str, dtype) -> nn.Module:
     """The torso `conf/network/<kind>.yaml` names (`_target_`), with its own keys; a torso that
     has a `conv` field (the CNN) gets the hardware's convolution."""

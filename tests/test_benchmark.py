@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from conftest import ROOT, launch, read_summary
+from ppo_lab.bench.configs import env_overrides, known_env
 
 pytestmark = pytest.mark.slow
 
@@ -124,3 +125,30 @@ def test_side_by_side_says_why_it_is_skipped(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=110, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "no purejaxrl/ppo.py" in json.loads(out.read_text())["skipped"] and "skipped" in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_envpool_threads_sequential_and_parallel(tmp_path):
+    """`--envs envpool:<task>`: env-only and training steps/s per thread count (1 and all cores)
+    under the env's entry; `--no-processes` skips the timed runs."""
+    pytest.importorskip("envpool", reason="needs the envpool extra")
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "benchmark", "--quick", "--no-processes",
+                           "--envs", "envpool:CartPole-v1", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=290)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(out.read_text())
+    entry = result["envs"]["envpool:CartPole-v1"]
+    assert entry["overrides"][:2] == ["env=envpool", "env.id=CartPole-v1"]
+    threads = sorted({"1", str(result["machine"]["cores"])}, key=int)
+    for key in ("env_sps_threads", "train_sps_threads"):
+        assert list(entry[key]) == threads and all(_positive(v) for v in entry[key].values()), entry[key]
+        assert result["envpool:CartPole-v1"][key] == entry[key]
+    assert "timed_threads" not in entry and "threads ->" in proc.stdout
+
+
+def test_a_family_task_selects_its_experiment_or_the_family():
+    assert env_overrides("envpool:CoinrunEasy-v0") == ["experiment=coinrun"]  # the task's own preset
+    assert env_overrides("gymnasium:Acrobot-v1") == ["env=gymnasium", "env.id=Acrobot-v1"]
+    assert known_env("envpool:Pong-v5") and not known_env("nosuchfamily:Pong-v5")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab.config import CONF_DIR
 
@@ -15,15 +15,43 @@ from ppo_lab.config import CONF_DIR
 FALLBACK_OVERRIDES = {"foraging": ["env=foraging", "reward=ground_truth"]}
 
 
+def family_task(name: str) -> tuple[str, str] | None:
+    """`envpool:CoinrunEasy-v0` -> ("envpool", "CoinrunEasy-v0"): an env family's task by id;
+    None for a plain name."""
+    family, sep, task = name.partition(":")
+    return (family, task) if sep and family and task else None
+
+
+def experiment_for_task(family: str, task: str) -> str | None:
+    """The experiment whose env is `family` with `env.id: task` (e.g. coinrun for
+    envpool:CoinrunEasy-v0), read from the YAML files without composing; None if none is."""
+    for path in sorted((CONF_DIR / "experiment").glob("*.yaml")):
+        cfg = OmegaConf.load(path)
+        defaults = [d for d in (cfg.get("defaults") or []) if isinstance(d, (dict, DictConfig))]
+        env_choice = next((v for d in defaults for k, v in d.items() if k.endswith("/env")), None)
+        if env_choice == family and OmegaConf.select(cfg, "env.id") == task:
+            return path.stem
+    return None
+
+
 def env_overrides(name: str) -> list[str]:
-    """How the suite selects an env: its experiment config if there is one, else env=<name>."""
+    """How the suite selects an env: its experiment config if there is one, else env=<name>;
+    `family:id` (e.g. envpool:CoinrunEasy-v0): the experiment of that task, else env=family env.id=id."""
+    task = family_task(name)
+    if task is not None:
+        experiment = experiment_for_task(*task)
+        return [f"experiment={experiment}"] if experiment else [f"env={task[0]}", f"env.id={task[1]}"]
     if (CONF_DIR / "experiment" / f"{name}.yaml").exists():
         return [f"experiment={name}"]
     return list(FALLBACK_OVERRIDES.get(name, [f"env={name}"]))
 
 
 def known_env(name: str) -> bool:
-    """Whether `name` is an env the suite can select: an experiment or a `conf/env` option."""
+    """Whether `name` is an env the suite can select: an experiment or a `conf/env` option (or
+    `family:id` of one)."""
+    task = family_task(name)
+    if task is not None:
+        return (CONF_DIR / "env" / f"{task[0]}.yaml").exists()
     return any((CONF_DIR / group / f"{name}.yaml").exists() for group in ("experiment", "env"))
 
 

@@ -59,6 +59,7 @@ import jax
 import jax.numpy as jnp
 
 from ppo_lab.bench import accel, sidebyside
+from ppo_lab.analysis.compare import compare as compare_runs
 from ppo_lab.bench.configs import compose, env_overrides, known_env
 from ppo_lab.config import CONF_DIR, validate
 from ppo_lab.hardware import host_core_count, start_jax
@@ -75,10 +76,10 @@ DEFAULT_ENVS = ("cartpole", "foraging")
 SIZES = {
     "full": dict(min_s=2.0, train_chunk=1, env_overrides=[],
                  seed_timesteps=500_000, seeds16_timesteps=500_000, devices_seeds=4, devices_timesteps=250_000,
-                 compile_timesteps=16 * 128 * 4, purejaxrl_timesteps=500_000, chunk_updates=25),
+                 compile_timesteps=16 * 128 * 4, purejaxrl_timesteps=500_000, chunk_updates=25, timed_min=1.0),
     "quick": dict(min_s=0.3, train_chunk=1, env_overrides=["ppo.num_envs=8", "ppo.num_steps=16", "ppo.update_epochs=1", "ppo.num_minibatches=1"],
                   seed_timesteps=16 * 128 * 8, seeds16_timesteps=16 * 128 * 8, devices_seeds=2, devices_timesteps=16 * 128 * 8,
-                  compile_timesteps=16 * 128 * 2, purejaxrl_timesteps=4 * 128 * 16, chunk_updates=4),
+                  compile_timesteps=16 * 128 * 2, purejaxrl_timesteps=4 * 128 * 16, chunk_updates=4, timed_min=0.05),
 }
 BAR = {"seeds16_speedup": 3.0, "devices2_speedup": 1.3, "compile_cache_speedup": 3.0}
 
@@ -134,7 +135,7 @@ def env_only_rollout(env, env_params, num_envs: int, num_steps: int, env_state, 
     return rollout(batched_step(env, env_params, num_envs), random_policy, env_state, obs, key, num_steps, record=keep)
 
 
-def measure_env(name: str, extra: list[str], size: dict) -> dict:
+def measure_env(name: str, extra: list[str], size: dict, with_rollout: bool = True) -> dict:
     overrides = env_overrides(name) + list(size["env_overrides"]) + list(extra) + ["num_seeds=1", "ppo.auto_scale=false"]
     resolved = compose(overrides)
     cfg = validate(resolved)
@@ -155,8 +156,11 @@ def measure_env(name: str, extra: list[str], size: dict) -> dict:
         raise ValueError(f"{name}: ppo.total_timesteps gives {trainer.num_updates} updates, fewer than {k}")
 
     env_compile, env_sps = timed_calls(env_only, (env_state, obs, key), n * steps, size["min_s"])
-    roll_compile, rollout_sps = timed_calls(trainer.rollout, (learner,), n * steps, size["min_s"])
     train_compile, train_sps = timed_calls(trainer.chunk, (learner, start), k * ppo.batch_size, size["min_s"])
+    if not with_rollout:
+        return {"overrides": overrides, "env_sps": env_sps, "train_sps": train_sps,
+                "compile_s": {"env": env_compile, "train_chunk": train_compile}}
+    roll_compile, rollout_sps = timed_calls(trainer.rollout, (learner,), n * steps, size["min_s"])
     t_env, t_roll, t_train = 1 / env_sps, 1 / rollout_sps, 1 / train_sps
     return {
         "overrides": overrides,
@@ -169,6 +173,38 @@ def measure_env(name: str, extra: list[str], size: dict) -> dict:
                        "update": max(t_train - t_roll, 0.0) / t_train},
         "compile_s": {"env": env_compile, "rollout": roll_compile, "train_chunk": train_compile},
     }
+
+
+def threaded_env(name: str) -> bool:
+    """Whether the env steps in worker threads of its own (`env.num_threads`: EnvPool)."""
+    return "num_threads" in (compose(env_overrides(name))["env"] or {})
+
+
+def measure_threads(name: str, all_cores: dict, extra: list[str], size: dict, cores: int) -> dict:
+    """Sequential against parallel stepping of an env with worker threads (EnvPool): env-only
+    and training steps/s with 1 thread, and with all cores (`all_cores`: the main measurement,
+    taken at env.num_threads=cores), as thread count -> steps/s."""
+    env_sps, train_sps = {str(cores): all_cores["env_sps"]}, {str(cores): all_cores["train_sps"]}
+    if cores > 1:
+        one = measure_env(name, list(extra) + ["env.num_threads=1"], size, with_rollout=False)
+        env_sps["1"], train_sps["1"] = one["env_sps"], one["train_sps"]
+    order = lambda d: dict(sorted(d.items(), key=lambda kv: int(kv[0])))  # noqa: E731
+    return {"env_sps_threads": order(env_sps), "train_sps_threads": order(train_sps)}
+
+
+def timed_thread_runs(launcher: "Launcher", name: str, cores: int, minutes: float) -> dict:
+    """One timed training run (`train.duration_min`) per thread count (1 and all cores) in fresh
+    processes: their run directories, and `ppo-lab compare` of them (also kept in the JSON)."""
+    dirs, labels = [], []
+    for threads in sorted({1, cores}):
+        label = f"{name.replace(':', '_')}_threads{threads}"
+        launcher.run(label, env_overrides(name) + [f"env.num_threads={threads}", f"train.duration_min={minutes}",
+                                                   "num_seeds=1"], None)
+        dirs.append(launcher.last_dir)
+        labels.append(f"threads={threads}")
+    records = compare_runs(dirs, labels)
+    return {"run_dirs": [str(d) for d in dirs], "compare": records,
+            "compare_command": "ppo-lab compare " + " ".join(str(d) for d in dirs) + " --labels " + ",".join(labels)}
 
 
 def measure_recurrent(name: str, feed_forward: dict, extra: list[str], size: dict) -> dict:
@@ -190,7 +226,7 @@ class Launcher:
 
     def run(self, label: str, overrides: list[str], cache: Path | None) -> dict:
         self.count += 1
-        run_dir = self.workdir / f"{self.count:02d}_{label}"
+        run_dir = self.last_dir = self.workdir / f"{self.count:02d}_{label}"
         cache_arg = f"hardware.compilation_cache_dir={cache}" if cache else "hardware.compilation_cache_dir=null"
         cmd = [sys.executable, str(PROJECT_ROOT / "launch.py"), *overrides, *self.extra, "benchmark=true",
                cache_arg, f"hydra.run.dir={run_dir}"]
@@ -283,6 +319,12 @@ def format_table(result: dict) -> str:
         lines.append(f"{name:<10} {r['num_envs']:>8} {_fmt(r['env_sps']):>12} {_fmt(r['rollout_sps']):>12} "
                      f"{_fmt(r['train_sps']):>10} {r['train_over_rollout']:>10.3f} {r['rollout_over_env']:>9.4f}  "
                      f"{share['env']:.1%} / {share['policy']:.1%} / {share['update']:.1%}")
+    for name, r in result["envs"].items():
+        if "env_sps_threads" in r:
+            lines.append(f"{name:<10} threads -> env sps " + ", ".join(f"{t}: {_fmt(v)}" for t, v in r["env_sps_threads"].items())
+                         + " | train sps " + ", ".join(f"{t}: {_fmt(v)}" for t, v in r["train_sps_threads"].items()))
+        if "timed_threads" in r:
+            lines.append(f"{'':<10} timed runs: {r['timed_threads']['compare_command']}")
     for name, r in (result.get("recurrent") or {}).items():
         lines.append(f"{name:<10} GRU vs feed-forward: train sps {_fmt(r['gru_train_sps'])} vs {_fmt(r['mlp_train_sps'])} "
                      f"({r['gru_over_mlp_train']:.2f}x), rollout sps {_fmt(r['gru_rollout_sps'])} vs "
@@ -357,24 +399,40 @@ def main(argv=None) -> int:
     devices = start_jax({**hw, "host_devices": 1, "compilation_cache_dir": None})
 
     result: dict = {"quick": args.quick, "sizes": size, "machine": machine_info(devices), "overrides": args.overrides, "envs": {}}
+    cores = host_core_count()
+    threaded = []
     for name in available_envs([e for e in args.envs.split(",") if e]):
         print(f"[benchmark] {name}: env / rollout / train steps/s in this process ...", file=sys.stderr)
-        result["envs"][name] = r = measure_env(name, list(args.overrides), size)
-        result[name] = {k: r[k] for k in ("env_sps", "rollout_sps", "train_sps", "train_over_rollout", "rollout_over_env")}
+        if threaded_env(name):  # EnvPool: all cores, then 1 thread (sequential vs parallel)
+            threaded.append(name)
+            result["envs"][name] = r = measure_env(name, list(args.overrides) + [f"env.num_threads={cores}"], size)
+            print(f"[benchmark] {name}: env-only and train steps/s with 1 thread ...", file=sys.stderr)
+            r.update(measure_threads(name, r, list(args.overrides), size, cores))
+        else:
+            result["envs"][name] = r = measure_env(name, list(args.overrides), size)
+        result[name] = {k: r[k] for k in ("env_sps", "rollout_sps", "train_sps", "train_over_rollout", "rollout_over_env",
+                                          "env_sps_threads", "train_sps_threads") if k in r}
+        if name in threaded:
+            continue  # its network is an experiment's choice; the GRU comparison is CartPole's and foraging's
         print(f"[benchmark] {name}: the same with a GRU (network.recurrent=gru) ...", file=sys.stderr)
         result.setdefault("recurrent", {})[name] = measure_recurrent(name, r, list(args.overrides), size)
 
     if not args.no_processes:
         workdir = Path(tempfile.mkdtemp(prefix="ppo_lab_bench_"))
         try:
-            print(f"[benchmark] fresh-process runs (CartPole) in {workdir} ...", file=sys.stderr)
             launcher = Launcher(workdir, base_env, list(args.overrides), args.verbose)
+            for name in threaded:
+                print(f"[benchmark] {name}: timed runs ({size['timed_min']} min) with 1 thread and {cores} ...", file=sys.stderr)
+                result["envs"][name]["timed_threads"] = timed_thread_runs(launcher, name, cores, size["timed_min"])
+            print(f"[benchmark] fresh-process runs (CartPole) in {workdir} ...", file=sys.stderr)
             result.update(measure_processes(launcher, size, devices[0].platform == "cpu"))
         finally:
             if args.keep:
                 print(f"[benchmark] kept {workdir}", file=sys.stderr)
             else:
                 shutil.rmtree(workdir, ignore_errors=True)
+                for name in threaded:  # the comparison stays in the JSON; the directories only with --keep
+                    result["envs"][name].get("timed_threads", {})["run_dirs_removed"] = "kept only with --keep"
         result["bar"] = {
             k: {"value": result.get(k), "bar": v, "pass": result.get(k) is not None and result[k] >= v} for k, v in BAR.items()
         }

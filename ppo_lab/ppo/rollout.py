@@ -58,7 +58,10 @@ class Rollout(NamedTuple):
 
 
 def batched_step(env, env_params, num_envs: int) -> Callable:
-    """`env.step` over `num_envs` envs, one key each split from the step's key."""
+    """`env.step` over `num_envs` envs, one key each split from the step's key. A batched env
+    (`env.batched`: EnvPool, Gymnasium; `ppo_lab.envs.make`) steps the whole batch itself."""
+    if getattr(env, "batched", False):
+        return lambda key, env_state, action: env.step_batch(key, env_state, action, env_params)
     vstep = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
     def step(key, env_state, action):
@@ -80,6 +83,8 @@ def batched_mask(env, env_params) -> Callable | None:
 
 def batched_reset(env, env_params, key, num_envs: int):
     """`(obs, env_state)` of `num_envs` envs, one key each split from `key`."""
+    if getattr(env, "batched", False):
+        return env.reset_batch(key, env_params, num_envs)
     return jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, num_envs), env_params)
 
 

@@ -68,6 +68,10 @@ class Transition(NamedTuple):
     mask: jax.Array | None = None  # bool [num_actions]: valid actions at `obs` (None: the env has no mask)
     obs_cast: Any = None  # obs_storage.cast_stats of this step (None: observations stored as float32)
     reset: jax.Array | None = None  # recurrent: the state was zeroed before this step (None: feed-forward)
+    # 1.0, or 0.0 where the env spent the step resetting (`info["resetting"]`: EnvPool resets on
+    # the step after an episode ends, ignoring the action): such a step weighs nothing in the
+    # update. None: the env never does that.
+    weight: jax.Array | None = None
 
 
 def make_optimizer(ppo: PPOConfig, num_updates: int) -> optax.GradientTransformation:
@@ -167,6 +171,11 @@ def make_trainer(
             ep_return, ep_length = counters
             reward = step.reward.astype(jnp.float32)
             done = jnp.logical_or(step.terminated, step.truncated)
+            # A reset step (EnvPool's, `info["resetting"]`) belongs to no episode: it starts the
+            # counters afresh (an episode cut off by a resume's new envs is dropped, not counted).
+            resetting = step.info.get("resetting")
+            if resetting is not None:
+                ep_return, ep_length = jnp.where(resetting, 0.0, ep_return), jnp.where(resetting, -1, ep_length)
             ep_return = ep_return + reward
             ep_length = ep_length + 1
             log_prob, value, previous_final_value, reset = step.extras
@@ -188,6 +197,7 @@ def make_trainer(
                 mask=step.mask,
                 obs_cast=cast,
                 reset=reset,
+                weight=None if resetting is None else 1.0 - resetting.astype(jnp.float32),
             )
             cut_short = jnp.logical_and(step.truncated, jnp.logical_not(step.terminated))
             return (jnp.where(done, 0.0, ep_return), jnp.where(done, 0, ep_length)), (transition, cut_short, previous_final_value)
@@ -270,6 +280,7 @@ def make_trainer(
             entropy_floor=ppo.entropy_floor,
             entropy_floor_coef=ppo.entropy_floor_coef,
             value_loss=ppo.value_loss,
+            weights=traj.weight,
         )
         return terms.total, terms
 

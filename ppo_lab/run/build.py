@@ -14,7 +14,7 @@ from ppo_lab.errors import ConfigError
 from ppo_lab.envs.make import make_env
 from ppo_lab.networks import ActorCritic, conv_for_platform
 from ppo_lab.ppo.autoscale import apply_auto_scale
-from ppo_lab.ppo.parallel import Layout, choose_layout
+from ppo_lab.ppo.parallel import AXIS, Layout, choose_layout
 from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.train import Trainer, make_trainer
 
@@ -63,6 +63,8 @@ def build(cfg: RunConfig, num_devices: int) -> Components:
     ppo = apply_auto_scale(cfg.ppo)
     recurrent = cfg.network.is_recurrent
     layout = choose_layout(cfg.num_seeds, ppo, num_devices, cfg.hardware.layout, sequences=recurrent)
+    if hasattr(env, "place"):  # EnvPool, Gymnasium: envs outside JAX, one pool per device of the layout
+        env.place(layout.num_devices, AXIS)
     if recurrent and layout.envs_per_replica % ppo.num_minibatches:
         # Before any compile: a recurrent policy's minibatches are whole env sequences.
         raise ConfigError("ppo.num_minibatches", ppo.num_minibatches,

@@ -72,8 +72,11 @@ def episode_cap(cfg, env_params) -> int:
 
 
 def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict[str, list[float]]:
-    """metric -> one value per seed (in the order of `cfg.seeds`)."""
+    """metric -> one value per seed (in the order of `cfg.seeds`). An env whose envs live
+    outside JAX (EnvPool) evaluates on envs of its own (`env.for_evaluation()`)."""
     cap = episode_cap(cfg, env_params)
+    outside_jax = hasattr(env, "for_evaluation")
+    env = env.for_evaluation() if outside_jax else env
     dist = for_env(env, env_params, cfg.network.squash)  # greedy: argmax, or the Gaussian's mean
 
     def episodes(params, key):
@@ -86,6 +89,8 @@ def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict
     results: dict[str, list[float]] = {}
     for seed, params in zip(cfg.seeds, params_per_seed):
         key = eval_key(seed)
+        if outside_jax:  # host copies: a slice of a device-sharded state would make XLA partition the env's call
+            params = jax.device_get(params)
         metrics = {k: float(v) for k, v in jax.device_get(run(params, key)).items()}
         for extra in extras:  # each `evaluate(cfg, env, env_params, network, params, key) -> {metric: value}`
             metrics.update(extra(cfg, env, env_params, network, params, key))

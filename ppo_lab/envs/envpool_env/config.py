@@ -1,0 +1,41 @@
+"""The `env` section of `env=envpool` (imports neither jax nor envpool: the task id is checked
+against EnvPool's registry when the env is built, before anything compiles)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ppo_lab.errors import ConfigError
+
+KEYS = ("id", "num_threads", "seed", "make_kwargs", "image_scale")
+
+
+def read_config(env_cfg: Mapping) -> dict[str, Any]:
+    """The env section's own keys; ConfigError naming any bad key or value."""
+    unknown = sorted(set(env_cfg) - set(KEYS) - {"name"})
+    if unknown:
+        raise ConfigError(f"env.{unknown[0]}", env_cfg[unknown[0]], f"one of the known keys {sorted(KEYS)}")
+    missing = [k for k in KEYS if k not in env_cfg]
+    if missing:
+        raise ConfigError(f"env.{missing[0]}", None, "a value (conf/env/envpool.yaml sets every key)")
+    c = {k: env_cfg[k] for k in KEYS}
+    if not isinstance(c["id"], str) or not c["id"]:
+        raise ConfigError("env.id", c["id"], "an EnvPool task id such as 'CartPole-v1' (envpool.list_all_envs())")
+    threads = c["num_threads"]
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ConfigError("env.num_threads", threads, "null (all cores) or an integer >= 1")
+    seed = c["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31 - 2**24:
+        raise ConfigError("env.seed", seed, "an integer in [0, 2^31 - 2^24) (EnvPool seeds are int32)")
+    if not isinstance(c["make_kwargs"], Mapping):
+        raise ConfigError("env.make_kwargs", c["make_kwargs"], "a mapping of envpool.make keyword arguments")
+    if not isinstance(c["image_scale"], bool):
+        raise ConfigError("env.image_scale", c["image_scale"], "true (uint8 images as float32 in [0, 1]) or false")
+    return c
+
+
+def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
+    """The registry's jax-free check: the env section, and reward=default (the task's own)."""
+    read_config(env_cfg)
+    if reward_cfg.get("name", "default") != "default":
+        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_cfg.get('id')} has its own reward)")

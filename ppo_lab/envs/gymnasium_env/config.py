@@ -1,0 +1,40 @@
+"""The `env` section of `env=gymnasium` (imports neither jax nor gymnasium: the id is looked up
+in Gymnasium's registry, or imported, when the env is built, before anything compiles)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ppo_lab.errors import ConfigError
+
+KEYS = ("id", "seed", "make_kwargs", "max_steps")
+
+
+def read_config(env_cfg: Mapping) -> dict[str, Any]:
+    """The env section's own keys; ConfigError naming any bad key or value."""
+    unknown = sorted(set(env_cfg) - set(KEYS) - {"name"})
+    if unknown:
+        raise ConfigError(f"env.{unknown[0]}", env_cfg[unknown[0]], f"one of the known keys {sorted(KEYS)}")
+    missing = [k for k in KEYS if k not in env_cfg]
+    if missing:
+        raise ConfigError(f"env.{missing[0]}", None, "a value (conf/env/gymnasium.yaml sets every key)")
+    c = {k: env_cfg[k] for k in KEYS}
+    if not isinstance(c["id"], str) or not c["id"]:
+        raise ConfigError("env.id", c["id"], "a Gymnasium id such as 'CartPole-v1', or the import path of an env "
+                                             "class such as 'my_package.envs.MyEnv'")
+    seed = c["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError("env.seed", seed, "an integer >= 0")
+    if not isinstance(c["make_kwargs"], Mapping):
+        raise ConfigError("env.make_kwargs", c["make_kwargs"], "a mapping of keyword arguments for the env")
+    steps = c["max_steps"]
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+        raise ConfigError("env.max_steps", steps, "null (the env's own time limit) or an integer >= 1")
+    return c
+
+
+def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
+    """The registry's jax-free check: the env section, and reward=default (the env's own)."""
+    read_config(env_cfg)
+    if reward_cfg.get("name", "default") != "default":
+        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_cfg.get('id')} has its own reward)")
