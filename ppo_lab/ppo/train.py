@@ -30,6 +30,7 @@ from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob, invalid_fraction, sample_action
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
+from ppo_lab.ppo import hypers as hyper_values
 from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, initial_memory, rollout
 from ppo_lab.ppo import value_norm as vn
@@ -69,14 +70,19 @@ class Transition(NamedTuple):
     reset: jax.Array | None = None  # recurrent: the state was zeroed before this step (None: feed-forward)
 
 
-def make_optimizer(ppo: PPOConfig, num_updates: int) -> optax.GradientTransformation:
+def make_optimizer(ppo: PPOConfig, num_updates: int, hypers: dict | None = None) -> optax.GradientTransformation:
+    """Adam with clipping and the learning-rate schedule; `hypers`: a replica's traced
+    hyperparameters (ppo/hypers.py; None: `ppo`'s own, as constants). Pure functions either
+    way: built inside the chunk, it closes over that replica's values; the state's structure
+    never depends on them."""
+    hypers = hyper_values.of(ppo) if hypers is None else hypers
     # inject_hyperparams keeps the scheduled learning rate in the optimiser state, by name.
     steps_per_update = ppo.update_epochs * ppo.num_minibatches
-    schedule = learning_rate_schedule(ppo, num_updates, steps_per_update)
+    schedule = learning_rate_schedule(ppo, num_updates, steps_per_update, hypers)
     # separate_grad_clip: the policy's and the value function's gradients clipped apart.
     clip = clip_policy_and_value if ppo.separate_grad_clip else optax.clip_by_global_norm
     return optax.chain(
-        clip(ppo.max_grad_norm),
+        clip(hypers["max_grad_norm"]),
         optax.inject_hyperparams(optax.adam)(learning_rate=schedule, eps=ppo.adam_eps),
     )
 
@@ -87,9 +93,11 @@ def current_learning_rate(opt_state) -> jax.Array:
 
 
 class Trainer(NamedTuple):
-    init: Callable  # (key, env_key) -> LearnerState, one replica
-    rollout: Callable  # state -> ppo.rollout.Rollout of Transitions (the update's first half), one replica
-    chunk: Callable  # (state, start_update) -> (state, metrics[K]), one replica
+    # Each takes a last, optional `hypers`: the replica's traced hyperparameters (ppo/hypers.py;
+    # None: the config's own, as constants of the program).
+    init: Callable  # (key, env_key, hypers=None) -> LearnerState, one replica
+    rollout: Callable  # (state, hypers=None) -> ppo.rollout.Rollout of Transitions (the update's first half), one replica
+    chunk: Callable  # (state, start_update, hypers=None) -> (state, metrics[K]), one replica
     num_updates: int
     chunk_updates: int  # K: updates per call of `chunk`
 
@@ -109,7 +117,7 @@ def make_trainer(
     num_actions = env.action_space(env_params).n
     batch_size = num_envs * ppo.num_steps
     minibatch_size = batch_size // ppo.num_minibatches
-    tx = make_optimizer(ppo, num_updates)
+    own_hypers = hyper_values.of(ppo)
     env_step = batched_step(env, env_params, num_envs)
     # An env with `action_mask(state, params)`: masked sampling, log-probs and entropy.
     env_mask = batched_mask(env, env_params)
@@ -118,7 +126,8 @@ def make_trainer(
     # The critic's channels of the stored observation taken after the step (the reference's).
     critic_after_step = ppo.privileged_view_after_step and actor_channels is not None
 
-    def init(param_key, env_key) -> LearnerState:
+    def init(param_key, env_key, hypers=None) -> LearnerState:
+        tx = make_optimizer(ppo, num_updates, hypers)
         obs, env_state = batched_reset(env, env_params, env_key, num_envs)
         params = network.init_params(param_key, obs[:1])
         zeros = jnp.zeros((num_envs,), jnp.float32)
@@ -134,7 +143,7 @@ def make_trainer(
             memory=initial_memory(network, num_envs),
         )
 
-    def collect(state: LearnerState) -> Rollout:
+    def collect(state: LearnerState, hypers=None) -> Rollout:
         """One rollout of `ppo.num_steps` steps with the sampled policy: the transitions, and
         the running episode counters carried over.
 
@@ -145,6 +154,7 @@ def make_trainer(
         loop; the last step's comes from one extra pass. One network call per step instead of
         two: the second call was 11% of a CartPole update at 4 envs on a CPU, and 36% of the
         reference CNN's rollout on an H100 (docs/performance.md)."""
+        hypers = own_hypers if hypers is None else hypers
         params = state.params
         read = lambda value: vn.read(state.value_norm, value)  # noqa: E731
 
@@ -204,7 +214,7 @@ def make_trainer(
         no_reset = None if out.memory is None else (out.memory[0], jnp.zeros_like(out.memory[1]))
         last_final_value = state_value(params, last_final_obs, no_reset)
         final_value = jnp.concatenate([previous_final_value[1:], last_final_value[None]])
-        bootstrap = ppo.gamma * jax.lax.stop_gradient(read(final_value)) * cut_short
+        bootstrap = hypers["gamma"] * jax.lax.stop_gradient(read(final_value)) * cut_short
         return out._replace(obs=obs, records=traj._replace(reward=traj.reward + bootstrap))
 
     def forward_step(params, obs, memory, extra_obs=None):
@@ -238,7 +248,7 @@ def make_trainer(
         obs, env_state, reward, terminated, truncated, info = env_step(key, env_state, action)
         return (obs, info["final_observation"]), env_state, reward, terminated, truncated, info
 
-    def loss_fn(params, minibatch, clip_eps, ent_coef):
+    def loss_fn(params, minibatch, clip_eps, ent_coef, hypers):
         traj, advantages, returns, start_state = minibatch
         logits, value = forward_batch(params, traj, start_state)
         terms = ppo_loss_terms(
@@ -250,12 +260,12 @@ def make_trainer(
             returns,
             categorical_entropy(logits, traj.mask),
             clip_eps=clip_eps,
-            vf_coef=ppo.vf_coef,
+            vf_coef=hypers["vf_coef"],
             ent_coef=ent_coef,
             clip_vloss=ppo.clip_vloss,
             normalize_advantages=ppo.normalize_advantages,
-            entropy_floor=ppo.entropy_floor,
-            entropy_floor_coef=ppo.entropy_floor_coef,
+            entropy_floor=None if ppo.entropy_floor is None else hypers["entropy_floor"],
+            entropy_floor_coef=hypers["entropy_floor_coef"],
             value_loss=ppo.value_loss,
         )
         return terms.total, terms
@@ -274,14 +284,14 @@ def make_trainer(
         sequences = jax.tree.map(lambda x: jnp.moveaxis(x[:, envs], 1, 0), batch[:3])  # [M, T, B / M, ...]
         return (*sequences, jax.tree.map(lambda x: x[envs], start_state))
 
-    def epoch(carry, _, batch, clip_eps, ent_coef):
+    def epoch(carry, _, batch, clip_eps, ent_coef, hypers, tx):
         params, opt_state, key = carry
         key, perm_key = jax.random.split(key)
         minibatches = shuffle(perm_key, batch)
 
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
-            (_, terms), grads = grad_fn(params, minibatch, clip_eps, ent_coef)
+            (_, terms), grads = grad_fn(params, minibatch, clip_eps, ent_coef, hypers)
             if grad_axis is not None:
                 grads = jax.lax.pmean(grads, grad_axis)
             updates, opt_state = tx.update(grads, opt_state, params)
@@ -290,13 +300,15 @@ def make_trainer(
         (params, opt_state), terms = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
         return (params, opt_state, key), terms
 
-    def update(state: LearnerState, update_index):
-        sched = schedule_values(ppo, update_index, num_updates)
+    def update(state: LearnerState, update_index, hypers):
+        tx = make_optimizer(ppo, num_updates, hypers)
+        sched = schedule_values(ppo, update_index, num_updates, hypers)
         params = state.params
-        env_state, obs, (ep_return, ep_length), key, traj, memory = collect(state)
+        env_state, obs, (ep_return, ep_length), key, traj, memory = collect(state, hypers)
 
         last_value = vn.read(state.value_norm, state_value(params, obs, memory))
-        advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, ppo.gamma, ppo.gae_lambda)
+        advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, hypers["gamma"], None,
+                                          gamma_lambda=hypers["gamma_lambda"])
         params, opt_state, value_norm, fit_returns, fit_values = value_targets(state, params, returns, traj.value)
 
         batch = (traj._replace(value=fit_values, env_metrics={}, obs_cast=None), advantages, fit_returns)
@@ -306,7 +318,7 @@ def make_trainer(
         else:  # whole sequences from the state each env started the rollout in
             batch = (*batch, state.memory[0])
         (params, opt_state, key), terms = jax.lax.scan(
-            lambda c, x: epoch(c, x, batch, sched["clip_eps"], sched["ent_coef"]),
+            lambda c, x: epoch(c, x, batch, sched["clip_eps"], sched["ent_coef"], hypers, tx),
             (params, opt_state, key),
             None,
             ppo.update_epochs,
@@ -335,19 +347,20 @@ def make_trainer(
                                                              ppo.popart_beta_min, axis_name=grad_axis)
         return params, opt_state, stats, returns, values
 
-    def chunk(state: LearnerState, start_update):
+    def chunk(state: LearnerState, start_update, hypers=None):
         """K updates in one scan; updates past `num_updates` are skipped (a cheap cond:
         `start_update` is the same for every replica, so the predicate is not batched)."""
+        hypers = own_hypers if hypers is None else hypers
 
         def body(state, offset):
             index = start_update + offset
-            return jax.lax.cond(index < num_updates, update, skip, state, index)
+            return jax.lax.cond(index < num_updates, update, skip, state, index, hypers)
 
         return jax.lax.scan(body, state, jnp.arange(chunk_updates))
 
-    def skip(state, index):
+    def skip(state, index, hypers):
         # Same outputs as `update` (lax.cond needs matching branches), metrics all NaN.
-        shapes = jax.eval_shape(update, state, index)[1]
+        shapes = jax.eval_shape(update, state, index, hypers)[1]
         return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
 
     return Trainer(init=init, rollout=collect, chunk=chunk, num_updates=num_updates, chunk_updates=chunk_updates)
