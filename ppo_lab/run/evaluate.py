@@ -69,8 +69,8 @@ def episode_cap(cfg, env_params) -> int:
     return int(cap)
 
 
-def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict[str, list[float]]:
-    """metric -> one value per seed (in the order of `cfg.seeds`)."""
+def episode_runner(cfg, env, env_params, network):
+    """The jitted episodic evaluation of one seed's parameters: `(params, key) -> metrics`."""
     cap = episode_cap(cfg, env_params)
 
     def episodes(params, key):
@@ -78,7 +78,13 @@ def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict
         return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, cap,
                                 memory=initial_memory(network, cfg.eval.episodes))
 
-    run = jax.jit(episodes)
+    return jax.jit(episodes)
+
+
+def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=None) -> dict[str, list[float]]:
+    """metric -> one value per seed (in the order of `cfg.seeds`). `run`: an `episode_runner`
+    for the same env, network and eval settings, compiled once for many runs (a vmap group)."""
+    run = episode_runner(cfg, env, env_params, network) if run is None else run
     extras = [parts.load(f"env.evaluations.{name}", path) for name, path in cfg.env.evaluations.items()]
     results: dict[str, list[float]] = {}
     for seed, params in zip(cfg.seeds, params_per_seed):

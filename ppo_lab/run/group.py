@@ -43,6 +43,7 @@ from ppo_lab.run import resume
 from ppo_lab.run.build import Components, build
 from ppo_lab.run.completed import completed_summary
 from ppo_lab.run.entry import USER_ERRORS, resolve
+from ppo_lab.run.evaluate import episode_runner
 from ppo_lab.run.loop import Session, exit_if_requeued, finish, record_failure, start_recorders
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
 from ppo_lab.run.recorders import RunContext, choose_recorders
@@ -179,7 +180,11 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
         return
     if need is not None:
         group["chunk_memory_mb_per_replica"] = round(need.total * layout.num_devices / replicas / 2**20, 2)
+    # One evaluation program for every cell: same env, network and eval settings (the program key).
+    runner = None if first.cfg.benchmark else episode_runner(first.cfg, first.comp.env, first.comp.env_params,
+                                                              first.comp.network)
     for cell in cells:
+        cell.session.eval_runner = runner
         cell.summary["compile_s"] = round(compile_s, 3)
         cell.summary["vmap_group"] = dict(group, cell=cell.summary["vmap_group"]["cell"])
         cell.session.loop_start = time.monotonic()

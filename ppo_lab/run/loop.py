@@ -66,6 +66,7 @@ class Session:
         self.steps, self.seconds = 0, 0.0  # env steps and loop wall time of this session (for sps)
         self.compiled = None
         self.in_flight = None  # (state, metrics) of the chunk dispatched after `self.state`
+        self.eval_runner = None  # evaluate.episode_runner shared with other runs (a vmap group), or None
 
     def compile(self, mesh) -> float:
         t0 = time.perf_counter()
@@ -125,7 +126,8 @@ class Session:
             return {}
         cfg, comp = self.cfg, self.comp
         log.info("evaluating (%s, %d episodes per seed)", "deterministic" if cfg.eval.deterministic else "sampled", cfg.eval.episodes)
-        return evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(self.state, comp.layout, cfg.num_seeds))
+        return evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(self.state, comp.layout, cfg.num_seeds),
+                              run=self.eval_runner)
 
 
 def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabled: list | None = None) -> dict:
