@@ -91,10 +91,16 @@ def run_group(hydra_context, task_function, sweep_configs: list[DictConfig]) -> 
                for i, config in enumerate(sweep_configs)]
     log.info("training %d jobs as one program: %s", len(noted), ", ".join(str(run_dir) for _, run_dir in noted))
     train_group = parts.load("hydra.launcher", GROUP_TRAINER)
+    saved = HydraConfig.instance().cfg
+    # The runs ask Hydra whether they are part of a multirun (skip completed ones) and which
+    # sweep (loggers' groups): the first job's config answers for the group.
+    HydraConfig.instance().set_config(sweep_configs[0])
     try:
         results = train_group([cfg for cfg, _ in noted], [run_dir for _, run_dir in noted])
     except Exception as exc:  # noqa: BLE001 - the whole group failed: every job says why
         results = [exc] * len(noted)
+    finally:
+        HydraConfig.instance().cfg = saved
     for ret, (cfg, _), result, config in zip(returns, noted, results, sweep_configs):
         if isinstance(result, BaseException):
             log.error("%s", result)

@@ -93,10 +93,10 @@ def train_group(cfgs: list[Mapping], run_dirs: list[Path]) -> list:
         raise ValueError(f"train_group: the {len(cells)} runs do not share one program (they differ beyond "
                          f"the traced keys and seed)")
     devices = start_jax(cells[0].cfg.hardware)
-    ready = []
+    ready, trainer = [], None
     for cell in cells:
         try:
-            _prepare(cell, devices)
+            trainer = _prepare(cell, devices, trainer)
             ready.append(cell)
         except USER_ERRORS as exc:
             results[cell.index] = exc
@@ -123,15 +123,20 @@ def _checked(index: int, cfg: Mapping, run_dir: Path, results: list) -> Cell | N
     return Cell(index, run_cfg, run_dir, disabled)
 
 
-def _prepare(cell: Cell, devices) -> None:
+def _prepare(cell: Cell, devices, trainer):
     """Build the cell as a run of its seeds alone (its layout: seeds, whatever the device
-    count), plan its resume (the config refusal) and restore its state to the host."""
+    count), plan its resume (the config refusal) and restore its state to the host. Every
+    cell uses the first cell's `trainer` (the same functions: its init compiles once), with
+    its own hyperparameters. Returns the trainer."""
     hw = dataclasses.replace(cell.cfg.hardware, layout="seeds")
     cell.comp = build(dataclasses.replace(cell.cfg, hardware=hw), len(devices))
+    if trainer is not None:
+        cell.comp = dataclasses.replace(cell.comp, trainer=trainer)
     cell.plan = resume.plan(cell.cfg, cell.run_dir)
     mesh = make_mesh(cell.comp.layout, devices)
     state, cell.resumed = resume.restore(cell.plan, cell.comp, cell.cfg, mesh)
     cell.state = jax.device_get(state)
+    return cell.comp.trainer
 
 
 def _stack(trees: list):
