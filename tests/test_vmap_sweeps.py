@@ -141,3 +141,12 @@ def test_submitit_launchers_vectorize_one_job_per_group(tmp_path):
     for job in ("0", "1"):
         summary = read_summary(sweep / job)
         assert summary["status"] == "completed" and summary["vmap_group"]["cells"] == 2
+
+
+@pytest.mark.timeout(300)
+def test_no_replicas_fails_before_launching(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc = multirun(["hydra/launcher=vmap", *TINY, "ppo.lr=1e-3,3e-4", "hydra.launcher.max_replicas=0"], sweep, check=False)
+    assert proc.returncode == 2
+    assert "error: invalid config: hydra.launcher.max_replicas=0" in proc.stderr and "Traceback" not in proc.stderr
+    assert not sweep.exists()

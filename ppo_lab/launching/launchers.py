@@ -43,7 +43,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides, setup_globa
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as _plugin
 from omegaconf import OmegaConf, open_dict
 
-from ppo_lab.launching.vmap_groups import check_max_replicas, plan_groups, run_group
+from ppo_lab.launching.vmap_groups import max_replicas_at_start, plan_groups, run_group
 from ppo_lab.launching.vmap_launcher import announce, load_jobs
 from ppo_lab.rundir.slurm_jobs import final_state, read_jobs, sacct_states, write_jobs
 
@@ -66,7 +66,8 @@ class SweepLauncherMixin:
                  max_replicas: int | None = None, **params: Any) -> None:
         self.wait = bool(wait)
         self.poll_s = float(poll_s)
-        self.vectorize, self.max_replicas = bool(vectorize), max_replicas
+        self.vectorize = bool(vectorize)
+        self.max_replicas = max_replicas_at_start(max_replicas) if self.vectorize else None
         super().__init__(**params)  # type: ignore[call-arg]
 
     # -- submission --------------------------------------------------------------------
@@ -87,7 +88,7 @@ class SweepLauncherMixin:
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.config is not None
-        max_replicas = check_max_replicas(self.max_replicas) if self.vectorize else None  # before anything runs
+        max_replicas = self.max_replicas
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         executor = self._executor()

@@ -20,6 +20,7 @@ by `ppo_lab.parts` when a group runs.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -46,6 +47,17 @@ def check_max_replicas(value: Any) -> int | None:
         raise ConfigError("hydra.launcher.max_replicas", value,
                           "null (no cap) or an integer >= 1: the most replicas (cells x seeds) one process trains")
     return value
+
+
+def max_replicas_at_start(value: Any) -> int | None:
+    """`check_max_replicas` when Hydra builds the launcher, before the sweep dir exists or any
+    job is composed: a bad value ends the command as launch.py ends on a config error
+    (`error: ...`, exit 2), leaving nothing behind."""
+    try:
+        return check_max_replicas(value)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
 
 
 def task_config(sweep_config: DictConfig) -> dict:

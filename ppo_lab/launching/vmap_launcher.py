@@ -21,7 +21,7 @@ from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, open_dict
 
 from ppo_lab.config import TRACED_PPO_KEYS, shared_program_key
-from ppo_lab.launching.vmap_groups import check_max_replicas, plan_groups, run_group, task_config
+from ppo_lab.launching.vmap_groups import max_replicas_at_start, plan_groups, run_group, task_config
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +60,14 @@ def announce(groups: list[list[int]], num_jobs: int, seeds: list[int]) -> None:
 class VmapLauncher(Launcher):
     def __init__(self, max_replicas: int | None = None) -> None:
         super().__init__()
-        self.max_replicas = max_replicas
+        self.max_replicas = max_replicas_at_start(max_replicas)
         self.config = self.task_function = self.hydra_context = None
 
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        max_replicas = check_max_replicas(self.max_replicas)  # before anything is composed or run
+        max_replicas = self.max_replicas
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
