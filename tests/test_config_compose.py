@@ -47,11 +47,12 @@ def _assert_carried_over(resolved: dict, run) -> None:
             assert as_list(getattr(frozen, f.name)) == as_list(resolved[section][f.name]), (section, f.name)
     network = resolved["network"]
     assert run.network.target == network["_target_"] and run.network.kind == network["kind"]
-    assert run.network.activation == network["activation"]
+    assert run.network.activation == network["activation"] and run.network.squash == network["squash"]
     assert (run.network.recurrent, run.network.recurrent_size) == (network["recurrent"], network["recurrent_size"])
     assert {k: as_list(v) for k, v in run.network.torso_kwargs().items()} == {
         k: v for k, v in network.items()
-        if k not in ("_target_", "kind", "activation", "privileged_critic", "shared_torso", "recurrent", "recurrent_size")}
+        if k not in ("_target_", "kind", "activation", "privileged_critic", "shared_torso", "squash", "recurrent",
+                     "recurrent_size")}
     env = resolved["env"]
     assert run.env.target == env["_target_"] and run.env.check == env.get("check")
     assert {**run.env.options, "_target_": run.env.target, "check": run.env.check,
