@@ -1,10 +1,11 @@
 """Grouping a multirun's jobs into shared programs, and running one group (hydra/launcher=vmap).
 
 Jobs whose resolved configs differ only in traced hyperparameters (`config.TRACED_PPO_KEYS`)
-and `seed` share one compiled program (`config.shared_program_key`): each group trains in
-one process through `ppo_lab.run.group.train_group`, replicas = cells x seeds.
-`hydra.launcher.max_replicas` caps a group; a larger one is split into as few processes as the
-cap allows, cells spread evenly over them.
+and `seed` share one compiled program (`config.shared_program_key`): each group trains as one
+program through `ppo_lab.run.group.train_group`, replicas = cells x seeds (the vmap launcher
+runs the groups one after another in its own process; the submitit launchers with
+`vectorize=true`, one job per group). `hydra.launcher.max_replicas` caps a group; a larger one
+is split into as few programs as the cap allows, cells spread evenly over them.
 
 Running a group: every job is set up by Hydra's own `run_job` (its run dir, `.hydra/` files,
 HydraConfig, the job callbacks), with a task that only notes the job's config and run dir;
@@ -68,8 +69,8 @@ def task_config(sweep_config: DictConfig) -> dict:
 
 
 def plan_groups(keys: Sequence[str], seeds: Sequence[int], max_replicas: int | None) -> list[list[int]]:
-    """Job indices per process: jobs with equal keys together (in order of first appearance),
-    each group of C cells of S seeds split into ceil(C x S / max_replicas) processes of
+    """Job indices per program: jobs with equal keys together (in order of first appearance),
+    each group of C cells of S seeds split into ceil(C x S / max_replicas) programs of
     nearly equal size (a job of more seeds than the cap runs alone)."""
     by_key: dict[str, list[int]] = {}
     for index, key in enumerate(keys):
