@@ -12,6 +12,7 @@ The values themselves live in one place, `conf/`: every key is read from the com
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,6 +207,24 @@ class RunConfig:
 
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
+# The PPO hyperparameters that change no shape: arguments of the compiled chunk, one value per
+# replica (ppo/hypers.py), so jobs of a grid that differ only in these share one program
+# (hydra/launcher=vmap). `entropy_floor` null or not is the program's choice, its value is not.
+TRACED_PPO_KEYS = ("lr", "lr_final", "ent_coef_initial", "ent_coef_final", "clip_eps", "clip_eps_final", "vf_coef",
+                   "max_grad_norm", "gamma", "gae_lambda", "entropy_floor", "entropy_floor_coef")
+
+
+def shared_program_key(resolved: Mapping[str, Any]) -> str:
+    """What runs must have in common to train in one compiled program (hydra/launcher=vmap):
+    the resolved config (plain dicts, no `hydra`) less `seed` (a seed is a replica's PRNG key)
+    and `TRACED_PPO_KEYS`, keeping whether `ppo.entropy_floor` is null (the program's choice)."""
+    rest = {k: v for k, v in resolved.items() if k not in ("seed", "hydra")}
+    ppo = dict(rest.get("ppo") or {})
+    floor_on = ppo.get("entropy_floor") is not None
+    rest["ppo"] = {k: v for k, v in ppo.items() if k not in TRACED_PPO_KEYS} | {"entropy_floor (on)": floor_on}
+    return json.dumps(rest, sort_keys=True, default=str)
+
+
 LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
 PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform

@@ -151,3 +151,26 @@ def test_a_failing_job_is_a_failed_trial_with_the_local_launcher(tmp_path):
     assert states[0.99].value == pytest.approx(read_summary(sweep_dir / str(states[0.99].number))["eval"]["episode_return"][0])
     results = OmegaConf.load(sweep_dir / "optimization_results.yaml")
     assert results.best_params == {"ppo.gamma": 0.99} and results.trials.failed == 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_batch_of_trials_trains_as_one_program(tmp_path):
+    """hydra.sweeper.batch_size=3: three trials asked at once; the two valid ones (they differ
+    only in the traced ppo.gamma) train as one program of 2 cells x 2 seeds; the invalid one
+    is a failed trial; the study and optimization_results.yaml as with any launcher."""
+    sweep_dir = tmp_path / "study"
+    proc = _sweep(["num_seeds=2", "ppo.gamma=choice(0.9,0.99,1.5)", "hydra.sweeper.n_trials=3", "hydra.sweeper.batch_size=3",
+                   "hydra.sweeper.sampler._target_=optuna.samplers.BruteForceSampler", "hydra.sweeper.study_name=batch"],
+                  sweep_dir)
+    out = proc.stdout + proc.stderr
+    assert out.count("compiled one chunk of 8 updates for 4 replicas") == 1
+    study = _study(sweep_dir, "batch")
+    trials = {t.params["ppo.gamma"]: t for t in study.trials}
+    assert trials[1.5].state.name == "FAIL" and "ppo.gamma" in trials[1.5].user_attrs["error"]
+    for gamma in (0.9, 0.99):
+        summary = read_summary(sweep_dir / str(trials[gamma].number))
+        assert trials[gamma].state.name == "COMPLETE" and summary["vmap_group"]["cells"] == 2
+        assert trials[gamma].value == pytest.approx(sum(summary["eval"]["episode_return"]) / 2)
+    results = OmegaConf.load(sweep_dir / "optimization_results.yaml")
+    assert results.trials.complete == 2 and results.trials.failed == 1

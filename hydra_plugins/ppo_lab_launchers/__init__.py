@@ -1,9 +1,10 @@
 """ppo_lab's sweep launchers as Hydra plugins (Hydra instantiates launchers only from the
 `hydra_plugins` package). The logic lives in `ppo_lab.launching.launchers`; configs:
-`conf/hydra/launcher/slurm.yaml` and `local.yaml`. This folder sits at the repository root,
+`conf/hydra/launcher/slurm.yaml`, `local.yaml` and `vmap.yaml`. This folder sits at the repository root,
 which is on sys.path when you run `python launch.py` (and in the jobs, via a setup line)."""
 
 from ppo_lab.launching.launchers import SweepLocalLauncher, SweepSlurmLauncher
+from ppo_lab.launching.vmap_launcher import VmapLauncher as _VmapLauncher
 
 
 class SlurmLauncher(SweepSlurmLauncher):
@@ -12,3 +13,7 @@ class SlurmLauncher(SweepSlurmLauncher):
 
 class LocalLauncher(SweepLocalLauncher):
     """`hydra/launcher=local`."""
+
+
+class VmapLauncher(_VmapLauncher):
+    """`hydra/launcher=vmap`."""

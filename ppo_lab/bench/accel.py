@@ -38,7 +38,8 @@ import jax.numpy as jnp
 from ppo_lab.bench.configs import compose
 from ppo_lab.config import PRECISIONS, validate
 from ppo_lab.hardware import start_jax
-from ppo_lab.ppo.parallel import init_replicas, make_mesh, sharded_chunk, start_update_arg
+from ppo_lab.ppo import hypers as hyper_values
+from ppo_lab.ppo.parallel import init_replicas, make_mesh, replica_sharding, sharded_chunk, start_update_arg
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.run.build import build
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
@@ -79,11 +80,13 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     trainer = make_trainer(ppo, comp.env, comp.env_params, comp.network, num_envs=layout.envs_per_replica,
                            chunk_updates=updates, grad_axis=layout.grad_axis)
     mesh = make_mesh(layout, devices)
-    state = init_replicas(trainer.init, layout, cfg.seeds, mesh)
+    hypers = hyper_values.replicated(ppo, layout.num_replicas)
+    state = init_replicas(trainer.init, layout, cfg.seeds, mesh, hypers)
+    hypers = hyper_values.sharded(hypers, replica_sharding(mesh))
     row = {"seeds": seeds, "precision": precision, "conv": comp.network.conv, "num_minibatches": ppo.num_minibatches,
            "num_envs": ppo.num_envs, "num_steps": ppo.num_steps, "layout": layout.as_dict()}
     t0 = time.perf_counter()
-    compiled = sharded_chunk(trainer.chunk, mesh).lower(state, start_update_arg(0)).compile()
+    compiled = sharded_chunk(trainer.chunk, mesh).lower(state, start_update_arg(0), hypers).compile()
     row["compile_s"] = time.perf_counter() - t0
     try:
         need = check_fits(compiled, devices[: layout.num_devices], cfg.hardware.memory_limit_gb, num_seeds=seeds,
@@ -91,10 +94,10 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     except ChunkTooLarge as exc:
         return {**row, "status": "does not fit", "error": str(exc)}
     row["memory_gb"] = None if need is None else need.total / 1e9
-    jax.block_until_ready(compiled(state, start_update_arg(0)))  # warm-up: first-run set-up
+    jax.block_until_ready(compiled(state, start_update_arg(0), hypers))  # warm-up: first-run set-up
     calls, t0 = 0, time.perf_counter()
     while calls == 0 or time.perf_counter() - t0 < min_s:
-        state, metrics = compiled(state, start_update_arg(0))
+        state, metrics = compiled(state, start_update_arg(0), hypers)
         jax.block_until_ready(metrics)
         calls += 1
     elapsed = time.perf_counter() - t0

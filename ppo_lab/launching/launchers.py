@@ -16,6 +16,11 @@ They are hydra-submitit-launcher 1.2.0's launchers with four changes (see docs/s
   ``hydra_plugins`` package, and the pickled launcher (and Hydra's plugin registry) must be
   importable in the job, so a ``setup`` line puts the repository root on ``PYTHONPATH``.
 
+With ``hydra.launcher.vectorize=true`` (docs/sweeps.md) jobs that differ only in traced
+hyperparameters and ``seed`` are grouped as ``hydra/launcher=vmap`` groups them
+(``ppo_lab.launching.vmap_groups``; ``hydra.launcher.max_replicas`` caps a group) and each group
+is one submitit job that trains its jobs as one program, each in its own run dir.
+
 Requeue and resume need nothing here: submitit's ``checkpoint()`` resubmits the same Hydra
 job, which starts again in its own run dir, where the runner resumes from its checkpoint.
 
@@ -34,16 +39,18 @@ from typing import Any, Sequence
 
 import submitit
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides, setup_globals
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as _plugin
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
+from ppo_lab.launching.vmap_groups import max_replicas_at_start, plan_groups, run_group
+from ppo_lab.launching.vmap_launcher import announce, load_jobs
 from ppo_lab.rundir.slurm_jobs import final_state, read_jobs, sacct_states, write_jobs
 
 log = logging.getLogger(__name__)
 
 # Our own keys in conf/hydra/launcher/*.yaml, not submitit parameters.
-OWN_KEYS = ("wait", "sizing", "poll_s")
+OWN_KEYS = ("wait", "sizing", "poll_s", "vectorize", "max_replicas")
 
 
 def repo_root(module_name: str) -> Path:
@@ -55,9 +62,12 @@ class SweepLauncherMixin:
     """The changes described in the module docstring, over BaseSubmititLauncher."""
     _EXECUTOR: str
 
-    def __init__(self, wait: bool = True, sizing: Any = None, poll_s: float = 1.0, **params: Any) -> None:
+    def __init__(self, wait: bool = True, sizing: Any = None, poll_s: float = 1.0, vectorize: bool = False,
+                 max_replicas: int | None = None, **params: Any) -> None:
         self.wait = bool(wait)
         self.poll_s = float(poll_s)
+        self.vectorize = bool(vectorize)
+        self.max_replicas = max_replicas_at_start(max_replicas) if self.vectorize else None
         super().__init__(**params)  # type: ignore[call-arg]
 
     # -- submission --------------------------------------------------------------------
@@ -78,6 +88,7 @@ class SweepLauncherMixin:
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.config is not None
+        max_replicas = self.max_replicas
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         executor = self._executor()
@@ -85,18 +96,22 @@ class SweepLauncherMixin:
         job_params = []
         for i, overrides in enumerate(job_overrides):
             idx = initial_job_idx + i
-            log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
+            if not self.vectorize:
+                log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
             job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
         t0 = time.monotonic()
-        jobs = executor.map_array(self, *zip(*job_params))
+        if self.vectorize:
+            jobs, groups = self._submit_groups(executor, job_overrides, initial_job_idx, max_replicas)
+        else:
+            jobs, groups = executor.map_array(self, *zip(*job_params)), None
 
         record = read_jobs(sweep_dir) or {"launcher": self._EXECUTOR, "jobs": {}}
         record.update(wait=self.wait, sweep_dir=str(sweep_dir.resolve()), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
         for (overrides, _, idx, _, _), job in zip(job_params, jobs):
             record["jobs"][str(idx)] = {"num": idx, "job_id": job.job_id, "overrides": overrides, "state": "SUBMITTED", "outcome": None, "error": None}
         write_jobs(sweep_dir, record)
-        ids = ", ".join(j.job_id for j in jobs)
-        log.info("submitted %d job(s) in %.1f s: %s", len(jobs), time.monotonic() - t0, ids)
+        ids = ", ".join(dict.fromkeys(j.job_id for j in jobs))  # a group's jobs share one
+        log.info("submitted %d job(s) in %.1f s: %s", len(set(j.job_id for j in jobs)), time.monotonic() - t0, ids)
 
         if not self.wait:
             print(f"submitted {len(jobs)} job(s) ({ids}); not waiting (hydra.launcher.wait=false).\n"
@@ -108,7 +123,15 @@ class SweepLauncherMixin:
         while not all(j.done() for j in jobs):
             time.sleep(self.poll_s)
         with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:  # missing results wait ~15 s each
-            returns = list(pool.map(self._collect, [p[0] for p in job_params], jobs))
+            if groups is None:
+                returns = list(pool.map(self._collect, [p[0] for p in job_params], jobs))
+            else:
+                returns = [None] * len(jobs)
+                group_jobs = [jobs[g[0]] for g in groups]
+                overrides = [[job_params[j][0] for j in g] for g in groups]
+                for group, rets in zip(groups, pool.map(self._collect_group, overrides, group_jobs)):
+                    for j, ret in zip(group, rets):
+                        returns[j] = ret
         states = self._final_states(jobs)
         for (overrides, _, idx, _, _), job, ret in zip(job_params, jobs, returns):
             entry = record["jobs"][str(idx)]
@@ -122,12 +145,34 @@ class SweepLauncherMixin:
                  "".join(f"\n\t#{e['num']} ({e['job_id']}, {e['state']}): {e['error']}" for e in failed))
         return returns
 
+    def _submit_groups(self, executor, job_overrides, initial_job_idx: int, max_replicas: int | None):
+        """One submitit job per group of jobs that share a program: (the submitit job of each
+        Hydra job, the groups as lists of positions in `job_overrides`)."""
+        _, keys, seeds = load_jobs(self.hydra_context, self.config, job_overrides, initial_job_idx)
+        groups = plan_groups(keys, seeds, max_replicas)
+        announce(groups, len(job_overrides), seeds)
+        args = [([list(job_overrides[j]) for j in g], [initial_job_idx + j for j in g], Singleton.get_state()) for g in groups]
+        submitted = executor.map_array(GroupJob(self), *zip(*args))
+        jobs = [None] * len(job_overrides)
+        for group, job in zip(groups, submitted):
+            for j in group:
+                jobs[j] = job
+        return jobs, groups
+
+    @staticmethod
+    def _collect_group(overrides: list[list[str]], job) -> list[JobReturn]:
+        try:
+            rets = job.results()[0]
+        except Exception as exc:  # noqa: BLE001 - cancelled, killed, or raised in the job
+            return [JobReturn(overrides=o, status=JobStatus.FAILED, _return_value=exc) for o in overrides]
+        return [SweepLauncherMixin._collect(o, _Done(ret)) for o, ret in zip(overrides, rets)]
+
     def _final_states(self, jobs, timeout_s: float = 15.0) -> dict[str, str]:
         """sacct states once final: a job's result file appears a moment before SLURM
         marks it COMPLETED (the process still exits), so wait briefly for that."""
         if self._EXECUTOR != "slurm":
             return {}
-        ids = [j.job_id for j in jobs]
+        ids = list(dict.fromkeys(j.job_id for j in jobs))  # a group's jobs share one
         deadline = time.monotonic() + timeout_s
         states = sacct_states(ids)
         while not all(final_state(states.get(i)) for i in ids) and time.monotonic() < deadline:
@@ -146,6 +191,41 @@ class SweepLauncherMixin:
         if not isinstance(ret, JobReturn):
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=ret)
         return ret
+
+
+class _Done:
+    """A finished result in the shape of a submitit job (`results()`), for `_collect`."""
+
+    def __init__(self, ret) -> None:
+        self.ret = ret
+
+    def results(self):
+        return [self.ret]
+
+
+class GroupJob:
+    """The callable of a group's submitit job: compose each Hydra job, train them as one
+    program (`vmap_groups.run_group`), return their JobReturns. `checkpoint` resubmits the
+    same call, as the plugin's launcher does for one job: on requeue every cell resumes."""
+
+    def __init__(self, launcher) -> None:
+        self.launcher = launcher
+
+    def __call__(self, overrides: list[list[str]], nums: list[int], singleton_state) -> list[JobReturn]:
+        launcher = self.launcher
+        Singleton.set_state(singleton_state)
+        setup_globals()
+        configs = []
+        for job_overrides, num in zip(overrides, nums):
+            sweep_config = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, job_overrides)
+            with open_dict(sweep_config.hydra.job) as job:
+                job.id = submitit.JobEnvironment().job_id
+                job.num = num
+            configs.append(sweep_config)
+        return run_group(launcher.hydra_context, launcher.task_function, configs)
+
+    def checkpoint(self, *args: Any, **kwargs: Any):
+        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
 
 
 def _state(job) -> str:

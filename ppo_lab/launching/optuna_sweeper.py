@@ -20,6 +20,10 @@ Python and Optuna 5 rule out. This is the small part of it the lab needs (docs/s
   `hydra.sweeper.study_name`. A relaunch with the same fixed `hydra.sweep.dir` continues it:
   `n_trials` more trials, numbered after the earlier ones; trial N runs in `<sweep_dir>/N`,
   so run dirs never collide; trials a killed sweep left running are marked failed.
+- Batches: `hydra.sweeper.batch_size=N` asks N trials at once and launches them together;
+  trials of a batch that differ only in traced hyperparameters (`config.TRACED_PPO_KEYS`)
+  train as one compiled program, one replica per trial and seed (`hydra/launcher=vmap`,
+  which a batch uses in place of the basic launcher; `local` and `slurm` keep their own).
 - A job that fails (raises, is cancelled, has no usable summary, or cannot even be composed)
   is a FAILED trial; the sweep goes on. At the end `<sweep_dir>/optimization_results.yaml`
   holds `best_params` and `best_value` (as hydra-optuna-sweeper writes it), the best trial's
@@ -38,12 +42,15 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
+from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.plugins.sweeper import Sweeper
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from ppo_lab.analysis.objective import Objective, ObjectiveError, parse_objective, read_objective
+from ppo_lab.errors import ConfigError
+from ppo_lab.launching.vmap_launcher import VmapLauncher
 from ppo_lab.rundir import MULTIRUN, write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -168,10 +175,14 @@ def write_results(sweep_dir: Path, study, objective: Objective) -> dict:
 
 class OptunaSweeper(Sweeper):
     def __init__(self, n_trials: int = 20, n_jobs: int = 1, sampler: Any = None, storage: str | None = None,
-                 study_name: str | None = None, params: Any = None) -> None:
+                 study_name: str | None = None, params: Any = None, batch_size: int | None = None) -> None:
         if int(n_trials) < 1 or int(n_jobs) < 1:
             raise ValueError(f"hydra.sweeper.n_trials={n_trials} and n_jobs={n_jobs} must be >= 1")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+            raise ConfigError("hydra.sweeper.batch_size", batch_size,
+                              "null or an integer >= 1: trials asked at once and trained as one program")
         self.n_trials, self.n_jobs = int(n_trials), int(n_jobs)
+        self.batch_size = batch_size
         self.sampler_cfg, self.storage, self.study_name = sampler, storage, study_name
         self.params = OmegaConf.to_container(params, resolve=True) if isinstance(params, DictConfig) else dict(params or {})
         self.config = self.launcher = self.hydra_context = None
@@ -180,6 +191,10 @@ class OptunaSweeper(Sweeper):
     def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
         self.hydra_context, self.config = hydra_context, config
         self.launcher = Plugins.instance().instantiate_launcher(hydra_context=hydra_context, task_function=task_function, config=config)
+        if self.batch_size is not None and isinstance(self.launcher, BasicLauncher):
+            # A batch's trials that can share a program train as one (the vmap launcher groups them).
+            self.launcher = VmapLauncher()
+            self.launcher.setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
         assert self.config is not None and self.launcher is not None
@@ -194,11 +209,12 @@ class OptunaSweeper(Sweeper):
         name = self.study_name or sweep_dir.name
         study = open_study(storage, name, objective.direction, self.sampler_cfg)
         log.info("Optuna study %r (%s): %d earlier trial(s); %d more, %d at a time; %s %s of %s",
-                 name, storage, len(study.trials), self.n_trials, self.n_jobs, objective.direction, objective.reduce, objective.metric)
+                 name, storage, len(study.trials), self.n_trials, self.batch_size or self.n_jobs, objective.direction, objective.reduce, objective.metric)
         returns, done = [], 0
         self.exhausted = False
         while done < self.n_trials and not self.exhausted:
-            trials = [study.ask(space.distributions) for _ in range(min(self.n_jobs, self.n_trials - done))]
+            per_batch = self.batch_size or self.n_jobs
+            trials = [study.ask(space.distributions) for _ in range(min(per_batch, self.n_trials - done))]
             returns.append(self._run_batch(study, trials, space, objective, sweep_dir))
             done += len(trials)
         if self.exhausted:

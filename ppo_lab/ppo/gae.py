@@ -6,13 +6,17 @@ import jax
 import jax.numpy as jnp
 
 
-def compute_gae(rewards, values, dones, last_value, gamma: float, gae_lambda: float):
+def compute_gae(rewards, values, dones, last_value, gamma, gae_lambda, gamma_lambda=None):
     """Advantages and returns for a rollout of T steps.
 
     rewards, values, dones: [T, ...]; last_value: [...] (value of the observation after the
     last step). `dones[t]` is 1 when the transition at t ended an episode: the next
     observation belongs to a new episode, so neither bootstrapping nor the GAE trace crosses it.
+    `gamma_lambda`: the trace's decay `gamma * gae_lambda` where the caller has it rounded once
+    from float64 (traced hyperparameters, ppo/hypers.py: the bits of the product of two floats).
     """
+    if gamma_lambda is None:
+        gamma_lambda = gamma * gae_lambda
     dones = dones.astype(values.dtype)
 
     def backward(carry, step):
@@ -20,7 +24,7 @@ def compute_gae(rewards, values, dones, last_value, gamma: float, gae_lambda: fl
         reward, value, done = step
         not_done = 1.0 - done
         delta = reward + gamma * next_value * not_done - value
-        advantage = delta + gamma * gae_lambda * not_done * next_advantage
+        advantage = delta + gamma_lambda * not_done * next_advantage
         return (advantage, value), advantage
 
     init = (jnp.zeros_like(last_value), last_value)

@@ -112,20 +112,22 @@ def replica_sharding(mesh: Mesh) -> NamedSharding:
 
 
 def sharded_chunk(chunk_fn, mesh: Mesh):
-    """jit(shard_map(vmap(chunk))): replicas along axis 0, split across the mesh. A device
+    """jit(shard_map(vmap(chunk))): replicas along axis 0, split across the mesh; each
+    replica's traced hyperparameters (ppo/hypers.py, [replicas] per name) along with it. A device
     with one replica runs the chunk unbatched: `vmap` over one replica still rewrites every op
     into its batched form, which cost 5% of PureJaxRL's speed on CartPole at 4 envs on a CPU
     (0.93x vs 0.98x, program alone, median of 12 interleaved rounds; docs/performance.md)."""
-    batched = jax.vmap(chunk_fn, in_axes=(0, None))
+    batched = jax.vmap(chunk_fn, in_axes=(0, None, 0))
 
-    def chunk(state, start_update):  # named so: the executable (and its cache entry) is jit_chunk
+    def chunk(state, start_update, hypers):  # named so: the executable (and its cache entry) is jit_chunk
         if jax.tree.leaves(state)[0].shape[0] > 1:
-            return batched(state, start_update)
-        out = chunk_fn(jax.tree.map(lambda x: x[0], state), start_update)
+            return batched(state, start_update, hypers)
+        first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
+        out = chunk_fn(first(state), start_update, first(hypers))
         return jax.tree.map(lambda x: x[None], out)
 
     return jax.jit(
-        jax.shard_map(chunk, mesh=mesh, in_specs=(P(AXIS), P()), out_specs=(P(AXIS), P(AXIS)), check_vma=False)
+        jax.shard_map(chunk, mesh=mesh, in_specs=(P(AXIS), P(), P(AXIS)), out_specs=(P(AXIS), P(AXIS)), check_vma=False)
     )
 
 
@@ -142,14 +144,16 @@ def replica_keys(layout: Layout, seeds: list[int]):
     return pairs
 
 
-def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):
-    """Initialise each replica on its own, then stack and shard.
+def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers: dict | None = None):
+    """Initialise each replica on its own, then stack and shard. `hypers`: the replicas'
+    stacked traced hyperparameters (None: the config's own).
 
     Not `vmap(init)`: a batched orthogonal initialiser (a batched QR) can deadlock the 2-thread
     XLA CPU pool (docs/toolchain.md). One jitted init per replica keeps the QR unbatched.
     """
     init_one = jax.jit(init_fn)
-    states = [jax.device_get(init_one(pk, ek)) for pk, ek in replica_keys(layout, seeds)]
+    row = lambda r: None if hypers is None else {k: v[r] for k, v in hypers.items()}  # noqa: E731
+    states = [jax.device_get(init_one(pk, ek, row(r))) for r, (pk, ek) in enumerate(replica_keys(layout, seeds))]
     stacked = jax.tree.map(lambda *xs: np.stack(xs), *states)
     return jax.device_put(stacked, replica_sharding(mesh))
 

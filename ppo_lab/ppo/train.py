@@ -30,6 +30,7 @@ from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo import normalize, policies
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
+from ppo_lab.ppo import hypers as hyper_values
 from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, initial_memory, rollout
 from ppo_lab.ppo import value_norm as vn
@@ -74,14 +75,19 @@ class Transition(NamedTuple):
     weight: jax.Array | None = None
 
 
-def make_optimizer(ppo: PPOConfig, num_updates: int) -> optax.GradientTransformation:
+def make_optimizer(ppo: PPOConfig, num_updates: int, hypers: dict | None = None) -> optax.GradientTransformation:
+    """Adam with clipping and the learning-rate schedule; `hypers`: a replica's traced
+    hyperparameters (ppo/hypers.py; None: `ppo`'s own, as constants). Pure functions either
+    way: built inside the chunk, it closes over that replica's values; the state's structure
+    never depends on them."""
+    hypers = hyper_values.of(ppo) if hypers is None else hypers
     # inject_hyperparams keeps the scheduled learning rate in the optimiser state, by name.
     steps_per_update = ppo.update_epochs * ppo.num_minibatches
-    schedule = learning_rate_schedule(ppo, num_updates, steps_per_update)
+    schedule = learning_rate_schedule(ppo, num_updates, steps_per_update, hypers)
     # separate_grad_clip: the policy's and the value function's gradients clipped apart.
     clip = clip_policy_and_value if ppo.separate_grad_clip else optax.clip_by_global_norm
     return optax.chain(
-        clip(ppo.max_grad_norm),
+        clip(hypers["max_grad_norm"]),
         optax.inject_hyperparams(optax.adam)(learning_rate=schedule, eps=ppo.adam_eps),
     )
 
@@ -92,9 +98,11 @@ def current_learning_rate(opt_state) -> jax.Array:
 
 
 class Trainer(NamedTuple):
-    init: Callable  # (key, env_key) -> LearnerState, one replica
-    rollout: Callable  # state -> ppo.rollout.Rollout of Transitions (the update's first half), one replica
-    chunk: Callable  # (state, start_update) -> (state, metrics[K]), one replica
+    # Each takes a last, optional `hypers`: the replica's traced hyperparameters (ppo/hypers.py;
+    # None: the config's own, as constants of the program).
+    init: Callable  # (key, env_key, hypers=None) -> LearnerState, one replica
+    rollout: Callable  # (state, hypers=None) -> ppo.rollout.Rollout of Transitions (the update's first half), one replica
+    chunk: Callable  # (state, start_update, hypers=None) -> (state, metrics[K]), one replica
     num_updates: int
     chunk_updates: int  # K: updates per call of `chunk`
 
@@ -115,7 +123,7 @@ def make_trainer(
     dist = policies.for_env(env, env_params, network.cfg.squash)
     batch_size = num_envs * ppo.num_steps
     minibatch_size = batch_size // ppo.num_minibatches
-    tx = make_optimizer(ppo, num_updates)
+    own_hypers = hyper_values.of(ppo)
     env_step = env_action_step(batched_step(env, env_params, num_envs), dist)
     # An env with `action_mask(state, params)`: masked sampling, log-probs and entropy.
     env_mask = batched_mask(env, env_params)
@@ -124,7 +132,8 @@ def make_trainer(
     # The critic's channels of the stored observation taken after the step (the reference's).
     critic_after_step = ppo.privileged_view_after_step and actor_channels is not None
 
-    def init(param_key, env_key) -> LearnerState:
+    def init(param_key, env_key, hypers=None) -> LearnerState:
+        tx = make_optimizer(ppo, num_updates, hypers)
         obs, env_state = batched_reset(env, env_params, env_key, num_envs)
         params = network.init_params(param_key, obs[:1])
         zeros = jnp.zeros((num_envs,), jnp.float32)
@@ -141,7 +150,7 @@ def make_trainer(
             reward_norm=normalize.init_reward_norm(num_envs) if ppo.normalize_reward else None,
         )
 
-    def collect(state: LearnerState) -> Rollout:
+    def collect(state: LearnerState, hypers=None) -> Rollout:
         """One rollout of `ppo.num_steps` steps with the sampled policy: the transitions, and
         the running episode counters carried over.
 
@@ -152,6 +161,7 @@ def make_trainer(
         loop; the last step's comes from one extra pass. One network call per step instead of
         two: the second call was 11% of a CartPole update at 4 envs on a CPU, and 36% of the
         reference CNN's rollout on an H100 (docs/performance.md)."""
+        hypers = own_hypers if hypers is None else hypers
         params = state.params
         read = lambda value: vn.read(state.value_norm, value)  # noqa: E731
 
@@ -206,7 +216,7 @@ def make_trainer(
         if not ppo.bootstrap_truncation:
             out = rollout(env_step, policy, state.env_state, state.obs, state.key, ppo.num_steps, record=record,
                           stats=counters, action_mask=env_mask, memory=state.memory)
-            traj, reward_norm = scale_rewards(state, out.records[0])
+            traj, reward_norm = scale_rewards(state, out.records[0], hypers)
             return out._replace(records=traj, stats=(*out.stats, reward_norm))
         # The carried observation is the pair (observation, previous step's final observation);
         # before the first step there is no previous step, and its value is dropped.
@@ -218,16 +228,16 @@ def make_trainer(
         no_reset = None if out.memory is None else (out.memory[0], jnp.zeros_like(out.memory[1]))
         last_final_value = state_value(params, last_final_obs, no_reset)
         final_value = jnp.concatenate([previous_final_value[1:], last_final_value[None]])
-        bootstrap = ppo.gamma * jax.lax.stop_gradient(read(final_value)) * cut_short
-        traj, reward_norm = scale_rewards(state, traj)  # the env's rewards; the bootstrap is a value, already scaled
+        bootstrap = hypers["gamma"] * jax.lax.stop_gradient(read(final_value)) * cut_short
+        traj, reward_norm = scale_rewards(state, traj, hypers)  # the env's rewards; the bootstrap is a value, already scaled
         return out._replace(obs=obs, records=traj._replace(reward=traj.reward + bootstrap), stats=(*out.stats, reward_norm))
 
-    def scale_rewards(state: LearnerState, traj: Transition):
+    def scale_rewards(state: LearnerState, traj: Transition, hypers):
         """`ppo.normalize_reward`: the rollout's rewards over the running std of the discounted
         return (the statistics moved by this rollout); unchanged otherwise."""
         if state.reward_norm is None:
             return traj, None
-        reward, reward_norm = normalize.scale_rewards(state.reward_norm, traj.reward, traj.done, ppo.gamma, grad_axis)
+        reward, reward_norm = normalize.scale_rewards(state.reward_norm, traj.reward, traj.done, hypers["gamma"], grad_axis)
         return traj._replace(reward=reward), reward_norm
 
     def forward_step(params, obs, memory, extra_obs=None):
@@ -261,7 +271,7 @@ def make_trainer(
         obs, env_state, reward, terminated, truncated, info = env_step(key, env_state, action)
         return (obs, info["final_observation"]), env_state, reward, terminated, truncated, info
 
-    def loss_fn(params, minibatch, clip_eps, ent_coef):
+    def loss_fn(params, minibatch, clip_eps, ent_coef, hypers):
         traj, advantages, returns, start_state = minibatch
         logits, value = forward_batch(params, traj, start_state)
         terms = ppo_loss_terms(
@@ -273,12 +283,12 @@ def make_trainer(
             returns,
             dist.entropy(logits, traj.action, traj.mask),
             clip_eps=clip_eps,
-            vf_coef=ppo.vf_coef,
+            vf_coef=hypers["vf_coef"],
             ent_coef=ent_coef,
             clip_vloss=ppo.clip_vloss,
             normalize_advantages=ppo.normalize_advantages,
-            entropy_floor=ppo.entropy_floor,
-            entropy_floor_coef=ppo.entropy_floor_coef,
+            entropy_floor=None if ppo.entropy_floor is None else hypers["entropy_floor"],
+            entropy_floor_coef=hypers["entropy_floor_coef"],
             value_loss=ppo.value_loss,
             weights=traj.weight,
         )
@@ -298,14 +308,14 @@ def make_trainer(
         sequences = jax.tree.map(lambda x: jnp.moveaxis(x[:, envs], 1, 0), batch[:3])  # [M, T, B / M, ...]
         return (*sequences, jax.tree.map(lambda x: x[envs], start_state))
 
-    def epoch(carry, _, batch, clip_eps, ent_coef):
+    def epoch(carry, _, batch, clip_eps, ent_coef, hypers, tx):
         params, opt_state, key = carry
         key, perm_key = jax.random.split(key)
         minibatches = shuffle(perm_key, batch)
 
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
-            (_, terms), grads = grad_fn(params, minibatch, clip_eps, ent_coef)
+            (_, terms), grads = grad_fn(params, minibatch, clip_eps, ent_coef, hypers)
             if grad_axis is not None:
                 grads = jax.lax.pmean(grads, grad_axis)
             updates, opt_state = tx.update(grads, opt_state, params)
@@ -314,13 +324,15 @@ def make_trainer(
         (params, opt_state), terms = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
         return (params, opt_state, key), terms
 
-    def update(state: LearnerState, update_index):
-        sched = schedule_values(ppo, update_index, num_updates)
+    def update(state: LearnerState, update_index, hypers):
+        tx = make_optimizer(ppo, num_updates, hypers)
+        sched = schedule_values(ppo, update_index, num_updates, hypers)
         params = state.params
-        env_state, obs, (ep_return, ep_length, reward_norm), key, traj, memory = collect(state)
+        env_state, obs, (ep_return, ep_length, reward_norm), key, traj, memory = collect(state, hypers)
 
         last_value = vn.read(state.value_norm, state_value(params, obs, memory))
-        advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, ppo.gamma, ppo.gae_lambda)
+        advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, hypers["gamma"], None,
+                                          gamma_lambda=hypers["gamma_lambda"])
         params, opt_state, value_norm, fit_returns, fit_values = value_targets(state, params, returns, traj.value)
 
         batch = (traj._replace(value=fit_values, env_metrics={}, obs_cast=None), advantages, fit_returns)
@@ -330,7 +342,7 @@ def make_trainer(
         else:  # whole sequences from the state each env started the rollout in
             batch = (*batch, state.memory[0])
         (params, opt_state, key), terms = jax.lax.scan(
-            lambda c, x: epoch(c, x, batch, sched["clip_eps"], sched["ent_coef"]),
+            lambda c, x: epoch(c, x, batch, sched["clip_eps"], sched["ent_coef"], hypers, tx),
             (params, opt_state, key),
             None,
             ppo.update_epochs,
@@ -362,19 +374,20 @@ def make_trainer(
                                                              ppo.popart_beta_min, axis_name=grad_axis)
         return params, opt_state, stats, returns, values
 
-    def chunk(state: LearnerState, start_update):
+    def chunk(state: LearnerState, start_update, hypers=None):
         """K updates in one scan; updates past `num_updates` are skipped (a cheap cond:
         `start_update` is the same for every replica, so the predicate is not batched)."""
+        hypers = own_hypers if hypers is None else hypers
 
         def body(state, offset):
             index = start_update + offset
-            return jax.lax.cond(index < num_updates, update, skip, state, index)
+            return jax.lax.cond(index < num_updates, update, skip, state, index, hypers)
 
         return jax.lax.scan(body, state, jnp.arange(chunk_updates))
 
-    def skip(state, index):
+    def skip(state, index, hypers):
         # Same outputs as `update` (lax.cond needs matching branches), metrics all NaN.
-        shapes = jax.eval_shape(update, state, index)[1]
+        shapes = jax.eval_shape(update, state, index, hypers)[1]
         return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
 
     return Trainer(init=init, rollout=collect, chunk=chunk, num_updates=num_updates, chunk_updates=chunk_updates)

@@ -71,12 +71,16 @@ def episode_cap(cfg, env_params) -> int:
     return int(cap)
 
 
-def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict[str, list[float]]:
-    """metric -> one value per seed (in the order of `cfg.seeds`). An env whose envs live
-    outside JAX (EnvPool) evaluates on envs of its own (`env.for_evaluation()`)."""
+def lives_outside_jax(env) -> bool:
+    """An env whose state is in a C++ or Python simulator (EnvPool, Gymnasium), not in arrays."""
+    return hasattr(env, "for_evaluation")
+
+
+def episode_runner(cfg, env, env_params, network):
+    """The jitted episodic evaluation of one seed's parameters: `(params, key) -> metrics`. An
+    env whose envs live outside JAX (EnvPool) evaluates on envs of its own (`env.for_evaluation()`)."""
     cap = episode_cap(cfg, env_params)
-    outside_jax = hasattr(env, "for_evaluation")
-    env = env.for_evaluation() if outside_jax else env
+    env = env.for_evaluation() if lives_outside_jax(env) else env
     dist = for_env(env, env_params, cfg.network.squash)  # greedy: argmax, or the Gaussian's mean
 
     def episodes(params, key):
@@ -84,7 +88,14 @@ def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict
         return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, cap,
                                 memory=initial_memory(network, cfg.eval.episodes))
 
-    run = jax.jit(episodes)
+    return jax.jit(episodes)
+
+
+def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=None) -> dict[str, list[float]]:
+    """metric -> one value per seed (in the order of `cfg.seeds`). `run`: an `episode_runner`
+    for the same env, network and eval settings, compiled once for many runs (a vmap group)."""
+    run = episode_runner(cfg, env, env_params, network) if run is None else run
+    outside_jax = lives_outside_jax(env)
     extras = [parts.load(f"env.evaluations.{name}", path) for name, path in cfg.env.evaluations.items()]
     results: dict[str, list[float]] = {}
     for seed, params in zip(cfg.seeds, params_per_seed):

@@ -19,7 +19,8 @@ import jax
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
-from ppo_lab.ppo.parallel import make_mesh, sharded_chunk, start_update_arg
+from ppo_lab.ppo import hypers as hyper_values
+from ppo_lab.ppo.parallel import make_mesh, replica_sharding, sharded_chunk, start_update_arg
 from ppo_lab.run import checkpoint, resume
 from ppo_lab.run.build import Components
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
@@ -65,10 +66,12 @@ class Session:
         self.steps, self.seconds = 0, 0.0  # env steps and loop wall time of this session (for sps)
         self.compiled = None
         self.in_flight = None  # (state, metrics) of the chunk dispatched after `self.state`
+        self.eval_runner = None  # evaluate.episode_runner shared with other runs (a vmap group), or None
 
     def compile(self, mesh) -> float:
         t0 = time.perf_counter()
-        self.compiled = sharded_chunk(self.comp.trainer.chunk, mesh).lower(self.state, start_update_arg(0)).compile()
+        self.hypers = hyper_values.sharded(self.comp.hypers, replica_sharding(mesh))
+        self.compiled = sharded_chunk(self.comp.trainer.chunk, mesh).lower(self.state, start_update_arg(0), self.hypers).compile()
         compile_s = time.perf_counter() - t0
         log.info("compiled a chunk of %d updates in %.1f s", self.comp.trainer.chunk_updates, compile_s)
         hw, ppo = self.cfg.hardware, self.comp.ppo  # before the first step: numbers and knobs, not RESOURCE_EXHAUSTED
@@ -88,19 +91,24 @@ class Session:
         saves), exactly as without pipelining."""
         t0 = time.perf_counter()
         if self.in_flight is None:
-            self.in_flight = self.compiled(self.state, start_update_arg(self.update))
+            self.in_flight = self.compiled(self.state, start_update_arg(self.update), self.hypers)
         new_state, metrics = self.in_flight
         count = min(self.comp.trainer.chunk_updates, self.num_updates - self.update)
         next_update = self.update + count
-        self.in_flight = self.compiled(new_state, start_update_arg(next_update)) if next_update < self.num_updates else None
+        self.in_flight = self.compiled(new_state, start_update_arg(next_update), self.hypers) if next_update < self.num_updates else None
         metrics = jax.device_get(metrics)
-        elapsed = time.perf_counter() - t0
+        return self.take(new_state, metrics, count, time.perf_counter() - t0)
+
+    def take(self, new_state, metrics: dict, count: int, elapsed: float) -> list[dict]:
+        """Account for a chunk of `count` updates that took `elapsed` s and left `new_state`;
+        its rows from `metrics` (host arrays [this run's replicas, K, ...]). A run of a group
+        (run/group.py) is handed its replicas' metrics, the group's state held elsewhere."""
         steps = count * self.comp.ppo.batch_size * self.cfg.num_seeds
         # sps: env steps over the loop's wall time, host work between chunks included.
         self.steps, self.seconds = self.steps + steps, time.monotonic() - self.loop_start
         self.train_wall = self.prior_wall + time.monotonic() - self.loop_start
         rows = rows_from_chunk(metrics, self.comp, self.cfg, self.update, count, self.train_wall, steps / elapsed)
-        self.state, self.update = new_state, next_update
+        self.state, self.update = new_state, self.update + count
         self.recent.add(rows)
         return rows
 
@@ -118,7 +126,8 @@ class Session:
             return {}
         cfg, comp = self.cfg, self.comp
         log.info("evaluating (%s, %d episodes per seed)", "deterministic" if cfg.eval.deterministic else "sampled", cfg.eval.episodes)
-        return evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(self.state, comp.layout, cfg.num_seeds))
+        return evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(self.state, comp.layout, cfg.num_seeds),
+                              run=self.eval_runner)
 
 
 def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabled: list | None = None) -> dict:
@@ -140,13 +149,13 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
 
     summary = start_summary(cfg, comp, devices, resumed, loggers_disabled)
     recorders = choose_recorders(cfg)
-    _start(recorders, RunContext(run_dir, cfg, summary, resumed.start_update, session.num_updates, comp.ppo.batch_size,
+    start_recorders(recorders, RunContext(run_dir, cfg, summary, resumed.start_update, session.num_updates, comp.ppo.batch_size,
                                  session.recent.mean), summary)
     try:
         summary["compile_s"] = round(session.compile(mesh), 3)
     except ChunkTooLarge as exc:
         summary.update(status="failed", stop_reason="memory", error=str(exc))
-        _finish(summary, session, recorders, devices)
+        finish(summary, session, recorders, devices)
         raise
 
     signals = StopSignals()
@@ -154,17 +163,17 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     try:
         with signals.installed():
             status, reason = _loop(session, recorders, stops)
-            _exit_if_requeued(status, signals, session)
+            exit_if_requeued(status, signals, session)
             session.save_checkpoint()
             summary.update(status=status, stop_reason=reason, eval=session.evaluate())
     except BaseException as exc:
-        _record_failure(exc, session, summary, signals)
-        _finish(summary, session, recorders, devices)
+        record_failure(exc, session, summary, signals)
+        finish(summary, session, recorders, devices)
         raise
-    return _finish(summary, session, recorders, devices)
+    return finish(summary, session, recorders, devices)
 
 
-def _start(recorders: list, ctx: RunContext, summary: dict) -> None:
+def start_recorders(recorders: list, ctx: RunContext, summary: dict) -> None:
     """Start every recorder; one that cannot start (a logger) fails the run, said in summary.json."""
     started = []
     try:
@@ -196,7 +205,7 @@ def _loop(session: Session, recorders: list, stops: StopConditions) -> tuple[str
     return "completed", "total_timesteps reached"
 
 
-def _exit_if_requeued(status: str, signals: StopSignals, session: Session) -> None:
+def exit_if_requeued(status: str, signals: StopSignals, session: Session) -> None:
     """SLURM sends SIGTERM when it requeues, preempts or cancels a job. Exit without a result
     (the caller checkpoints the last chunk, status stopped): submitit then waits for the
     requeued job, which resumes here, instead of taking this half-run as the job's result.
@@ -205,7 +214,7 @@ def _exit_if_requeued(status: str, signals: StopSignals, session: Session) -> No
         raise SystemExit(f"SIGTERM in SLURM job {slurm_job_id()}: checkpointed at update {session.update}, exiting for requeue")
 
 
-def _record_failure(exc: BaseException, session: Session, summary: dict, signals: StopSignals) -> None:
+def record_failure(exc: BaseException, session: Session, summary: dict, signals: StopSignals) -> None:
     """Keep what the last complete chunk reached (a requeued job resumes from it) and say why
     the run ended: stopped (a signal, an exit) or failed (an error, in summary.json)."""
     try:
@@ -218,7 +227,7 @@ def _record_failure(exc: BaseException, session: Session, summary: dict, signals
                    error=None if preempted else "".join(traceback.format_exception_only(exc)).strip())
 
 
-def _finish(summary: dict, session: Session, recorders: list, devices) -> dict:
+def finish(summary: dict, session: Session, recorders: list, devices) -> dict:
     summary.update(end_fields(update=session.update, batch_size=session.comp.ppo.batch_size, wall_s=session.train_wall,
                               steps=session.steps, seconds=session.seconds, final=session.recent.final(session.cfg.seeds),
                               devices=devices))

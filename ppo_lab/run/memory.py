@@ -64,8 +64,9 @@ def device_free_bytes(devices) -> int | None:
 
 
 def check_fits(compiled, devices, limit_gb: float | None, *, num_seeds: int, num_envs: int, num_minibatches: int,
-               precision: str = PRECISIONS[0]) -> ChunkMemory | None:
-    """Raise ChunkTooLarge when the compiled chunk will not fit; return its memory otherwise."""
+               precision: str = PRECISIONS[0], group_cells: int | None = None) -> ChunkMemory | None:
+    """Raise ChunkTooLarge when the compiled chunk will not fit; return its memory otherwise.
+    `group_cells`: the chunk trains that many grid cells of `num_seeds` seeds each (run/group.py)."""
     need = chunk_memory(compiled)
     if need is None:
         return None
@@ -78,9 +79,13 @@ def check_fits(compiled, devices, limit_gb: float | None, *, num_seeds: int, num
     if not over:
         return need
     cap, name = min(over)
-    knobs = [f"num_seeds={num_seeds} (memory grows with seeds: fewer per process, or more devices)",
-             f"ppo.num_minibatches={num_minibatches} (more minibatches: smaller activations per gradient step)",
-             f"ppo.num_envs={num_envs} (fewer envs: a smaller batch)"]
+    if group_cells is None:
+        knobs = [f"num_seeds={num_seeds} (memory grows with seeds: fewer per process, or more devices)"]
+    else:
+        knobs = [f"hydra.launcher.max_replicas (this process trains {group_cells} cells x {num_seeds} seeds = "
+                 f"{group_cells * num_seeds} replicas; a smaller cap splits the grid over more processes)"]
+    knobs += [f"ppo.num_minibatches={num_minibatches} (more minibatches: smaller activations per gradient step)",
+              f"ppo.num_envs={num_envs} (fewer envs: a smaller batch)"]
     if precision == PRECISIONS[0]:
         knobs.append("hardware.precision=bf16 (half-size activations)")
     raise ChunkTooLarge(

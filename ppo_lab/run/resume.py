@@ -183,7 +183,7 @@ def restore(p: Plan, comp, cfg, mesh):
 
 
     if p.source is None:
-        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh), Resumed()
+        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers), Resumed()
     template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
     try:  # the newest checkpoint that verifies; damaged ones of this run's own dir are moved aside
         loaded = checkpoint.load_verified(p.source / rundir.CHECKPOINTS, template, set_aside_damaged=p.own)
@@ -195,7 +195,7 @@ def restore(p: Plan, comp, cfg, mesh):
         if not _starts_over(cfg):
             raise
         start_over(p.source, str(exc))
-        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh), Resumed()
+        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers), Resumed()
     host_state, meta = loaded.state, loaded.meta
     saved_layout = meta.get("layout") or {}
     # Seed layouts do not depend on the device count; a split of one seed's envs does.

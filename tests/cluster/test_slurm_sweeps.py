@@ -90,6 +90,25 @@ def test_three_seed_sweep_completes_in_sacct_and_aggregates(cluster, tmp_path):
     print(f"relaunch of the completed sweep (3 skipped jobs): {time.monotonic() - t0:.1f} s")
 
 
+@pytest.mark.timeout(400)
+def test_a_vectorized_grid_is_one_slurm_job_per_group(cluster, tmp_path):
+    """hydra.launcher.vectorize=true: 3 learning rates x 2 seeds under a cap of 4 replicas are
+    2 SLURM jobs, one training 2 cells as one program; every cell has its own run dir."""
+    sweep = tmp_path / "sweep"
+    args = ["num_seeds=2", "ppo.lr=1e-3,3e-4,1e-4", "hydra.launcher.vectorize=true", "hydra.launcher.max_replicas=4"]
+    proc = subprocess.run(launch_cmd(args, sweep), cwd=ROOT, capture_output=True, text=True, timeout=380)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = jobs_of(sweep)
+    ids = [jobs[str(n)]["job_id"] for n in range(3)]
+    assert ids[0] == ids[1] != ids[2]
+    for num, job in ((int(n), j) for n, j in jobs.items()):
+        wait_until(lambda: (rows := sacct(job["job_id"])) and rows[-1]["State"] == "COMPLETED", 30, f"sacct: {job['job_id']} COMPLETED")
+        assert job["outcome"] == "completed"
+        s = read_summary(sweep / str(num))
+        assert s["status"] == "completed" and s["slurm_job_id"] == job["job_id"]
+    assert read_summary(sweep / "0")["vmap_group"]["cells"] == 2
+
+
 @pytest.mark.timeout(300)
 def test_one_job_round_trip(cluster, tmp_path):
     """Submit one tiny training job and wait for its result: the launcher's round trip."""

@@ -1,0 +1,124 @@
+"""Grouping a multirun's jobs into shared programs, and running one group (hydra/launcher=vmap).
+
+Jobs whose resolved configs differ only in traced hyperparameters (`config.TRACED_PPO_KEYS`)
+and `seed` share one compiled program (`config.shared_program_key`): each group trains as one
+program through `ppo_lab.run.group.train_group`, replicas = cells x seeds (the vmap launcher
+runs the groups one after another in its own process; the submitit launchers with
+`vectorize=true`, one job per group). `hydra.launcher.max_replicas` caps a group; a larger one
+is split into as few programs as the cap allows, cells spread evenly over them.
+
+Running a group: every job is set up by Hydra's own `run_job` (its run dir, `.hydra/` files,
+HydraConfig, the job callbacks), with a task that only notes the job's config and run dir;
+then the group trains; then each job gets its JobReturn: the summary (or a tuning sweep's
+objective, `analysis.objective.job_result`), or the error that failed it, which the job
+callbacks see as they see a failed job of any launcher (`SweepCallback` writes its error.txt).
+A group of one runs the ordinary task (`launch.py`'s main), as the basic launcher would.
+
+Import-light on purpose (no jax): Hydra imports launchers at start-up. The trainer is loaded
+by `ppo_lab.parts` when a group runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus, run_job
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from ppo_lab import parts
+from ppo_lab.analysis.objective import job_result
+from ppo_lab.config import shared_program_key
+from ppo_lab.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Loaded when a group runs, not at import (it imports jax, flax and the trainer).
+GROUP_TRAINER = "ppo_lab.run.group.train_group"
+
+
+def check_max_replicas(value: Any) -> int | None:
+    """`hydra.launcher.max_replicas`: null (no cap) or an integer >= 1, before anything runs."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError("hydra.launcher.max_replicas", value,
+                          "null (no cap) or an integer >= 1: the most replicas (cells x seeds) one process trains")
+    return value
+
+
+def max_replicas_at_start(value: Any) -> int | None:
+    """`check_max_replicas` when Hydra builds the launcher, before the sweep dir exists or any
+    job is composed: a bad value ends the command as launch.py ends on a config error
+    (`error: ...`, exit 2), leaving nothing behind."""
+    try:
+        return check_max_replicas(value)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+
+
+def task_config(sweep_config: DictConfig) -> dict:
+    """A job's config without `hydra`, resolved as its run will see it."""
+    HydraConfig.instance().set_config(sweep_config)  # ${hydra:...} interpolations resolve per job
+    return {key: OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig | ListConfig) else node
+            for key, node in ((k, sweep_config[k]) for k in sweep_config if k != "hydra")}
+
+
+def plan_groups(keys: Sequence[str], seeds: Sequence[int], max_replicas: int | None) -> list[list[int]]:
+    """Job indices per program: jobs with equal keys together (in order of first appearance),
+    each group of C cells of S seeds split into ceil(C x S / max_replicas) programs of
+    nearly equal size (a job of more seeds than the cap runs alone)."""
+    by_key: dict[str, list[int]] = {}
+    for index, key in enumerate(keys):
+        by_key.setdefault(key, []).append(index)
+    groups = []
+    for members in by_key.values():
+        per_cell = max(seeds[i] for i in members)
+        cap = len(members) if max_replicas is None else max(1, max_replicas // per_cell)
+        parts_needed = -(-len(members) // cap)
+        size, extra = divmod(len(members), parts_needed)
+        start = 0
+        for p in range(parts_needed):
+            end = start + size + (1 if p < extra else 0)
+            groups.append(members[start:end])
+            start = end
+    return groups
+
+
+def run_group(hydra_context, task_function, sweep_configs: list[DictConfig]) -> list[JobReturn]:
+    """Run the jobs of one group (their sweep configs, hydra.job.num/id set) in this process."""
+    if len(sweep_configs) == 1:
+        return [run_job(hydra_context=hydra_context, task_function=task_function, config=sweep_configs[0],
+                        job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")]
+    noted: list[tuple[Any, Path]] = []
+
+    def note(cfg) -> None:  # the task of a group's job: its config and run dir; training comes after
+        noted.append((cfg, Path(HydraConfig.get().runtime.output_dir)))
+
+    returns = [run_job(hydra_context=hydra_context, task_function=note, config=config, job_dir_key="hydra.sweep.dir",
+                       job_subdir_key="hydra.sweep.subdir", configure_logging=i == 0)
+               for i, config in enumerate(sweep_configs)]
+    log.info("training %d jobs as one program: %s", len(noted), ", ".join(str(run_dir) for _, run_dir in noted))
+    train_group = parts.load("hydra.launcher", GROUP_TRAINER)
+    saved = HydraConfig.instance().cfg
+    # The runs ask Hydra whether they are part of a multirun (skip completed ones) and which
+    # sweep (loggers' groups): the first job's config answers for the group.
+    HydraConfig.instance().set_config(sweep_configs[0])
+    try:
+        results = train_group([cfg for cfg, _ in noted], [run_dir for _, run_dir in noted])
+    except Exception as exc:  # noqa: BLE001 - the whole group failed: every job says why
+        results = [exc] * len(noted)
+    finally:
+        HydraConfig.instance().cfg = saved
+    for ret, (cfg, _), result, config in zip(returns, noted, results, sweep_configs):
+        if isinstance(result, BaseException):
+            log.error("%s", result)
+            ret.status, ret.return_value = JobStatus.FAILED, result
+            hydra_context.callbacks.on_job_end(config=config, job_return=ret)  # a failed job's error.txt
+        else:
+            ret.return_value = job_result(result, OmegaConf.to_container(cfg, resolve=True))
+    return returns
