@@ -268,6 +268,9 @@ class ActorCritic(nn.Module):
             self.critic_torso = _torso(self.cfg, "critic_torso", self.conv, dtype)
         self.policy_head = _dense(self.action_dim, 0.01, dtype)
         self.value_head = _dense(1, 1.0, dtype)
+        if self.cfg.head_hidden:
+            self.policy_hidden = _dense(self.cfg.head_hidden, self.cfg.head_hidden_gain, dtype)
+            self.value_hidden = _dense(self.cfg.head_hidden, self.cfg.head_hidden_gain, dtype)
         if self.recurrent:
             self.actor_cell = ScannedCell(self.cfg.recurrent, self.cfg.recurrent_size, dtype)
             if not self.shared:
@@ -276,6 +279,18 @@ class ActorCritic(nn.Module):
     @property
     def recurrent(self) -> bool:
         return self.cfg.is_recurrent
+
+    def _logits(self, features):
+        """The policy head: linear, or a hidden layer first (`network.head_hidden`)."""
+        if self.cfg.head_hidden:
+            features = ACTIVATIONS[self.cfg.activation](self.policy_hidden(features))
+        return self.policy_head(features).astype(jnp.float32)
+
+    def _values(self, features):
+        """The value head, as `_logits`: [..., features] -> [...]."""
+        if self.cfg.head_hidden:
+            features = ACTIVATIONS[self.cfg.activation](self.value_hidden(features))
+        return jnp.squeeze(self.value_head(features), -1).astype(jnp.float32)
 
     def initial_carry(self, batch: int):
         """The recurrent state of `batch` envs at an episode's start (zeros; needs no params)."""
@@ -317,15 +332,15 @@ class ActorCritic(nn.Module):
             return self.sequence(obs, carry, reset)
         actor_features = self.actor_torso(self._actor_obs(obs))
         critic_features = self._critic_features(actor_features, obs)
-        logits = self.policy_head(actor_features).astype(jnp.float32)
-        return logits, jnp.squeeze(self.value_head(critic_features), -1).astype(jnp.float32)
+        logits = self._logits(actor_features)
+        return logits, self._values(critic_features)
 
     def value(self, obs):
         if self.shared or self.shared_privileged:
             features = self._critic_features(self.actor_torso(self._actor_obs(obs)), obs)
         else:
             features = self.critic_torso(obs)
-        return jnp.squeeze(self.value_head(features), -1).astype(jnp.float32)
+        return self._values(features)
 
     def with_extra_values(self, obs, extra_obs):
         """`(logits, values)` of `obs` and the values of `extra_obs`, in one pass: the critic
@@ -343,8 +358,8 @@ class ActorCritic(nn.Module):
             actor_features, critic_features = features[:n], self._privileged_features(features, both)
         else:
             actor_features, critic_features = self.actor_torso(self._actor_obs(obs)), self.critic_torso(both)
-        logits = self.policy_head(actor_features).astype(jnp.float32)
-        values = jnp.squeeze(self.value_head(critic_features), -1).astype(jnp.float32)
+        logits = self._logits(actor_features)
+        values = self._values(critic_features)
         return logits, values[:n], values[n:]
 
     # --- recurrent ---------------------------------------------------------------------------
@@ -360,8 +375,8 @@ class ActorCritic(nn.Module):
         critic_out = actor_out
         if not self.shared:
             new_carry["critic"], critic_out = self.critic_cell(carry["critic"], (self._over_time(self.critic_torso, obs), reset))
-        logits = self.policy_head(actor_out).astype(jnp.float32)
-        return new_carry, logits, jnp.squeeze(self.value_head(critic_out), -1).astype(jnp.float32)
+        logits = self._logits(actor_out)
+        return new_carry, logits, self._values(critic_out)
 
     def step(self, obs, carry, reset):
         """One step of `sequence`: `(carry, logits [B, A], values [B])` of `obs` [B, ...]."""
@@ -373,7 +388,7 @@ class ActorCritic(nn.Module):
         if self.shared:
             return self.step(obs, carry, reset)[2]
         _, out = self.critic_cell(carry["critic"], (self._over_time(self.critic_torso, obs[None]), reset[None]))
-        return jnp.squeeze(self.value_head(out[0]), -1).astype(jnp.float32)
+        return self._values(out[0])
 
     def step_with_extra_values(self, obs, carry, reset, extra_obs):
         """`step`, and the values of `extra_obs` [B, ...] from `carry` NOT reset: the previous
@@ -389,7 +404,7 @@ class ActorCritic(nn.Module):
             return jax.tree.map(lambda c: c[:n], new_carry), logits[:n], values[:n], values[n:]
         actor_carry, actor_out = self.actor_cell(carry["actor"], (self._over_time(self.actor_torso, self._actor_obs(obs[None])), reset[None]))
         critic_carry, critic_out = self.critic_cell(both_carry["critic"], (self._over_time(self.critic_torso, both_obs[None]), both_reset[None]))
-        logits = self.policy_head(actor_out[0]).astype(jnp.float32)
-        values = jnp.squeeze(self.value_head(critic_out[0]), -1).astype(jnp.float32)
+        logits = self._logits(actor_out[0])
+        values = self._values(critic_out[0])
         new_carry = {"actor": actor_carry, "critic": jax.tree.map(lambda c: c[:n], critic_carry)}
         return new_carry, logits, values[:n], values[n:]

@@ -71,6 +71,7 @@ def flatten(d, prefix: str = "") -> dict:
 # key the saved config lacks is no change of config, not even of the keys that must match.
 KEYS_ADDED_AS_BEFORE = {
     "network.recurrent": None,
+    "network.head_hidden": 0,
     "ppo.rollout_obs_dtype": "float32",
     "ppo.privileged_view_after_step": False,
     "ppo.value_loss": "mean_of_max",
@@ -82,13 +83,15 @@ def _added_as_before(key: str, saved, now: dict) -> bool:
     """A key that a config saved by an older version of the lab does not have, whose value now
     changes nothing: a part's wiring (`env._target_`, `env.check`, `env.evaluations.*`,
     `network._target_`: how a part is found, not what is trained), a key at the value that
-    trains as before, or the size of a recurrent cell that is not there."""
+    trains as before, or the size of a recurrent cell (the gain of a head layer) that is not there."""
     if saved is not _UNSET:
         return False
     if key.rsplit(".", 1)[-1] in ("_target_", "check") or ".evaluations." in key:
         return True
     if key == "network.recurrent_size":
         return now.get("network.recurrent", _UNSET) is None
+    if key == "network.head_hidden_gain":  # the gain of a head layer that is not there
+        return now.get("network.head_hidden", _UNSET) == 0
     return key in KEYS_ADDED_AS_BEFORE and now.get(key, _UNSET) == KEYS_ADDED_AS_BEFORE[key]
 
 
