@@ -59,6 +59,8 @@ class PPOConfig:
     # or "max_of_means" (the reference's: max(mean e1, mean e2), no 1/2).
     value_loss: str
     privileged_view_after_step: bool  # a privileged critic's extra channels taken after the step (the reference's)
+    normalize_obs: bool  # running mean/variance of observations (ppo/normalize.py)
+    normalize_reward: bool  # rewards over the running std of the discounted return
 
     @property
     def batch_size(self) -> int:
@@ -82,6 +84,7 @@ class NetworkConfig:
     activation: str
     privileged_critic: bool
     shared_torso: bool
+    squash: str | None  # continuous actions: None (clip to the bounds) or "tanh"
     torso: tuple[tuple[str, Any], ...]  # the torso's own keys, as sorted (name, value) pairs (hashable)
     recurrent: str | None  # None (feed-forward), "gru" or "lstm": a cell between the torso and the heads
     recurrent_size: int  # the cell's hidden units
@@ -281,6 +284,8 @@ def _ppo(s: Mapping) -> PPOConfig:
         adam_eps=n("adam_eps"),
         value_loss=s.get("value_loss"),
         privileged_view_after_step=_flag(s, "ppo", "privileged_view_after_step"),
+        normalize_obs=_flag(s, "ppo", "normalize_obs"),
+        normalize_reward=_flag(s, "ppo", "normalize_reward"),
     )
     _require(ppo.rollout_obs_dtype in ROLLOUT_OBS_DTYPES, "ppo.rollout_obs_dtype", ppo.rollout_obs_dtype,
              f"one of {list(ROLLOUT_OBS_DTYPES)}")
@@ -323,8 +328,9 @@ def _ppo(s: Mapping) -> PPOConfig:
     return ppo
 
 
-NETWORK_KEYS = ("_target_", "kind", "activation", "privileged_critic", "shared_torso", "recurrent", "recurrent_size",
-                "head_hidden", "head_hidden_gain")
+NETWORK_KEYS = ("_target_", "kind", "activation", "privileged_critic", "shared_torso", "squash", "recurrent",
+                "recurrent_size", "head_hidden", "head_hidden_gain")
+SQUASHES = (None, "tanh")  # ppo_lab.ppo.gaussian
 
 
 def validate_network(s: Mapping) -> NetworkConfig:
@@ -335,6 +341,8 @@ def validate_network(s: Mapping) -> NetworkConfig:
              "the dotted path of a flax torso module, e.g. ppo_lab.networks.MLPTorso")
     act = s.get("activation")
     _require(act in ACTIVATIONS, "network.activation", act, f"one of {list(ACTIVATIONS)}")
+    _require("squash" in s, "network.squash", None, "a value (the key is missing)")
+    _require(s["squash"] in SQUASHES, "network.squash", s["squash"], f"one of {list(SQUASHES)} (continuous actions)")
     torso = {k: v for k, v in s.items() if k not in NETWORK_KEYS}
     for key in ("hidden_sizes", "conv_channels"):
         if key in torso:
@@ -362,6 +370,7 @@ def validate_network(s: Mapping) -> NetworkConfig:
         activation=act,
         privileged_critic=_flag(s, "network", "privileged_critic"),
         shared_torso=_flag(s, "network", "shared_torso"),
+        squash=s["squash"],
         torso=tuple(sorted(torso.items())),
         recurrent=recurrent,
         recurrent_size=size,

@@ -1,6 +1,7 @@
 """Flax actor-critic networks: an MLP and the reference CNN, feed-forward or recurrent.
 
-`ActorCritic(obs) -> (logits, value)`. Actor and critic have separate towers unless
+`ActorCritic(obs) -> (policy, value)`: the policy output is the logits, or a diagonal
+Gaussian's `(mean, log_std)` with `continuous`. Actor and critic have separate towers unless
 `shared_torso` (one tower, two heads: half the compute, the usual choice for CNNs).
 When the env sets `actor_obs_channels`, the actor sees only the first N channels of the
 observation and the critic sees all of them (a privileged critic). A privileged critic with
@@ -246,12 +247,34 @@ class ResettingCell(nn.Module):
 ScannedCell = nn.scan(ResettingCell, variable_broadcast="params", split_rngs={"params": False}, in_axes=0, out_axes=0)
 
 
+class ObsNorm(nn.Module):
+    """Observations standardised by running statistics (`ppo.normalize_obs`).
+
+    The statistics (`mean`, `var`, `count`) are parameters of the network, so that everything
+    that loads parameters (checkpoints, evaluation, replay, the MLflow model) normalises as the
+    trainer did; they are not learned: the gradient is stopped here (Adam turns a zero gradient
+    into a zero step), and the trainer moves them toward each rollout's observations
+    (`ppo_lab.ppo.normalize.update_obs_norm`)."""
+
+    @nn.compact
+    def __call__(self, obs):
+        mean = self.param("mean", nn.initializers.zeros, obs.shape[1:], jnp.float32)
+        var = self.param("var", nn.initializers.ones, obs.shape[1:], jnp.float32)
+        self.param("count", nn.initializers.constant(1e-4), (), jnp.float32)
+        mean, var = jax.lax.stop_gradient(mean), jax.lax.stop_gradient(var)
+        return ((obs.astype(jnp.float32) - mean) * jax.lax.rsqrt(var + 1e-8)).astype(obs.dtype)
+
+
 class ActorCritic(nn.Module):
     action_dim: int
     cfg: NetworkConfig
     actor_obs_channels: int | None = None
     conv: str = "im2col"  # conv_for_platform
     precision: str = PRECISIONS[0]  # COMPUTE_DTYPES
+    # A Box action space: the policy output is (mean, log_std) of a diagonal Gaussian, the
+    # log-std a state-independent parameter (ppo_lab.ppo.gaussian); else the logits.
+    continuous: bool = False
+    normalize_obs: bool = False  # ObsNorm in front of both towers
 
     def setup(self):
         if self.precision not in COMPUTE_DTYPES:
@@ -275,19 +298,17 @@ class ActorCritic(nn.Module):
             self.actor_cell = ScannedCell(self.cfg.recurrent, self.cfg.recurrent_size, dtype)
             if not self.shared:
                 self.critic_cell = ScannedCell(self.cfg.recurrent, self.cfg.recurrent_size, dtype)
+        if self.continuous:
+            self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,), jnp.float32)
+        if self.normalize_obs:
+            self.obs_norm = ObsNorm()
 
     @property
     def recurrent(self) -> bool:
         return self.cfg.is_recurrent
 
-    def _logits(self, features):
-        """The policy head: linear, or a hidden layer first (`network.head_hidden`)."""
-        if self.cfg.head_hidden:
-            features = ACTIVATIONS[self.cfg.activation](self.policy_hidden(features))
-        return self.policy_head(features).astype(jnp.float32)
-
     def _values(self, features):
-        """The value head, as `_logits`: [..., features] -> [...]."""
+        """The value head: linear, or a hidden layer first (`network.head_hidden`): [..., features] -> [...]."""
         if self.cfg.head_hidden:
             features = ACTIVATIONS[self.cfg.activation](self.value_hidden(features))
         return jnp.squeeze(self.value_head(features), -1).astype(jnp.float32)
@@ -305,6 +326,16 @@ class ActorCritic(nn.Module):
             return self.init(key, obs)
         n = obs.shape[0]
         return self.init(key, obs[None], self.initial_carry(n), jnp.zeros((1, n), bool))
+
+    def _policy(self, actor_features):
+        """The policy head (linear, or a hidden layer first: `network.head_hidden`): logits, or a Gaussian's (mean, log_std)."""
+        if self.cfg.head_hidden:
+            actor_features = ACTIVATIONS[self.cfg.activation](self.policy_hidden(actor_features))
+        out = self.policy_head(actor_features).astype(jnp.float32)
+        return (out, jnp.broadcast_to(self.log_std, out.shape)) if self.continuous else out
+
+    def _norm(self, obs):
+        return self.obs_norm(obs) if self.normalize_obs else obs
 
     def _actor_obs(self, obs):
         return obs if self.actor_obs_channels is None else obs[..., : self.actor_obs_channels]
@@ -326,16 +357,17 @@ class ActorCritic(nn.Module):
         return self.critic_torso(obs)
 
     def __call__(self, obs, carry=None, reset=None):
-        """Feed-forward: `(logits, value)` of `obs` [B, ...]. Recurrent: `(carry, logits,
+        """Feed-forward: `(policy, value)` of `obs` [B, ...]. Recurrent: `(carry, policy,
         values)` of the sequences `obs` [T, B, ...] from `carry`, `reset` [T, B]."""
         if self.recurrent:
             return self.sequence(obs, carry, reset)
+        obs = self._norm(obs)
         actor_features = self.actor_torso(self._actor_obs(obs))
         critic_features = self._critic_features(actor_features, obs)
-        logits = self._logits(actor_features)
-        return logits, self._values(critic_features)
+        return self._policy(actor_features), self._values(critic_features)
 
     def value(self, obs):
+        obs = self._norm(obs)
         if self.shared or self.shared_privileged:
             features = self._critic_features(self.actor_torso(self._actor_obs(obs)), obs)
         else:
@@ -348,6 +380,7 @@ class ActorCritic(nn.Module):
         value of the previous step's final observations (the truncation bootstrap) next to
         this step's forward pass, and at rollout sizes one call on 2N rows costs about what
         one call on N rows costs (per-op overhead on a CPU, latency on a GPU)."""
+        obs, extra_obs = self._norm(obs), self._norm(extra_obs)
         both = jnp.concatenate([obs, extra_obs])
         n = obs.shape[0]
         if self.shared:
@@ -358,9 +391,9 @@ class ActorCritic(nn.Module):
             actor_features, critic_features = features[:n], self._privileged_features(features, both)
         else:
             actor_features, critic_features = self.actor_torso(self._actor_obs(obs)), self.critic_torso(both)
-        logits = self._logits(actor_features)
+        policy = self._policy(actor_features)
         values = self._values(critic_features)
-        return logits, values[:n], values[n:]
+        return policy, values[:n], values[n:]
 
     # --- recurrent ---------------------------------------------------------------------------
 
@@ -369,25 +402,32 @@ class ActorCritic(nn.Module):
         features = torso(obs.reshape((-1,) + obs.shape[2:]))
         return features.reshape(obs.shape[:2] + features.shape[1:])
 
+    def _norm_over_time(self, obs):
+        """`_norm` of [T, B, ...] observations (the statistics are per observation element)."""
+        if not self.normalize_obs:
+            return obs
+        return self._norm(obs.reshape((-1,) + obs.shape[2:])).reshape(obs.shape)
+
     def sequence(self, obs, carry, reset):
+        obs = self._norm_over_time(obs)
         actor_carry, actor_out = self.actor_cell(carry["actor"], (self._over_time(self.actor_torso, self._actor_obs(obs)), reset))
         new_carry = {"actor": actor_carry}
         critic_out = actor_out
         if not self.shared:
             new_carry["critic"], critic_out = self.critic_cell(carry["critic"], (self._over_time(self.critic_torso, obs), reset))
-        logits = self._logits(actor_out)
-        return new_carry, logits, self._values(critic_out)
+        return new_carry, self._policy(actor_out), self._values(critic_out)
 
     def step(self, obs, carry, reset):
-        """One step of `sequence`: `(carry, logits [B, A], values [B])` of `obs` [B, ...]."""
-        carry, logits, values = self.sequence(obs[None], carry, reset[None])
-        return carry, logits[0], values[0]
+        """One step of `sequence`: `(carry, policy [B, ...], values [B])` of `obs` [B, ...]."""
+        carry, policy, values = self.sequence(obs[None], carry, reset[None])
+        return carry, jax.tree.map(lambda p: p[0], policy), values[0]
 
     def step_value(self, obs, carry, reset):
         """The values [B] of one step (the critic's cell only, with separate towers)."""
         if self.shared:
             return self.step(obs, carry, reset)[2]
-        _, out = self.critic_cell(carry["critic"], (self._over_time(self.critic_torso, obs[None]), reset[None]))
+        obs = self._norm_over_time(obs[None])
+        _, out = self.critic_cell(carry["critic"], (self._over_time(self.critic_torso, obs), reset[None]))
         return self._values(out[0])
 
     def step_with_extra_values(self, obs, carry, reset, extra_obs):
@@ -400,11 +440,13 @@ class ActorCritic(nn.Module):
         both_carry = jax.tree.map(lambda c: stack(c, c), carry)
         both_reset = stack(reset, jnp.zeros_like(reset))
         if self.shared:
-            new_carry, logits, values = self.step(both_obs, both_carry, both_reset)
-            return jax.tree.map(lambda c: c[:n], new_carry), logits[:n], values[:n], values[n:]
-        actor_carry, actor_out = self.actor_cell(carry["actor"], (self._over_time(self.actor_torso, self._actor_obs(obs[None])), reset[None]))
-        critic_carry, critic_out = self.critic_cell(both_carry["critic"], (self._over_time(self.critic_torso, both_obs[None]), both_reset[None]))
-        logits = self._logits(actor_out[0])
+            new_carry, policy, values = self.step(both_obs, both_carry, both_reset)
+            first_n = lambda x: x[:n]  # noqa: E731
+            return jax.tree.map(first_n, new_carry), jax.tree.map(first_n, policy), values[:n], values[n:]
+        both_obs = self._norm_over_time(both_obs[None])
+        actor_carry, actor_out = self.actor_cell(carry["actor"], (self._over_time(self.actor_torso, self._actor_obs(both_obs[:, :n])), reset[None]))
+        critic_carry, critic_out = self.critic_cell(both_carry["critic"], (self._over_time(self.critic_torso, both_obs), both_reset[None]))
+        policy = self._policy(actor_out[0])
         values = self._values(critic_out[0])
         new_carry = {"actor": actor_carry, "critic": jax.tree.map(lambda c: c[:n], critic_carry)}
-        return new_carry, logits, values[:n], values[n:]
+        return new_carry, policy, values[:n], values[n:]

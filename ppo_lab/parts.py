@@ -25,7 +25,7 @@ from ppo_lab.errors import ConfigError
 # Packages some parts need that a plain `pip install -e .` may not bring, and how to get them.
 INSTALL_HINTS = {
     "jumanji": "pip install 'jumanji>=1.1,<1.2'",
-    "brax": "pip install brax",
+    "brax": "pip install 'brax>=0.14,<0.15'",
     "envpool": "pip install -e '.[envpool]'",
     "mlflow": "pip install 'mlflow>=3.17,<3.18'",
     "wandb": "pip install wandb",

@@ -19,17 +19,15 @@ The score of a seed: the mean return of the episodes that ended in the last 10% 
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import json
-import math
 import sys
 import tempfile
 import time
 import types
 from pathlib import Path
 
-from ppo_lab.analysis import stats
+from ppo_lab.bench import parity
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,20 +52,8 @@ LAB = [
 ]
 
 
-def tail_mean(per_update: list[list[float]], fraction: float = 0.1) -> list[float]:
-    """Per seed: the mean over the last `fraction` of updates of each update's mean return
-    (updates where no episode ended are left out)."""
-    out = []
-    for seed in per_update:
-        n = max(1, int(len(seed) * fraction))
-        tail = [v for v in seed[-n:] if math.isfinite(v)]
-        out.append(sum(tail) / len(tail))
-    return out
-
-
 def run_purejaxrl(checkout: str, seeds: int, timesteps: int) -> dict:
     import jax
-    import numpy as np
 
     from ppo_lab.bench import purejaxrl_peer as peer
 
@@ -93,15 +79,11 @@ def run_purejaxrl(checkout: str, seeds: int, timesteps: int) -> dict:
     out = jax.block_until_ready(compiled(keys))
     wall = time.perf_counter() - t0
     train_s = time.perf_counter() - t1
-    info = jax.device_get(out["metric"])
-    done = np.asarray(info["returned_episode"], np.float64)  # [seeds, updates, steps, envs]
-    returns = np.asarray(info["returned_episode_returns"], np.float64)
-    ended = done.sum(axis=(2, 3))
-    per_update = np.where(ended > 0, (returns * done).sum(axis=(2, 3)) / np.maximum(ended, 1), np.nan)
+    per_update = parity.log_wrapper_per_update(jax.device_get(out["metric"]))
     return {"side": "purejaxrl", "checkout": str(folder), "seeds": seeds, "wall_s_with_compile": wall,
             "timesteps": timesteps, "sps_with_compile": seeds * timesteps / wall,
             "compile_s": t1 - t0, "sps": seeds * timesteps / train_s,
-            "per_update": per_update.tolist(), "score": tail_mean(per_update.tolist())}
+            "per_update": per_update, "score": parity.tail_mean(per_update)}
 
 
 def run_lab(seeds: int, timesteps: int, extra: list[str]) -> dict:
@@ -115,32 +97,19 @@ def run_lab(seeds: int, timesteps: int, extra: list[str]) -> dict:
     t0 = time.perf_counter()
     summary = train(compose_config([*LAB, *extra, "seed=0", f"num_seeds={seeds}", f"ppo.total_timesteps={timesteps}"]), run_dir)
     wall = time.perf_counter() - t0
-    per_seed: dict[int, list[float]] = {}
-    with (run_dir / "metrics.csv").open() as f:
-        for row in csv.DictReader(f):
-            value = row["train/mean_episode_return"]
-            per_seed.setdefault(int(row["seed"]), []).append(float(value) if value not in ("", "nan") else math.nan)
-    per_update = [per_seed[s] for s in sorted(per_seed)]
+    per_update = parity.lab_per_update(run_dir)
     return {"side": " ".join(["lab", *extra]), "seeds": seeds, "timesteps": timesteps, "run_dir": str(run_dir), "wall_s_process_train": wall, "sps": summary["sps"],
-            "compile_s": summary["compile_s"], "per_update": per_update, "score": tail_mean(per_update)}
-
-
-def ci95(xs: list[float]) -> tuple[float, float, float]:
-    """Mean and its 95% Student-t interval across seeds (the lab's analysis/stats.py)."""
-    summary = stats.summarize(xs)
-    return summary["mean"], summary["ci_low"], summary["ci_high"]
+            "compile_s": summary["compile_s"], "per_update": per_update, "score": parity.tail_mean(per_update)}
 
 
 def report(paths: list[str]) -> str:
-    lines = ["| side | seeds x steps | score: mean [95% t-interval] | per seed | wall s | steps/s |", "|---|---:|---|---|---:|---:|"]
+    """The parity table (bench/parity.py) of result JSONs: steps/s is training only on both sides."""
+    results = []
     for path in paths:
         r = json.loads(Path(path).read_text())
-        mean, lo, hi = ci95(r["score"])
-        wall = r.get("wall_s_with_compile", r.get("wall_s_process_train"))
-        sps = r.get("sps", r.get("sps_with_compile"))
-        lines.append(f"| {r['side']} | {r['seeds']} x {r['timesteps']:,} | {mean:.1f} [{lo:.1f}, {hi:.1f}] | "
-                     f"{', '.join(f'{v:.0f}' for v in r['score'])} | {wall:.0f} | {sps:,.0f} |")
-    return "\n".join(lines)
+        results.append({**r, "label": r["side"], "wall_s": r.get("wall_s_with_compile", r.get("wall_s_process_train")),
+                        "sps": r.get("sps", r.get("sps_with_compile"))})
+    return parity.table(results)
 
 
 def main(argv=None) -> int:

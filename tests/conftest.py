@@ -112,25 +112,29 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+def fill_disk(disk: Path, leave_bytes: int) -> None:
+    """Fill `disk` with a file named `filler` until `leave_bytes` are left."""
+    free = shutil.disk_usage(disk).free
+    with open(disk / "filler", "wb", buffering=0) as f:  # unbuffered: nothing left to flush later
+        try:
+            f.write(b"\0" * max(0, free - leave_bytes))
+        except OSError:
+            pass
+        # A file written between the measure and the fill (by a run in another thread): give
+        # back what that took, so `leave_bytes` are left all the same.
+        short = leave_bytes - shutil.disk_usage(disk).free
+        if short > 0:
+            os.ftruncate(f.fileno(), max(0, os.fstat(f.fileno()).st_size - short))
+
+
 def fill_when(path_glob, disk: Path, leave_bytes: int, stop: threading.Event) -> threading.Thread:
     """In the background: once a file matching `path_glob` exists on `disk`, fill the disk
-    until `leave_bytes` are left (small writes still fit, a checkpoint no longer does)."""
+    until `leave_bytes` are left (small writes still fit, a larger one no longer does)."""
     def run():
         while not stop.is_set() and not list(disk.glob(path_glob)):
             time.sleep(0.005)
-        if stop.is_set():
-            return
-        free = shutil.disk_usage(disk).free
-        with open(disk / "filler", "wb", buffering=0) as f:  # unbuffered: nothing left to flush later
-            try:
-                f.write(b"\0" * max(0, free - leave_bytes))
-            except OSError:
-                pass
-            # The run may have written a file between the measure and the fill (a checkpoint
-            # landing then): give back what that took, so `leave_bytes` are left all the same.
-            short = leave_bytes - shutil.disk_usage(disk).free
-            if short > 0:
-                os.ftruncate(f.fileno(), max(0, os.fstat(f.fileno()).st_size - short))
+        if not stop.is_set():
+            fill_disk(disk, leave_bytes)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

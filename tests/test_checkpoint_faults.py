@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 from pathlib import Path
 
 import flax.serialization
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_config, fill_when, launch, read_rows, read_summary, train_run
+from conftest import ROOT, compose_config, fill_disk, launch, read_rows, read_summary, train_run
 
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
@@ -32,6 +31,7 @@ from ppo_lab.rundir.checkpoint_format import (
     stamp,
     verify,
 )
+from ppo_lab.rundir import checkpoints as checkpoint_files
 from ppo_lab.rundir.checkpoints import list_checkpoints, write_checkpoint
 from ppo_lab.run.checkpoint_migrations import infer_version, migrate
 
@@ -116,6 +116,16 @@ def test_round1_payload_gains_the_schedule_count_and_value_norm():
     assert out["opt_state"]["1"]["hyperparams_states"]["learning_rate"]["count"].tolist() == [64]  # 16 updates x 4 steps
     with pytest.raises(CheckpointFormatError, match="no PopArt statistics.*ppo.value_norm=null"):
         migrate(raw, 1, {**template, "value_norm": {"mean": 0.0}}, "ckpt_16.json")
+
+
+def test_format_3_and_4_payloads_gain_no_memory_and_no_reward_statistics():
+    raw = {"params": {"w": np.zeros(2)}, "value_norm": None}
+    out = migrate(raw, 3, {"memory": None, "reward_norm": None}, "ckpt_8.json")
+    assert out["memory"] is None and out["reward_norm"] is None and out["params"] is raw["params"]
+    with pytest.raises(CheckpointFormatError, match="format 4, trained without reward normalisation.*normalize_reward=false"):
+        migrate({**raw, "memory": None}, 4, {"memory": None, "reward_norm": {"var": 1.0}}, "ckpt_8.json")
+    with pytest.raises(CheckpointFormatError, match="feed-forward policy.*network.recurrent=null"):
+        migrate(raw, 3, {"memory": {"actor": 0.0}, "reward_norm": None}, "ckpt_8.json")
 
 
 # --- resuming through damage, in-process and through launch.py -----------------------------
@@ -236,18 +246,25 @@ def test_a_round1_checkpoint_is_migrated_and_resumed(tmp_path, caplog):
 # --- a full disk ---------------------------------------------------------------------------
 
 @pytest.mark.timeout(180)
-def test_a_full_disk_fails_the_run_and_keeps_the_last_good_checkpoint(small_disk, caplog):
+def test_a_full_disk_fails_the_run_and_keeps_the_last_good_checkpoint(small_disk, caplog, monkeypatch):
     run_dir = small_disk / "run"
     # Default network: a checkpoint is ~110 kB, a chunk's metrics rows ~2 kB.
     args = [*[a for a in SMALL if not a.startswith("network.")], "ppo.total_timesteps=65536", "train.chunk_updates=2"]
-    stop = threading.Event()
-    filler = fill_when("run/checkpoints/ckpt_*.json", small_disk, 48 * 1024, stop)
-    try:
-        with pytest.raises(OSError, match="No space left"):
-            train_run(args, run_dir)
-    finally:
-        stop.set()
-        filler.join(5)
+    write_real = checkpoint_files.write_checkpoint
+
+    def fill_after_the_first(*args, **kwargs):
+        """The disk fills right after the run's first checkpoint (in the run's own thread, so
+        at the same point however busy the machine is): small writes still fit, the next
+        checkpoint does not."""
+        path = write_real(*args, **kwargs)
+        if not (small_disk / "filler").exists():
+            fill_disk(small_disk, 48 * 1024)
+        return path
+
+    monkeypatch.setattr(checkpoint_files, "write_checkpoint", fill_after_the_first)
+    with pytest.raises(OSError, match="No space left"):
+        train_run(args, run_dir)
+    monkeypatch.setattr(checkpoint_files, "write_checkpoint", write_real)
     summary = read_summary(run_dir)
     assert summary["status"] == "failed" and summary["stop_reason"] == "OSError" and "No space left" in summary["error"]
     kept = list_checkpoints(run_dir / "checkpoints")

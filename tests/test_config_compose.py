@@ -47,7 +47,7 @@ def _assert_carried_over(resolved: dict, run) -> None:
             assert as_list(getattr(frozen, f.name)) == as_list(resolved[section][f.name]), (section, f.name)
     network = resolved["network"]
     assert run.network.target == network["_target_"] and run.network.kind == network["kind"]
-    assert run.network.activation == network["activation"]
+    assert run.network.activation == network["activation"] and run.network.squash == network["squash"]
     assert (run.network.recurrent, run.network.recurrent_size) == (network["recurrent"], network["recurrent_size"])
     assert {k: as_list(v) for k, v in run.network.torso_kwargs().items()} == {
         k: v for k, v in network.items()
@@ -124,7 +124,7 @@ import json, sys
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 import ppo_lab.rundir, ppo_lab.analysis
-from ppo_lab.config import NETWORK_KEYS, validate
+from ppo_lab.config import validate
 with initialize_config_dir(config_dir={str(CONF)!r}, version_base="1.3"):
     run = validate(OmegaConf.to_container(compose(config_name="config"), resolve=True))
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("jax", "jaxlib", "flax", "optax", "gymnax"))

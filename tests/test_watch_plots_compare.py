@@ -73,6 +73,26 @@ def test_watch_reads_only_new_lines_and_warns(tmp_path):
     assert "true/energy" in watch.snapshot(run)
 
 
+def test_continuous_actions_show_mean_and_std_per_dimension(tmp_path):
+    """A continuous run's `actions/mean_<i>`, `actions/std_<i>`: the dashboard tabulates them per
+    dimension (no shares, no bars) and the curves panel draws them (no stacked shares)."""
+    run = tmp_path / "pendulum"
+    run.mkdir()
+    (run / "config.yaml").write_text("env: {name: gymnax}\n")
+    header = "update,seed,timesteps,wall_s,actions/mean_0,actions/std_0,actions/mean_1,actions/std_1,train/entropy\n"
+    rows = "".join(f"{u},{s},{64 * u},0.1,{0.1 * u + s},{1.0 / u},-0.5,0.25,1.0\n" for u in (1, 2, 3) for s in (0, 1))
+    (run / "metrics.csv").write_text(header + rows)
+    view = watch.RunView(run)
+    view.refresh()
+    table = watch.action_table(view)
+    assert [c.header for c in table.columns] == ["dim", "mean", "std"]
+    assert list(table.columns[0].cells) == ["0", "1"]
+    assert list(table.columns[1].cells) == ["0.800", "-0.500"]  # latest update, mean over seeds 0.3 and 1.3
+    assert list(table.columns[2].cells) == ["0.333", "0.250"]
+    assert "actions per dimension" in watch.snapshot(run, width=200)
+    assert plots.plot_run(run).read_bytes().startswith(PNG)
+
+
 def _drain(fd, sink):
     try:
         while True:

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from ppo_lab import rundir
+from ppo_lab.analysis.action_columns import continuous_dimensions, discrete_shares
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.goodhart import PAID, TRUE, draw_goodhart
 
@@ -56,7 +57,8 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
     panels = [(m, t) for m, t in PANELS if m in columns]
     panels += [(c, c) for c in sorted(columns) if c.startswith("true/")]
     panels += [(c, c) for c in sorted(columns) if c.startswith("reward/")]
-    actions = sorted(c for c in columns if c.startswith("actions/"))
+    dims = continuous_dimensions(columns)
+    actions = discrete_shares(columns) if not dims else [f"actions/mean_{i}" for i in dims]
     goodhart = {PAID, TRUE} <= columns
     n = len(panels) + (1 if actions else 0) + (1 if goodhart else 0)
     ncols = min(4, max(n, 1))
@@ -84,10 +86,13 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
         ax.grid(alpha=0.3)
     if actions:
         ax = flat[len(panels)]
-        mean = df.groupby(x)[actions].mean()
-        ax.stackplot(mean.index, [mean[a].values for a in actions], labels=[a.split("/", 1)[1] for a in actions], alpha=0.85)
-        ax.set_ylim(0, 1)
-        ax.set_title("action distribution", fontsize=10)
+        if dims:
+            _continuous_action_panel(ax, df, x, dims)
+        else:
+            mean = df.groupby(x)[actions].mean()
+            ax.stackplot(mean.index, [mean[a].values for a in actions], labels=[a.split("/", 1)[1] for a in actions], alpha=0.85)
+            ax.set_ylim(0, 1)
+            ax.set_title("action distribution", fontsize=10)
         ax.set_xlabel("env steps", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="upper right", ncol=2)
@@ -106,6 +111,17 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     return save_figure(fig, out or run_dir / "curves.png", close=True)
+
+
+def _continuous_action_panel(ax, df, x: str, dims: list[int]) -> None:
+    """Each action dimension's mean (line) and std (band: mean +/- std) over the rollout,
+    averaged over seeds."""
+    mean = df.groupby(x)[[f"actions/{k}_{i}" for i in dims for k in ("mean", "std")]].mean()
+    for i in dims:
+        m, s = mean[f"actions/mean_{i}"], mean[f"actions/std_{i}"]
+        line, = ax.plot(mean.index, m.values, lw=1.2, label=f"dim {i}")
+        ax.fill_between(mean.index, (m - s).values, (m + s).values, color=line.get_color(), alpha=0.2, lw=0)
+    ax.set_title("actions: mean +/- std per dimension", fontsize=10)
 
 
 def _goodhart_panel(ax, df, x: str) -> None:

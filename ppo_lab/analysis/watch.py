@@ -41,6 +41,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ppo_lab import rundir
+from ppo_lab.analysis.action_columns import INVALID, continuous_dimensions, discrete_shares
 from ppo_lab.analysis.health import health_warnings
 from ppo_lab.config import HealthConfig
 
@@ -238,6 +239,30 @@ def render(root: Path, runs: list[RunView], selected: int, message: str = "", al
     return Group(*parts)
 
 
+def action_table(run: RunView) -> Table:
+    """Discrete: each action's share of the rollout, with a bar; continuous: each dimension's
+    mean and std of the actions the env got. Means over seeds, latest update."""
+    dims = continuous_dimensions(run.columns or [])
+    if dims:
+        table = Table(title="actions per dimension (mean over seeds)", expand=False)
+        for column in ("dim", "mean", "std"):
+            table.add_column(column, justify="right")
+        for i in dims:
+            table.add_row(str(i), _fmt(run.metric(f"actions/mean_{i}"), ".3f"), _fmt(run.metric(f"actions/std_{i}"), ".3f"))
+        return table
+    table = Table(title="action distribution (mean over seeds)", expand=False)
+    table.add_column("action")
+    table.add_column("fraction", justify="right")
+    table.add_column("")
+    for name in discrete_shares(run.columns or []):
+        frac = run.metric(name)
+        bar = "█" * int(round((0 if math.isnan(frac) else frac) * 30))
+        table.add_row(name.split("/", 1)[1], _fmt(frac, ".3f"), bar)
+    if INVALID in (run.columns or []):  # with a mask: how often a forbidden action was taken (a rate)
+        table.add_row(INVALID.split("/", 1)[1], _fmt(run.metric(INVALID), ".3f"), "")
+    return table
+
+
 def detail(run: RunView, root: Path):
     seeds = sorted(run.latest)
     per_seed = Table(title="latest update, per seed", expand=False)
@@ -248,14 +273,7 @@ def detail(run: RunView, root: Path):
     for name in names:
         if name in (run.columns or []):
             per_seed.add_row(name, *[_fmt(run.finite.get(s, {}).get(name, math.nan), ".4g") for s in seeds])
-    actions = Table(title="action distribution (mean over seeds)", expand=False)
-    actions.add_column("action")
-    actions.add_column("fraction", justify="right")
-    actions.add_column("")
-    for name in run.names("actions/"):
-        frac = run.metric(name)
-        bar = "█" * int(round((0 if math.isnan(frac) else frac) * 30))
-        actions.add_row(name.split("/", 1)[1], _fmt(frac, ".3f"), bar)
+    actions = action_table(run)
     lines = []
     if run.summary.get("eval"):
         lines.append("eval: " + ", ".join(f"{k} {_mean(v):.4g}" for k, v in run.summary["eval"].items()))

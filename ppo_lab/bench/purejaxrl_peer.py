@@ -68,6 +68,27 @@ class _FiveValueEnv:
         return obs, state, reward, terminated | truncated, info
 
 
+class _OwnParamsEnv(_FiveValueEnv):
+    """`_FiveValueEnv` that uses the env's default params where it is given None, as Brax's
+    wrapper in PureJaxRL (which has no params) is called: `make_train` passes `env_params=None`."""
+
+    def __init__(self, env, params):
+        super().__init__(env)
+        self._params = params
+
+    def reset(self, key, params=None):
+        return self._env.reset(key, self._params if params is None else params)
+
+    def step(self, key, state, action, params=None):
+        return super().step(key, state, action, self._params if params is None else params)
+
+    def observation_space(self, params=None):
+        return self._env.observation_space(self._params if params is None else params)
+
+    def action_space(self, params=None):
+        return self._env.action_space(self._params if params is None else params)
+
+
 def _five_value_gymnax(gymnax) -> types.SimpleNamespace:
     """`gymnax` as PureJaxRL's ppo.py uses it (`gymnax.make` only), its envs seen through `_FiveValueEnv`."""
 
@@ -104,28 +125,60 @@ def _placeholder_modules() -> None:
             sys.modules.setdefault(module_name, module)
 
 
-def load(path: str | os.PathLike | None = None) -> types.SimpleNamespace:
-    """PureJaxRL's `ppo.py` (the names it defines), ready to `make_train(config)`; PeerUnavailable
-    with the reason when it is not given or cannot be imported here."""
+def _run_checkout_file(path, filename: str) -> dict:
+    """The names PureJaxRL's `filename` defines, run unchanged from the checkout (its
+    `__main__` block not run); PeerUnavailable with the reason when it cannot be."""
     folder = find_checkout(path)
     if folder is None:
         raise PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${ENV_VAR})")
     for needed in ("distrax", "chex", "gymnax"):
         if not installed(needed):
             raise PeerUnavailable(f"PureJaxRL needs {needed!r}, which is not installed here (pip install {needed})")
+    if not (folder / filename).is_file():
+        raise PeerUnavailable(f"no {filename} in {folder}")
     _placeholder_modules()
     sys.path.insert(0, str(folder))
     try:
         # run_name other than "__main__": its `if __name__ == "__main__"` training does not run.
-        names = runpy.run_path(str(folder / "ppo.py"), run_name="purejaxrl_ppo")
+        return runpy.run_path(str(folder / filename), run_name=f"purejaxrl_{Path(filename).stem}")
     except Exception as exc:  # noqa: BLE001 - any import failure means: not comparable here
-        raise PeerUnavailable(f"importing {folder / 'ppo.py'} failed: {type(exc).__name__}: {exc}") from exc
+        raise PeerUnavailable(f"importing {folder / filename} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         sys.path.remove(str(folder))
+
+
+def load(path: str | os.PathLike | None = None) -> types.SimpleNamespace:
+    """PureJaxRL's `ppo.py` (the names it defines), ready to `make_train(config)`; PeerUnavailable
+    with the reason when it is not given or cannot be imported here."""
+    names = _run_checkout_file(path, "ppo.py")
     if not callable(names.get("make_train")) or not hasattr(names.get("gymnax"), "make"):
-        raise PeerUnavailable(f"{folder / 'ppo.py'} defines no make_train or does not import gymnax")
+        raise PeerUnavailable(f"{find_checkout(path) / 'ppo.py'} defines no make_train or does not import gymnax")
     # run_path returns a copy of the names: patch the globals make_train really reads.
     names["make_train"].__globals__["gymnax"] = _five_value_gymnax(names["gymnax"])
+    return types.SimpleNamespace(**names)
+
+
+def load_continuous(path: str | os.PathLike | None, gymnax_id: str) -> types.SimpleNamespace:
+    """PureJaxRL's `ppo_continuous_action.py`, its training code unchanged, on the gymnax env
+    `gymnax_id` instead of a Brax one. Two names its `make_train` reads are given the gymnax env:
+    - `BraxGymnaxWrapper(name)` builds the gymnax env (seen through `_FiveValueEnv`): the same
+      reset/step/spaces interface (its default params where given None), and gymnax resets itself where an episode ends, as Brax's
+      AutoResetWrapper does;
+    - `ClipAction` clips to the env's own bounds (PureJaxRL's default is [-1, 1], Brax's range;
+      Pendulum's torque is [-2, 2]: its own TODO line in `ClipAction.step` says the same).
+    Its observation and reward normalisation (`NORMALIZE_ENV`), network, losses and schedule
+    are its own."""
+    names = _run_checkout_file(path, "ppo_continuous_action.py")
+    if not callable(names.get("make_train")) or "ClipAction" not in names:
+        raise PeerUnavailable("ppo_continuous_action.py defines no make_train or imports no ClipAction")
+    gymnax = sys.modules["gymnax"]  # imported by its wrappers.py, so installed and loaded
+    env, env_params = gymnax.make(gymnax_id)
+    space = env.action_space(env_params)
+    low, high = float(jax.numpy.min(space.low)), float(jax.numpy.max(space.high))
+    clip = names["ClipAction"]
+    train_globals = names["make_train"].__globals__
+    train_globals["BraxGymnaxWrapper"] = lambda env_name, backend=None: _OwnParamsEnv(*gymnax.make(env_name))
+    train_globals["ClipAction"] = lambda inner: clip(inner, low=low, high=high)
     return types.SimpleNamespace(**names)
 
 

@@ -3,6 +3,7 @@
     ppo-lab benchmark                      # full suite (a few minutes on 2 cores)
     ppo-lab benchmark --quick --out b.json # small version (tests), JSON to b.json
     ppo-lab benchmark --envs cartpole hardware.host_devices=1   # extra Hydra overrides
+    ppo-lab benchmark --envs pendulum,brax_inverted_pendulum    # continuous control
 
 Measured in this process, per environment (config composed by name with Hydra's compose API,
 `experiment=<name>` when that experiment exists, else `env=<name>`), all on ONE device at the
@@ -118,11 +119,14 @@ def timed_calls(fn, args, steps_per_call: int, min_s: float) -> tuple[float, flo
 
 def env_only_rollout(env, env_params, num_envs: int, num_steps: int, env_state, obs, key):
     """The trainer's rollout loop with uniformly random actions and no network (what the env
-    alone costs); records rewards and dones."""
-    num_actions = env.action_space(env_params).n
+    alone costs); records rewards and dones. Continuous (Box) actions: uniform in the bounds."""
+    space = env.action_space(env_params)
 
     def random_policy(obs, k, mask=None):
-        return jax.random.randint(k, (num_envs,), 0, num_actions), None
+        if hasattr(space, "n"):
+            return jax.random.randint(k, (num_envs,), 0, space.n), None
+        shape = (num_envs, *space.shape)
+        return jax.random.uniform(k, shape, minval=jnp.broadcast_to(space.low, shape), maxval=jnp.broadcast_to(space.high, shape)), None
 
     def keep(_, step):
         return (), (step.reward, jnp.logical_or(step.terminated, step.truncated))

@@ -1,4 +1,5 @@
-"""Environments from gymnax itself (CartPole-v1 and any other gymnax id): the builders.
+"""Environments from gymnax itself (CartPole-v1 and any other gymnax id, discrete or continuous:
+Pendulum-v1, MountainCarContinuous-v0): the builders.
 
 Their jax-free checks are in `gymnax_config` (importing gymnax, as this module does, starts
 XLA's backend, so validation must not load this module); the id itself is checked against
@@ -27,8 +28,6 @@ def _make_gymnax(env_cfg: Mapping, reward_cfg: Mapping):
         if unknown:
             raise ConfigError(f"env.params.{unknown[0]}", overrides[unknown[0]], f"a field of {type(params).__name__}: {sorted(params.__dataclass_fields__)}")
         params = params.replace(**overrides)
-    if not hasattr(env.action_space(params), "n"):
-        raise ConfigError("env.gymnax_id", env_id, "an environment with discrete actions (PPO here is categorical)")
     return env, params
 
 

@@ -31,7 +31,8 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ppo_lab.ppo.distributions import allow_all_if_none_valid, greedy_action, sample_action
+from ppo_lab.ppo.distributions import allow_all_if_none_valid
+from ppo_lab.ppo.policies import categorical
 
 
 class Step(NamedTuple):
@@ -117,20 +118,24 @@ def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps
     return Rollout(env_state, obs, stats, key, records, memory)
 
 
-def action_policy(network, params, deterministic: bool) -> Callable:
-    """`policy(obs, key, mask=None) -> (actions, logits)`: argmax, or a sample from the policy's
-    logits; never an action the mask forbids. For a recurrent network,
-    `policy(obs, key, mask, memory) -> (actions, logits, state)` (see `rollout`)."""
+def action_policy(network, params, deterministic: bool, dist=None) -> Callable:
+    """`policy(obs, key, mask=None) -> (actions, policy output)`: greedy (argmax, or a Gaussian's
+    mean), or a sample, in the form the env takes (`ppo.policies`: clipped or squashed); never
+    an action the mask forbids. `dist`: the env's `ppo.policies.for_env` (None: categorical).
+    For a recurrent network, `policy(obs, key, mask, memory) -> (actions, policy output, state)`
+    (see `rollout`)."""
+    dist = dist or categorical(network.action_dim)
 
-    def choose(logits, key, mask):
-        return greedy_action(logits, mask) if deterministic else sample_action(key, logits, mask)
+    def choose(out, key, mask):
+        action = dist.greedy(out, mask) if deterministic else dist.sample(key, out, mask)
+        return dist.env_action(action)
 
     def policy(obs, key, mask=None):
-        logits, _ = network.apply(params, obs)
-        return choose(logits, key, mask), logits
+        out, _ = network.apply(params, obs)
+        return choose(out, key, mask), out
 
     def recurrent_policy(obs, key, mask, memory):
-        state, logits, _ = network.apply(params, obs, *memory, method="step")
-        return choose(logits, key, mask), logits, state
+        state, out, _ = network.apply(params, obs, *memory, method="step")
+        return choose(out, key, mask), out, state
 
     return recurrent_policy if getattr(network, "recurrent", False) else policy

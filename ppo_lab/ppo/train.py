@@ -28,7 +28,7 @@ import optax
 
 from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
-from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob, invalid_fraction, sample_action
+from ppo_lab.ppo import normalize, policies
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
 from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, initial_memory, rollout
@@ -52,6 +52,7 @@ class LearnerState:
     # A recurrent network's (state, reset) per env: its state after the last step (not yet
     # reset) and whether that step ended an episode (ppo.rollout.initial_memory); else None.
     memory: Any = None
+    reward_norm: Any = None  # normalize.RewardNorm with ppo.normalize_reward, else None
 
 
 class Transition(NamedTuple):
@@ -106,11 +107,12 @@ def make_trainer(
 ) -> Trainer:
     """Build the per-replica functions. `num_envs` is this replica's share of `ppo.num_envs`."""
     num_updates = ppo.num_updates
-    num_actions = env.action_space(env_params).n
+    # The policy's distribution: categorical or diagonal Gaussian, by the env's action space.
+    dist = policies.for_env(env, env_params, network.cfg.squash)
     batch_size = num_envs * ppo.num_steps
     minibatch_size = batch_size // ppo.num_minibatches
     tx = make_optimizer(ppo, num_updates)
-    env_step = batched_step(env, env_params, num_envs)
+    env_step = env_action_step(batched_step(env, env_params, num_envs), dist)
     # An env with `action_mask(state, params)`: masked sampling, log-probs and entropy.
     env_mask = batched_mask(env, env_params)
     # A privileged critic: the policy sees the first N channels, the critic all of them.
@@ -132,6 +134,7 @@ def make_trainer(
             key=jax.random.fold_in(env_key, 1),
             value_norm=vn.init() if ppo.value_norm == "popart" else None,
             memory=initial_memory(network, num_envs),
+            reward_norm=normalize.init_reward_norm(num_envs) if ppo.normalize_reward else None,
         )
 
     def collect(state: LearnerState) -> Rollout:
@@ -152,9 +155,9 @@ def make_trainer(
             previous_final_obs = None
             if ppo.bootstrap_truncation:
                 obs, previous_final_obs = obs
-            recurrent_state, logits, value, previous_final_value = forward_step(params, obs, memory, previous_final_obs)
-            action = sample_action(key, logits, mask)
-            extras = (categorical_log_prob(logits, action, mask), read(value), previous_final_value,
+            recurrent_state, out, value, previous_final_value = forward_step(params, obs, memory, previous_final_obs)
+            action = dist.sample(key, out, mask)
+            extras = (dist.log_prob(out, action, mask), read(value), previous_final_value,
                       None if memory is None else memory[1])
             if memory is None:
                 return action, extras
@@ -193,7 +196,8 @@ def make_trainer(
         if not ppo.bootstrap_truncation:
             out = rollout(env_step, policy, state.env_state, state.obs, state.key, ppo.num_steps, record=record,
                           stats=counters, action_mask=env_mask, memory=state.memory)
-            return out._replace(records=out.records[0])
+            traj, reward_norm = scale_rewards(state, out.records[0])
+            return out._replace(records=traj, stats=(*out.stats, reward_norm))
         # The carried observation is the pair (observation, previous step's final observation);
         # before the first step there is no previous step, and its value is dropped.
         out = rollout(keep_final_observation, policy, state.env_state, (state.obs, state.obs), state.key, ppo.num_steps,
@@ -205,7 +209,16 @@ def make_trainer(
         last_final_value = state_value(params, last_final_obs, no_reset)
         final_value = jnp.concatenate([previous_final_value[1:], last_final_value[None]])
         bootstrap = ppo.gamma * jax.lax.stop_gradient(read(final_value)) * cut_short
-        return out._replace(obs=obs, records=traj._replace(reward=traj.reward + bootstrap))
+        traj, reward_norm = scale_rewards(state, traj)  # the env's rewards; the bootstrap is a value, already scaled
+        return out._replace(obs=obs, records=traj._replace(reward=traj.reward + bootstrap), stats=(*out.stats, reward_norm))
+
+    def scale_rewards(state: LearnerState, traj: Transition):
+        """`ppo.normalize_reward`: the rollout's rewards over the running std of the discounted
+        return (the statistics moved by this rollout); unchanged otherwise."""
+        if state.reward_norm is None:
+            return traj, None
+        reward, reward_norm = normalize.scale_rewards(state.reward_norm, traj.reward, traj.done, ppo.gamma, grad_axis)
+        return traj._replace(reward=reward), reward_norm
 
     def forward_step(params, obs, memory, extra_obs=None):
         """One step of the network on a batch: `(recurrent state or None, logits, values,
@@ -242,13 +255,13 @@ def make_trainer(
         traj, advantages, returns, start_state = minibatch
         logits, value = forward_batch(params, traj, start_state)
         terms = ppo_loss_terms(
-            categorical_log_prob(logits, traj.action, traj.mask),
+            dist.log_prob(logits, traj.action, traj.mask),
             traj.log_prob,
             advantages,
             value,
             traj.value,
             returns,
-            categorical_entropy(logits, traj.mask),
+            dist.entropy(logits, traj.action, traj.mask),
             clip_eps=clip_eps,
             vf_coef=ppo.vf_coef,
             ent_coef=ent_coef,
@@ -293,7 +306,7 @@ def make_trainer(
     def update(state: LearnerState, update_index):
         sched = schedule_values(ppo, update_index, num_updates)
         params = state.params
-        env_state, obs, (ep_return, ep_length), key, traj, memory = collect(state)
+        env_state, obs, (ep_return, ep_length, reward_norm), key, traj, memory = collect(state)
 
         last_value = vn.read(state.value_norm, state_value(params, obs, memory))
         advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, ppo.gamma, ppo.gae_lambda)
@@ -312,7 +325,9 @@ def make_trainer(
             ppo.update_epochs,
         )
 
-        metrics = rollout_metrics(traj, num_actions)
+        if ppo.normalize_obs:  # after the epochs: they saw the statistics the rollout saw
+            params = normalize.update_obs_norm(params, obs_storage.load(traj.obs), grad_axis)
+        metrics = rollout_metrics(traj, dist)
         metrics.update({f"train/{name}": jnp.mean(value) for name, value in terms._asdict().items() if name != "total"})
         metrics["train/explained_variance"] = explained_variance(traj.value, returns)
         metrics["train/learning_rate"] = current_learning_rate(opt_state).astype(jnp.float32)
@@ -322,7 +337,8 @@ def make_trainer(
         metrics = finish_episode_metrics(metrics)
         if value_norm is not None:
             metrics.update({"train/popart_mean": value_norm.mean, "train/popart_std": value_norm.std})
-        new_state = LearnerState(params, opt_state, env_state, obs, ep_return, ep_length, key, value_norm, memory)
+        new_state = LearnerState(params, opt_state, env_state, obs, ep_return, ep_length, key, value_norm, memory,
+                                 reward_norm)
         return new_state, metrics
 
     def value_targets(state: LearnerState, params, returns, values):
@@ -353,19 +369,26 @@ def make_trainer(
     return Trainer(init=init, rollout=collect, chunk=chunk, num_updates=num_updates, chunk_updates=chunk_updates)
 
 
-def rollout_metrics(traj: Transition, num_actions: int) -> dict:
-    """Sums and means over one rollout; episode means are finished after any device sum."""
+def env_action_step(env_step: Callable, dist) -> Callable:
+    """`env_step` given the env's form of the policy's action (a Gaussian's sample clipped or
+    squashed; a categorical's as it is): the trainer stores and scores the unclipped sample."""
+    if not dist.continuous:
+        return env_step
+    return lambda key, env_state, action: env_step(key, env_state, dist.env_action(action))
+
+
+def rollout_metrics(traj: Transition, dist) -> dict:
+    """Sums and means over one rollout; episode means are finished after any device sum.
+    `actions/*`: each discrete action's share, or each continuous dimension's mean and std."""
     done = traj.done.astype(jnp.float32)
     metrics = {
         "_episode_return_sum": jnp.sum(traj.finished_return),
         "_episode_length_sum": jnp.sum(traj.finished_length).astype(jnp.float32),
         "train/num_episodes": jnp.sum(done),
-        "actions": jnp.mean(jax.nn.one_hot(traj.action, num_actions), axis=(0, 1)),
     }
+    metrics.update(dist.action_metrics(traj.action, traj.mask))
     # NaN marks a step where an env metric is undefined (e.g. a rate over rare events).
     metrics.update({name: jnp.nanmean(value.astype(jnp.float32)) for name, value in traj.env_metrics.items()})
-    if traj.mask is not None:
-        metrics["actions/invalid_frac"] = invalid_fraction(traj.action, traj.mask)
     if traj.obs_cast is not None:  # what storing the observations in ppo.rollout_obs_dtype lost
         frac, lowest, highest = traj.obs_cast
         metrics["train/obs_cast_lossy_frac"] = jnp.mean(frac)

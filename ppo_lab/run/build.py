@@ -15,6 +15,7 @@ from ppo_lab.envs.make import make_env
 from ppo_lab.networks import ActorCritic, conv_for_platform
 from ppo_lab.ppo.autoscale import apply_auto_scale
 from ppo_lab.ppo.parallel import Layout, choose_layout
+from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.train import Trainer, make_trainer
 
 log = logging.getLogger(__name__)
@@ -33,12 +34,26 @@ class Components:
 
 def build_env_and_network(cfg: RunConfig):
     env, env_params = make_env(cfg.env, cfg.reward, privileged_critic=cfg.network.privileged_critic)
-    num_actions = env.action_space(env_params).n
+    dist = for_env(env, env_params, cfg.network.squash)  # a masked continuous env is refused here
+    if dist.continuous:
+        check_continuous(cfg, env, env_params)
     conv = conv_for_platform(jax.devices()[0].platform, cfg.hardware.conv)
-    network = ActorCritic(num_actions, cfg.network, getattr(env, "actor_obs_channels", None),
-                          conv=conv, precision=cfg.hardware.precision)
-    names = list(getattr(env, "action_names", None) or [str(i) for i in range(num_actions)])
+    network = ActorCritic(dist.action_dim, cfg.network, getattr(env, "actor_obs_channels", None),
+                          conv=conv, precision=cfg.hardware.precision, continuous=dist.continuous,
+                          normalize_obs=cfg.ppo.normalize_obs)
+    if dist.continuous:  # actions/mean_<i>, actions/std_<i> are named by the trainer
+        names = [str(i) for i in range(dist.action_dim)]
+    else:
+        names = list(getattr(env, "action_names", None) or [str(i) for i in range(dist.action_dim)])
     return env, env_params, network, names
+
+
+def check_continuous(cfg: RunConfig, env, env_params) -> None:
+    """What a continuous env cannot be combined with, refused before anything compiles."""
+    obs_shape = tuple(env.observation_space(env_params).shape)
+    if cfg.network.kind == "cnn" and len(obs_shape) < 3:
+        raise ConfigError("network", cfg.network.kind, f"network=mlp: this continuous env's observations are flat "
+                          f"(shape {obs_shape}), not images a CNN could take")
 
 
 def build(cfg: RunConfig, num_devices: int) -> Components:

@@ -82,8 +82,19 @@ def _from_3(raw: dict, template: dict, where: str) -> dict:
     return dict(raw, memory=None)
 
 
+def _from_4(raw: dict, template: dict, where: str) -> dict:
+    """Format 4 -> 5: the learner state gained `reward_norm`, the running statistics of
+    `ppo.normalize_reward` (None without it, the only setting format 4 could train with)."""
+    if template.get("reward_norm") is not None:
+        raise CheckpointFormatError(
+            f"{where} is checkpoint format 4, trained without reward normalisation; this config trains with "
+            f"ppo.normalize_reward=true (format {FORMAT_VERSION}). Resume with ppo.normalize_reward=false, "
+            f"or start a new run directory.")
+    return dict(raw, reward_norm=None)
+
+
 # version -> the function that carries a payload of that version to the next one
-_STEPS = {1: _from_1, 2: lambda raw, template, where: raw, 3: _from_3}  # 2 -> 3: the payload is unchanged
+_STEPS = {1: _from_1, 2: lambda raw, template, where: raw, 3: _from_3, 4: _from_4}  # 2 -> 3: the payload is unchanged
 
 
 def migrate(raw: dict, version: int, template: dict, where: Path | str) -> dict:

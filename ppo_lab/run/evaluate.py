@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from ppo_lab import parts
+from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.rollout import action_policy, batched_mask, batched_reset, batched_step, initial_memory, rollout
 from ppo_lab.run.trained import load_trained
 from ppo_lab.rundir import update_summary
@@ -72,9 +73,10 @@ def episode_cap(cfg, env_params) -> int:
 def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list) -> dict[str, list[float]]:
     """metric -> one value per seed (in the order of `cfg.seeds`)."""
     cap = episode_cap(cfg, env_params)
+    dist = for_env(env, env_params, cfg.network.squash)  # greedy: argmax, or the Gaussian's mean
 
     def episodes(params, key):
-        policy = action_policy(network, params, cfg.eval.deterministic)
+        policy = action_policy(network, params, cfg.eval.deterministic, dist)
         return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, cap,
                                 memory=initial_memory(network, cfg.eval.episodes))
 

@@ -76,6 +76,9 @@ KEYS_ADDED_AS_BEFORE = {
     "ppo.privileged_view_after_step": False,
     "ppo.value_loss": "mean_of_max",
     "env.respawn_in_place": False,
+    "network.squash": None,
+    "ppo.normalize_obs": False,
+    "ppo.normalize_reward": False,
 }
 
 

@@ -20,7 +20,8 @@ migration in `ppo_lab.run.checkpoint_migrations`):
     2  round 2 (unversioned): the learning-rate schedule inside inject_hyperparams (its step
        count in the optimiser state), LearnerState.value_norm
     3  the payload as in 2, with the version and checksums in the meta
-    4  this layout: LearnerState.memory (a recurrent policy's state; None when feed-forward)
+    4  LearnerState.memory (a recurrent policy's state; None when feed-forward)
+    5  this layout: LearnerState.reward_norm (ppo.normalize_reward's statistics; None without it)
 
 No jax here: start-up code verifies checkpoints before the hardware settings are applied.
 """
@@ -36,7 +37,7 @@ from pathlib import Path
 from ppo_lab.rundir.atomic import _json_default, write_text_atomic
 from ppo_lab.rundir.paths import CHECKPOINTS, CONFIG_HISTORY, METRICS, SUMMARY
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 FIRST_VERSIONED = 3  # formats below this were written without a version in the meta
 DAMAGED = "damaged"  # checkpoints/damaged/: where checkpoints that do not verify are moved
 NONE_VALID = "NONE_VALID.txt"  # in checkpoints/damaged/: no checkpoint verified, nothing chosen yet

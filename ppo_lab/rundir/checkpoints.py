@@ -58,10 +58,16 @@ def read_meta(meta: Path) -> dict:
 
 def write_checkpoint(ckpt_dir: Path, update: int, state_bytes: bytes, meta: dict) -> Path:
     """Write one checkpoint (state first, JSON last, with the format version and checksums);
-    returns its JSON path."""
+    returns its JSON path. A payload whose JSON could not be written (a disk that filled
+    between the two) is removed: it is no checkpoint without its JSON, and the space it holds
+    is what the run's last small writes (summary.json) need."""
     path = meta_path(ckpt_dir, update)
     write_atomic(state_path(path), state_bytes)
-    write_json_atomic(path, stamp(meta, state_bytes, state_path(path).name))
+    try:
+        write_json_atomic(path, stamp(meta, state_bytes, state_path(path).name))
+    except BaseException:
+        state_path(path).unlink(missing_ok=True)
+        raise
     return path
 
 

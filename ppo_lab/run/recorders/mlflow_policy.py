@@ -1,4 +1,5 @@
-"""A trained policy as an MLflow pyfunc model: observations in, greedy (argmax) actions out.
+"""A trained policy as an MLflow pyfunc model: observations in, greedy actions out
+(argmax, or a Gaussian policy's mean clipped or squashed into the action bounds).
 
     import mlflow
     mlflow.set_tracking_uri("sqlite:///outputs/mlflow/mlflow.db")
@@ -38,6 +39,7 @@ from mlflow.types import Schema, TensorSpec
 from omegaconf import OmegaConf
 
 from ppo_lab.config import validate
+from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.rollout import action_policy
 from ppo_lab.run.build import build_env_and_network
 
@@ -68,15 +70,18 @@ class GreedyPolicy:
     recurrent one also maps (observations, state) to (actions, next state)."""
 
     def __init__(self, config: dict, params_msgpack: bytes):
-
-
         cfg = validate(config)
         env, env_params, network, self.action_names = build_env_and_network(cfg)
         self.obs_shape = tuple(env.observation_space(env_params).shape)
         self.num_actions = len(self.action_names)
+        # Discrete: int64 action indices; continuous: float32 actions [N, D], the Gaussian's mean
+        # clipped (or squashed) into the bounds, as evaluation plays it. Observation
+        # normalisation is inside the network (its statistics are parameters).
+        self.dist = for_env(env, env_params, cfg.network.squash)
+        self.action_dtype = np.float32 if self.dist.continuous else np.int64
         template = network.init_params(jax.random.PRNGKey(0), np.zeros((1, *self.obs_shape), np.float32))
         params = flax.serialization.from_state_dict(template, flax.serialization.msgpack_restore(params_msgpack))
-        act = action_policy(network, params, deterministic=True)  # the evaluation's greedy policy
+        act = action_policy(network, params, deterministic=True, dist=self.dist)  # the evaluation's greedy policy
         self.recurrent = network.cfg.recurrent  # None, "gru" or "lstm"
         if self.recurrent is None:
             self.state_size = 0
@@ -110,14 +115,14 @@ class GreedyPolicy:
         state_size]; None: zeros, every env at an episode's start)."""
         obs, single = self._batch(obs)
         if self.recurrent is None:
-            actions = np.asarray(self._act(obs), dtype=np.int64)
+            actions = np.asarray(self._act(obs), dtype=self.action_dtype)
             return actions[0] if single else actions
         state = np.zeros((obs.shape[0], self.state_size), np.float32) if state is None else np.asarray(state, np.float32)
         state = state[None] if single and state.ndim == 1 else state
         if state.shape != (obs.shape[0], self.state_size):
             raise ValueError(f"a state of shape {state.shape}; this policy takes [{obs.shape[0]}, {self.state_size}] (zeros at an episode's start)")
         actions, state = self._step(obs, state)
-        actions, state = np.asarray(actions, np.int64), np.asarray(state, np.float32)
+        actions, state = np.asarray(actions, self.action_dtype), np.asarray(state, np.float32)
         return (actions[0], state[0]) if single else (actions, state)
 
     @classmethod
@@ -160,16 +165,22 @@ def save_policy_model(path: Path, config_yaml: Path, params_msgpack: Path, metad
     policy = GreedyPolicy.from_files(config_yaml, params_msgpack)
     probe = np.zeros((2, *policy.obs_shape), np.float32)
     actions = policy(probe) if policy.recurrent is None else policy(probe)[0]
-    if actions.shape != (2,) or not ((0 <= actions) & (actions < policy.num_actions)).all():
+    if policy.dist.continuous:
+        low, high = (np.asarray(policy.dist.env_action(np.full((policy.num_actions,), x, np.float32))) for x in (-np.inf, np.inf))
+        broken = actions.shape != (2, policy.num_actions) or not np.all((low - 1e-6 <= actions) & (actions <= high + 1e-6))
+    else:
+        broken = actions.shape != (2,) or not ((0 <= actions) & (actions < policy.num_actions)).all()
+    if broken:
         raise RuntimeError(f"the policy rebuilt from {params_msgpack} returned {actions!r} for a batch of 2 observations")
     obs_spec = TensorSpec(np.dtype(np.float32), (-1, *policy.obs_shape))
-    action_spec = TensorSpec(np.dtype(np.int64), (-1,))
+    action_shape = (-1, policy.num_actions) if policy.dist.continuous else (-1,)
+    action_spec = TensorSpec(np.dtype(policy.action_dtype), action_shape)
     if policy.recurrent is None:
         signature = ModelSignature(inputs=Schema([obs_spec]), outputs=Schema([action_spec]))
     else:
         state_spec = TensorSpec(np.dtype(np.float32), (-1, policy.state_size), "state")
         signature = ModelSignature(inputs=Schema([TensorSpec(np.dtype(np.float32), (-1, *policy.obs_shape), "obs"), state_spec]),
-                                   outputs=Schema([TensorSpec(np.dtype(np.int64), (-1,), "action"), state_spec]))
+                                   outputs=Schema([TensorSpec(np.dtype(policy.action_dtype), action_shape, "action"), state_spec]))
         metadata = {**metadata, "recurrent": policy.recurrent, "state_size": policy.state_size}
     with warnings.catch_warnings():  # "no input example": the signature above says what it takes
         warnings.simplefilter("ignore", UserWarning)

@@ -1,0 +1,28 @@
+"""`env=brax`: its keys, checked without importing brax or jax (config validation runs first).
+
+The id itself is checked against Brax's registry when the env is built (reading it imports
+brax, and with it jax); an unknown id is refused there, listing the valid ones.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ppo_lab.errors import ConfigError
+
+# Brax's physics pipelines (`brax.envs.get_environment(..., backend=)`).
+BACKENDS = ("generalized", "positional", "spring", "mjx")
+
+
+def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
+    env_id = env_cfg.get("id")
+    if not isinstance(env_id, str) or not env_id:
+        raise ConfigError("env.id", env_id, "a Brax environment name such as 'inverted_pendulum' or 'ant'")
+    backend = env_cfg.get("backend")
+    if backend not in BACKENDS:
+        raise ConfigError("env.backend", backend, f"one of {list(BACKENDS)}")
+    max_steps = env_cfg.get("max_steps")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ConfigError("env.max_steps", max_steps, "an episode length in steps, an integer >= 1")
+    if reward_cfg.get("name", "default") != "default":
+        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default (Brax's {env_id} has no reward modes)")
