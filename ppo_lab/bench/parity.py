@@ -10,13 +10,13 @@ gives the mean over seeds with its 95% Student-t interval (`analysis.stats.summa
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
 import numpy as np
 
 from ppo_lab.analysis.stats import summarize
+from ppo_lab.rundir.metrics import read_metrics
 
 TAIL_FRACTION = 0.1
 
@@ -34,10 +34,8 @@ def tail_mean(per_update: list[list[float]], fraction: float = TAIL_FRACTION) ->
 def lab_per_update(run_dir: Path) -> list[list[float]]:
     """[seed][update] mean training episode return from a lab run's metrics.csv."""
     per_seed: dict[int, list[float]] = {}
-    with (Path(run_dir) / "metrics.csv").open() as f:
-        for row in csv.DictReader(f):
-            value = row["train/mean_episode_return"]
-            per_seed.setdefault(int(row["seed"]), []).append(float(value) if value not in ("", "nan") else math.nan)
+    for row in read_metrics(Path(run_dir) / "metrics.csv"):  # the run-dir layer parses run files
+        per_seed.setdefault(int(row["seed"]), []).append(float(row["train/mean_episode_return"]))
     return [per_seed[s] for s in sorted(per_seed)]
 
 
