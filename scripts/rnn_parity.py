@@ -52,7 +52,7 @@ LAB = [
 ]
 
 
-def run_purejaxrl(checkout: str, seeds: int, timesteps: int) -> dict:
+def run_purejaxrl(checkout: str, seeds: int, timesteps: int, first_seed: int = 0) -> dict:
     import jax
     import numpy as np
 
@@ -75,7 +75,7 @@ def run_purejaxrl(checkout: str, seeds: int, timesteps: int) -> dict:
     # One seed after another, one compiled program: with jax 0.10.2 on this CPU the vmapped
     # program (`jax.jit(jax.vmap(train))`) hangs in block_until_ready with every thread idle.
     train = jax.jit(ppo_rnn.make_train({**PUREJAXRL_RNN, "TOTAL_TIMESTEPS": timesteps}))
-    keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+    keys = jax.random.split(jax.random.PRNGKey(first_seed), seeds)
     t0 = time.perf_counter()
     outs = [jax.device_get(jax.block_until_ready(train(key))["metric"]) for key in keys]
     wall = time.perf_counter() - t0
@@ -86,7 +86,7 @@ def run_purejaxrl(checkout: str, seeds: int, timesteps: int) -> dict:
             "per_update": per_update, "score": parity.tail_mean(per_update)}
 
 
-def run_lab(seeds: int, timesteps: int, extra: list[str]) -> dict:
+def run_lab(seeds: int, timesteps: int, extra: list[str], first_seed: int = 0) -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     # The tests' compose helper (Hydra's compose API); importing it applies one host device.
     from conftest import compose_config
@@ -95,7 +95,7 @@ def run_lab(seeds: int, timesteps: int, extra: list[str]) -> dict:
 
     run_dir = Path(tempfile.mkdtemp(prefix="rnn_parity_lab_")) / "run"
     t0 = time.perf_counter()
-    summary = train(compose_config([*LAB, *extra, "seed=0", f"num_seeds={seeds}", f"ppo.total_timesteps={timesteps}"]), run_dir)
+    summary = train(compose_config([*LAB, *extra, f"seed={first_seed}", f"num_seeds={seeds}", f"ppo.total_timesteps={timesteps}"]), run_dir)
     wall = time.perf_counter() - t0
     per_update = parity.lab_per_update(run_dir)
     return {"side": " ".join(["lab", *extra]), "seeds": seeds, "timesteps": timesteps, "run_dir": str(run_dir), "wall_s_process_train": wall, "sps": summary["sps"],
@@ -118,6 +118,7 @@ def main(argv=None) -> int:
     parser.add_argument("--side", choices=("purejaxrl", "lab"))
     parser.add_argument("--purejaxrl", default=None, help="PureJaxRL checkout (root or its purejaxrl/ folder)")
     parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--first-seed", type=int, default=0, help="the lab's seed=; PureJaxRL's keys split from PRNGKey(this)")
     parser.add_argument("--timesteps", type=int, default=500_000, help="per seed (ppo_rnn.py's own: 5e5)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--lab-override", action="append", default=[], help="a further lab key=value (e.g. network.head_hidden=0)")
@@ -127,9 +128,9 @@ def main(argv=None) -> int:
         print(report(args.report))
         return 0
     if args.side == "lab":
-        result = run_lab(args.seeds, args.timesteps, args.lab_override)
+        result = run_lab(args.seeds, args.timesteps, args.lab_override, args.first_seed)
     else:
-        result = run_purejaxrl(args.purejaxrl, args.seeds, args.timesteps)
+        result = run_purejaxrl(args.purejaxrl, args.seeds, args.timesteps, args.first_seed)
     args.out.write_text(json.dumps(result))
     print(report([str(args.out)]))
     return 0
