@@ -89,6 +89,8 @@ class NetworkConfig:
     torso: tuple[tuple[str, Any], ...]  # the torso's own keys, as sorted (name, value) pairs (hashable)
     recurrent: str | None  # None (feed-forward), "gru" or "lstm": a cell between the torso and the heads
     recurrent_size: int  # the cell's hidden units
+    head_hidden: int  # units of a dense + activation layer in each head before its output; 0: linear heads
+    head_hidden_gain: float  # that layer's orthogonal initial gain
 
     @property
     def is_recurrent(self) -> bool:
@@ -346,7 +348,7 @@ def _ppo(s: Mapping) -> PPOConfig:
 
 
 NETWORK_KEYS = ("_target_", "kind", "activation", "privileged_critic", "shared_torso", "squash", "recurrent",
-                "recurrent_size")
+                "recurrent_size", "head_hidden", "head_hidden_gain")
 SQUASHES = (None, "tanh")  # ppo_lab.ppo.gaussian
 
 
@@ -372,6 +374,12 @@ def validate_network(s: Mapping) -> NetworkConfig:
     _require(isinstance(size, int) and not isinstance(size, bool) and size > 0, "network.recurrent_size", size, "a positive integer")
     _require(recurrent is None or not (s.get("privileged_critic") and s.get("shared_torso")), "network.recurrent", recurrent,
              "null with a privileged critic on the actor's torso (network.shared_torso=true), or network.shared_torso=false")
+    head = s.get("head_hidden")
+    _require(isinstance(head, int) and not isinstance(head, bool) and head >= 0, "network.head_hidden", head,
+             "0 (linear heads) or a positive integer")
+    gain = s.get("head_hidden_gain")
+    _require(isinstance(gain, (int, float)) and not isinstance(gain, bool) and gain > 0, "network.head_hidden_gain", gain,
+             "a positive number")
     if "dense_size" in torso:
         dense = torso["dense_size"]
         _require(isinstance(dense, int) and dense > 0, "network.dense_size", dense, "a positive integer")
@@ -385,6 +393,8 @@ def validate_network(s: Mapping) -> NetworkConfig:
         torso=tuple(sorted(torso.items())),
         recurrent=recurrent,
         recurrent_size=size,
+        head_hidden=head,
+        head_hidden_gain=float(gain),
     )
 
 

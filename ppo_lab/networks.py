@@ -329,6 +329,9 @@ class ActorCritic(nn.Module):
             self.critic_torso = _torso(self.cfg, "critic_torso", self.conv, dtype)
         self.policy_head = _dense(self.action_dim, 0.01, dtype)
         self.value_head = _dense(1, 1.0, dtype)
+        if self.cfg.head_hidden:
+            self.policy_hidden = _dense(self.cfg.head_hidden, self.cfg.head_hidden_gain, dtype)
+            self.value_hidden = _dense(self.cfg.head_hidden, self.cfg.head_hidden_gain, dtype)
         if self.recurrent:
             self.actor_cell = ScannedCell(self.cfg.recurrent, self.cfg.recurrent_size, dtype)
             if not self.shared:
@@ -341,6 +344,12 @@ class ActorCritic(nn.Module):
     @property
     def recurrent(self) -> bool:
         return self.cfg.is_recurrent
+
+    def _values(self, features):
+        """The value head: linear, or a hidden layer first (`network.head_hidden`): [..., features] -> [...]."""
+        if self.cfg.head_hidden:
+            features = ACTIVATIONS[self.cfg.activation](self.value_hidden(features))
+        return jnp.squeeze(self.value_head(features), -1).astype(jnp.float32)
 
     def initial_carry(self, batch: int):
         """The recurrent state of `batch` envs at an episode's start (zeros; needs no params)."""
@@ -357,6 +366,9 @@ class ActorCritic(nn.Module):
         return self.init(key, obs[None], self.initial_carry(n), jnp.zeros((1, n), bool))
 
     def _policy(self, actor_features):
+        """The policy head (linear, or a hidden layer first: `network.head_hidden`): logits, or a Gaussian's (mean, log_std)."""
+        if self.cfg.head_hidden:
+            actor_features = ACTIVATIONS[self.cfg.activation](self.policy_hidden(actor_features))
         out = self.policy_head(actor_features).astype(jnp.float32)
         return (out, jnp.broadcast_to(self.log_std, out.shape)) if self.continuous else out
 
@@ -390,7 +402,7 @@ class ActorCritic(nn.Module):
         obs = self._norm(obs)
         actor_features = self.actor_torso(self._actor_obs(obs))
         critic_features = self._critic_features(actor_features, obs)
-        return self._policy(actor_features), jnp.squeeze(self.value_head(critic_features), -1).astype(jnp.float32)
+        return self._policy(actor_features), self._values(critic_features)
 
     def value(self, obs):
         obs = self._norm(obs)
@@ -398,7 +410,7 @@ class ActorCritic(nn.Module):
             features = self._critic_features(self.actor_torso(self._actor_obs(obs)), obs)
         else:
             features = self.critic_torso(obs)
-        return jnp.squeeze(self.value_head(features), -1).astype(jnp.float32)
+        return self._values(features)
 
     def with_extra_values(self, obs, extra_obs):
         """`(logits, values)` of `obs` and the values of `extra_obs`, in one pass: the critic
@@ -418,7 +430,7 @@ class ActorCritic(nn.Module):
         else:
             actor_features, critic_features = self.actor_torso(self._actor_obs(obs)), self.critic_torso(both)
         policy = self._policy(actor_features)
-        values = jnp.squeeze(self.value_head(critic_features), -1).astype(jnp.float32)
+        values = self._values(critic_features)
         return policy, values[:n], values[n:]
 
     # --- recurrent ---------------------------------------------------------------------------
@@ -441,7 +453,7 @@ class ActorCritic(nn.Module):
         critic_out = actor_out
         if not self.shared:
             new_carry["critic"], critic_out = self.critic_cell(carry["critic"], (self._over_time(self.critic_torso, obs), reset))
-        return new_carry, self._policy(actor_out), jnp.squeeze(self.value_head(critic_out), -1).astype(jnp.float32)
+        return new_carry, self._policy(actor_out), self._values(critic_out)
 
     def step(self, obs, carry, reset):
         """One step of `sequence`: `(carry, policy [B, ...], values [B])` of `obs` [B, ...]."""
@@ -454,7 +466,7 @@ class ActorCritic(nn.Module):
             return self.step(obs, carry, reset)[2]
         obs = self._norm_over_time(obs[None])
         _, out = self.critic_cell(carry["critic"], (self._over_time(self.critic_torso, obs), reset[None]))
-        return jnp.squeeze(self.value_head(out[0]), -1).astype(jnp.float32)
+        return self._values(out[0])
 
     def step_with_extra_values(self, obs, carry, reset, extra_obs):
         """`step`, and the values of `extra_obs` [B, ...] from `carry` NOT reset: the previous
@@ -473,6 +485,6 @@ class ActorCritic(nn.Module):
         actor_carry, actor_out = self.actor_cell(carry["actor"], (self._over_time(self.actor_torso, self._actor_obs(both_obs[:, :n])), reset[None]))
         critic_carry, critic_out = self.critic_cell(both_carry["critic"], (self._over_time(self.critic_torso, both_obs), both_reset[None]))
         policy = self._policy(actor_out[0])
-        values = jnp.squeeze(self.value_head(critic_out[0]), -1).astype(jnp.float32)
+        values = self._values(critic_out[0])
         new_carry = {"actor": actor_carry, "critic": jax.tree.map(lambda c: c[:n], critic_carry)}
         return new_carry, policy, values[:n], values[n:]

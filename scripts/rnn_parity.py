@@ -19,16 +19,15 @@ The score of a seed: the mean return of the episodes that ended in the last 10% 
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import json
-import math
-import statistics
 import sys
 import tempfile
 import time
 import types
 from pathlib import Path
+
+from ppo_lab.bench import parity
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,11 +39,11 @@ PUREJAXRL_RNN = {
 }
 
 # The same in the lab's keys. PureJaxRL folds truncation into `done` (no bootstrap), embeds the
-# observation with one Dense(128)+ReLU before the GRU and shares it between actor and critic.
-# Left different: its heads have a Dense(128)+ReLU layer before the output (the lab's are linear).
+# observation with one Dense(128)+ReLU (orthogonal gain sqrt 2) before the GRU and shares both
+# between actor and critic; each head has a Dense(128)+ReLU (orthogonal gain 2) before its output.
 LAB = [
     "env=cartpole", "network=mlp", "network.hidden_sizes=[128]", "network.activation=relu", "network.shared_torso=true",
-    "network.recurrent=gru", "network.recurrent_size=128",
+    "network.recurrent=gru", "network.recurrent_size=128", "network.head_hidden=128", "network.head_hidden_gain=2.0",
     "ppo.num_envs=4", "ppo.num_steps=128", "ppo.update_epochs=4", "ppo.num_minibatches=4",
     "ppo.gamma=0.99", "ppo.gae_lambda=0.95", "ppo.clip_eps=0.2", "ppo.clip_eps_final=0.2", "ppo.ent_coef_initial=0.01",
     "ppo.ent_coef_final=0.01", "ppo.vf_coef=0.5", "ppo.max_grad_norm=0.5", "ppo.lr=2.5e-4", "ppo.lr_final=0.0",
@@ -53,18 +52,7 @@ LAB = [
 ]
 
 
-def tail_mean(per_update: list[list[float]], fraction: float = 0.1) -> list[float]:
-    """Per seed: the mean over the last `fraction` of updates of each update's mean return
-    (updates where no episode ended are left out)."""
-    out = []
-    for seed in per_update:
-        n = max(1, int(len(seed) * fraction))
-        tail = [v for v in seed[-n:] if math.isfinite(v)]
-        out.append(sum(tail) / len(tail))
-    return out
-
-
-def run_purejaxrl(checkout: str, seeds: int, timesteps: int) -> dict:
+def run_purejaxrl(checkout: str, seeds: int, timesteps: int, first_seed: int = 0) -> dict:
     import jax
     import numpy as np
 
@@ -75,7 +63,7 @@ def run_purejaxrl(checkout: str, seeds: int, timesteps: int) -> dict:
     sys.path.insert(0, str(folder))
     import ppo_rnn  # PureJaxRL's own file, unchanged, from the checkout
 
-    ppo_rnn.gymnax = types.SimpleNamespace(make=peer._make_five_value)
+    ppo_rnn.gymnax = peer._five_value_gymnax(ppo_rnn.gymnax)  # gymnax 1.0's step, one `done`
     # Written for flax < 0.8: `nn.GRUCell()` without `features` and the static
     # `GRUCell.initialize_carry(rng, batch_dims, size)`. The same cell and zero state, today's API.
     import flax.linen as nn
@@ -84,22 +72,21 @@ def run_purejaxrl(checkout: str, seeds: int, timesteps: int) -> dict:
     ppo_rnn.nn = types.SimpleNamespace(**{k: getattr(nn, k) for k in dir(nn) if not k.startswith("_") and k != "GRUCell"},
                                        GRUCell=functools.partial(nn.GRUCell, features=128))
     ppo_rnn.ScannedRNN.initialize_carry = staticmethod(lambda batch_size, hidden_size: jnp.zeros((batch_size, hidden_size)))
-    train = jax.jit(jax.vmap(ppo_rnn.make_train({**PUREJAXRL_RNN, "TOTAL_TIMESTEPS": timesteps})))
-    keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+    # One seed after another, one compiled program: with jax 0.10.2 on this CPU the vmapped
+    # program (`jax.jit(jax.vmap(train))`) hangs in block_until_ready with every thread idle.
+    train = jax.jit(ppo_rnn.make_train({**PUREJAXRL_RNN, "TOTAL_TIMESTEPS": timesteps}))
+    keys = jax.random.split(jax.random.PRNGKey(first_seed), seeds)
     t0 = time.perf_counter()
-    out = jax.block_until_ready(train(keys))
+    outs = [jax.device_get(jax.block_until_ready(train(key))["metric"]) for key in keys]
     wall = time.perf_counter() - t0
-    info = jax.device_get(out["metric"])
-    done = np.asarray(info["returned_episode"], np.float64)  # [seeds, updates, steps, envs]
-    returns = np.asarray(info["returned_episode_returns"], np.float64)
-    ended = done.sum(axis=(2, 3))
-    per_update = np.where(ended > 0, (returns * done).sum(axis=(2, 3)) / np.maximum(ended, 1), np.nan)
+    info = {name: np.stack([o[name] for o in outs]) for name in ("returned_episode", "returned_episode_returns")}
+    per_update = parity.log_wrapper_per_update(info)
     return {"side": "purejaxrl", "checkout": str(folder), "seeds": seeds, "wall_s_with_compile": wall,
             "timesteps": timesteps, "sps_with_compile": seeds * timesteps / wall,
-            "per_update": per_update.tolist(), "score": tail_mean(per_update.tolist())}
+            "per_update": per_update, "score": parity.tail_mean(per_update)}
 
 
-def run_lab(seeds: int, timesteps: int) -> dict:
+def run_lab(seeds: int, timesteps: int, extra: list[str], first_seed: int = 0) -> dict:
     sys.path.insert(0, str(ROOT / "tests"))
     # The tests' compose helper (Hydra's compose API); importing it applies one host device.
     from conftest import compose_config
@@ -108,38 +95,22 @@ def run_lab(seeds: int, timesteps: int) -> dict:
 
     run_dir = Path(tempfile.mkdtemp(prefix="rnn_parity_lab_")) / "run"
     t0 = time.perf_counter()
-    summary = train(compose_config([*LAB, "seed=0", f"num_seeds={seeds}", f"ppo.total_timesteps={timesteps}"]), run_dir)
+    summary = train(compose_config([*LAB, *extra, f"seed={first_seed}", f"num_seeds={seeds}", f"ppo.total_timesteps={timesteps}"]), run_dir)
     wall = time.perf_counter() - t0
-    per_seed: dict[int, list[float]] = {}
-    with (run_dir / "metrics.csv").open() as f:
-        for row in csv.DictReader(f):
-            value = row["train/mean_episode_return"]
-            per_seed.setdefault(int(row["seed"]), []).append(float(value) if value not in ("", "nan") else math.nan)
-    per_update = [per_seed[s] for s in sorted(per_seed)]
-    return {"side": "lab", "seeds": seeds, "timesteps": timesteps, "run_dir": str(run_dir), "wall_s_process_train": wall, "sps": summary["sps"],
-            "compile_s": summary["compile_s"], "per_update": per_update, "score": tail_mean(per_update)}
-
-
-def ci95(xs: list[float]) -> tuple[float, float, float]:
-    mean = statistics.fmean(xs)
-    if len(xs) < 2:
-        return mean, math.nan, math.nan
-    # t quantile for n-1 degrees of freedom (n = 8: 2.365; n = 4: 3.182)
-    t = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365}.get(len(xs), 2.0)
-    half = t * statistics.stdev(xs) / math.sqrt(len(xs))
-    return mean, mean - half, mean + half
+    per_update = parity.lab_per_update(run_dir)
+    return {"side": " ".join(["lab", *extra]), "seeds": seeds, "timesteps": timesteps, "run_dir": str(run_dir), "wall_s_process_train": wall, "sps": summary["sps"],
+            "compile_s": summary["compile_s"], "per_update": per_update, "score": parity.tail_mean(per_update)}
 
 
 def report(paths: list[str]) -> str:
-    lines = ["| side | seeds x steps | score: mean [95% t-interval] | per seed | wall s | steps/s |", "|---|---:|---|---|---:|---:|"]
+    """The parity table (bench/parity.py) of result JSONs."""
+    results = []
     for path in paths:
         r = json.loads(Path(path).read_text())
-        mean, lo, hi = ci95(r["score"])
+        # Steps/s over the whole train call, compile included, on both sides: the same clock.
         wall = r.get("wall_s_with_compile", r.get("wall_s_process_train"))
-        sps = r.get("sps_with_compile", r.get("sps"))
-        lines.append(f"| {r['side']} | {r['seeds']} x {r['timesteps']:,} | {mean:.1f} [{lo:.1f}, {hi:.1f}] | "
-                     f"{', '.join(f'{v:.0f}' for v in r['score'])} | {wall:.0f} | {sps:,.0f} |")
-    return "\n".join(lines)
+        results.append({**r, "label": r["side"], "wall_s": wall, "sps": r["seeds"] * r["timesteps"] / wall})
+    return parity.table(results)
 
 
 def main(argv=None) -> int:
@@ -147,17 +118,19 @@ def main(argv=None) -> int:
     parser.add_argument("--side", choices=("purejaxrl", "lab"))
     parser.add_argument("--purejaxrl", default=None, help="PureJaxRL checkout (root or its purejaxrl/ folder)")
     parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--first-seed", type=int, default=0, help="the lab's seed=; PureJaxRL's keys split from PRNGKey(this)")
     parser.add_argument("--timesteps", type=int, default=500_000, help="per seed (ppo_rnn.py's own: 5e5)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--lab-override", action="append", default=[], help="a further lab key=value (e.g. network.head_hidden=0)")
     parser.add_argument("--report", nargs="+", help="result JSONs to tabulate")
     args = parser.parse_args(argv)
     if args.report:
         print(report(args.report))
         return 0
     if args.side == "lab":
-        result = run_lab(args.seeds, args.timesteps)
+        result = run_lab(args.seeds, args.timesteps, args.lab_override, args.first_seed)
     else:
-        result = run_purejaxrl(args.purejaxrl, args.seeds, args.timesteps)
+        result = run_purejaxrl(args.purejaxrl, args.seeds, args.timesteps, args.first_seed)
     args.out.write_text(json.dumps(result))
     print(report([str(args.out)]))
     return 0

@@ -26,6 +26,7 @@ def _strip(config: dict) -> dict:
         old["env"].pop(key, None)
     old["network"].pop("_target_")
     old["network"].pop("recurrent_size")
+    old["network"].pop("head_hidden_gain")
     for options in old["logger"].values():
         options.pop("_target_")
     for dotted in KEYS_ADDED_AS_BEFORE:

@@ -16,9 +16,11 @@ from omegaconf import OmegaConf
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.networks import ActorCritic
+from ppo_lab.ppo import grad_clip
 from ppo_lab.ppo.distributions import categorical_log_prob
 from ppo_lab.ppo.rollout import initial_memory
 from ppo_lab.ppo.train import make_trainer
+from ppo_lab.run import resume
 from ppo_lab.run.build import build
 
 from conftest import TINY, compose_config, network_config, ppo_config
@@ -207,3 +209,32 @@ def test_a_recurrent_privileged_critic_on_the_actor_torso_is_refused():
     has no recurrent form here: refused before compiling, naming what is valid."""
     with pytest.raises(ConfigError, match="network.recurrent='gru'.*shared_torso=false"):
         network_config("cnn", recurrent="gru", privileged_critic=True, shared_torso=True)
+
+
+# --- the heads' hidden layer (network.head_hidden: PureJaxRL ppo_rnn.py's heads) ---------------
+
+def test_heads_are_linear_by_default_and_take_a_hidden_layer_of_head_hidden_units():
+    assert validate(_resolved(TINY)).network.head_hidden == 0
+    assert {"policy_hidden", "value_hidden"}.isdisjoint(_network().init_params(jax.random.PRNGKey(0), jnp.zeros((2, 4)))["params"])
+    cfg = dataclasses.replace(network_config(hidden_sizes=(8,), shared_torso=True), recurrent="gru", recurrent_size=5,
+                              head_hidden=6, head_hidden_gain=2.0)
+    params = ActorCritic(3, cfg).init_params(jax.random.PRNGKey(0), jnp.zeros((2, 4)))["params"]
+    shapes = {name: params[name]["kernel"].shape for name in ("policy_hidden", "policy_head", "value_hidden", "value_head")}
+    assert shapes == {"policy_hidden": (5, 6), "policy_head": (6, 3), "value_hidden": (5, 6), "value_head": (6, 1)}
+    assert grad_clip.param_group("value_hidden") == "value" and grad_clip.param_group("policy_hidden") == "policy"
+
+
+@pytest.mark.parametrize("override,key", [("network.head_hidden=-1", "network.head_hidden"),
+                                          ("network.head_hidden_gain=0", "network.head_hidden_gain")])
+def test_a_bad_head_hidden_value_is_named_with_what_is_valid(override, key):
+    with pytest.raises(ConfigError) as err:
+        validate(_resolved([*TINY, override]))
+    assert err.value.key == key
+
+
+def test_a_run_dir_saved_before_head_hidden_resumes_without_a_config_change():
+    now = _resolved(TINY)
+    saved = {**now, "network": {k: v for k, v in now["network"].items() if not k.startswith("head_hidden")}}
+    assert resume.config_changes(saved, now) == {}
+    wider = {**now, "network": {**now["network"], "head_hidden": 8}}
+    assert set(resume.config_changes(saved, wider)) == {"network.head_hidden", "network.head_hidden_gain"}

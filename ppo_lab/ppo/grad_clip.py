@@ -12,8 +12,8 @@ import jax
 import optax
 
 # Top-level parameter names (networks.ActorCritic) that belong to the value function (a
-# recurrent critic's cell with separate towers included).
-VALUE_MODULES = ("critic_torso", "critic_cell", "value_head")
+# recurrent critic's cell with separate towers and a value head's hidden layer included).
+VALUE_MODULES = ("critic_torso", "critic_cell", "value_hidden", "value_head")
 
 
 def param_group(name: str) -> str:

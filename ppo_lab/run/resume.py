@@ -71,13 +71,15 @@ def _added_as_before(key: str, saved, now: dict) -> bool:
     """A key that a config saved by an older version of the lab does not have, whose value now
     changes nothing: a part's wiring (`env._target_`, `env.check`, `env.evaluations.*`,
     `network._target_`: how a part is found, not what is trained), a key at the value that
-    trains as before, or the size of a recurrent cell that is not there."""
+    trains as before, or the size of a recurrent cell (the gain of a head layer) that is not there."""
     if saved is not _UNSET:
         return False
     if is_wiring(key):
         return True
     if key == "network.recurrent_size":
         return now.get("network.recurrent", _UNSET) is None
+    if key == "network.head_hidden_gain":  # the gain of a head layer that is not there
+        return now.get("network.head_hidden", _UNSET) == 0
     return key in KEYS_ADDED_AS_BEFORE and now.get(key, _UNSET) == KEYS_ADDED_AS_BEFORE[key]
 
 

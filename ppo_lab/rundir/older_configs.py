@@ -6,7 +6,8 @@ in, and only these:
   `env.evaluations`, `network._target_`, `logger.<name>._target_`): from this lab's own
   `conf/` file of the part the run names (`conf/env/<env.name>.yaml`, ...);
 - keys added with a value that trains as the lab did before them (`KEYS_ADDED_AS_BEFORE`):
-  at that value. A recurrent cell's size goes with its cell: absent when there is no cell.
+  at that value. A recurrent cell's size and a head layer's gain go with their part: this lab's default
+  when the part is absent.
 
 Resuming compares a relaunch's config with the saved one through the same table
 (`ppo_lab.run.resume`): such a key at its old-behaviour value is no change of config.
@@ -26,6 +27,7 @@ from ppo_lab.config import CONF_DIR
 # did before them (a feed-forward network, float observations in the update, ...).
 KEYS_ADDED_AS_BEFORE = {
     "network.recurrent": None,
+    "network.head_hidden": 0,
     "ppo.rollout_obs_dtype": "float32",
     "ppo.privileged_view_after_step": False,
     "ppo.value_loss": "mean_of_max",
@@ -74,6 +76,10 @@ def complete(saved: dict) -> dict:
         if isinstance(out.get(section), dict) and key not in out[section]:
             out[section][key] = value
     network = out.get("network")
-    if isinstance(network, dict) and network.get("recurrent") is None and "recurrent_size" not in network:
-        network["recurrent_size"] = _conf_file("network", network.get("kind")).get("recurrent_size")
+    if isinstance(network, dict):  # the size (gain) of a part that is not there: this lab's default
+        defaults = _conf_file("network", network.get("kind"))
+        if network.get("recurrent") is None and "recurrent_size" not in network:
+            network["recurrent_size"] = defaults.get("recurrent_size")
+        if network.get("head_hidden") == 0 and "head_hidden_gain" not in network:
+            network["head_hidden_gain"] = defaults.get("head_hidden_gain")
     return out
