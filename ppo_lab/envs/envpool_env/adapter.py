@@ -54,9 +54,9 @@ import numpy as np
 from flax import struct
 from jax.experimental import io_callback
 from gymnasium import spaces as gym_spaces
-from gymnax.environments import environment, spaces
 
 from ppo_lab.envs.envpool_env.config import check_config, read_config
+from ppo_lab.envs.host_batched_env import HostBatchedEnv
 from ppo_lab.errors import ConfigError
 
 # Evaluation pools are seeded away from the training pools (other levels, other starts).
@@ -70,10 +70,9 @@ class EnvPoolState:
     handle: jax.Array
 
 
-class EnvPoolEnv:
+class EnvPoolEnv(HostBatchedEnv):
     """A pool of EnvPool envs behind the lab's batched-env API; see the module docstring."""
 
-    batched = True  # steps whole batches: reset_batch / step_batch (ppo.rollout.batched_step)
 
     def __init__(self, task_id: str, *, num_threads: int | None, seed: int, make_kwargs: Mapping,
                  image_scale: bool, reset_on_host: bool = False):
@@ -112,19 +111,6 @@ class EnvPoolEnv:
     @property
     def name(self) -> str:
         return f"EnvPool/{self.task_id}"
-
-    @property
-    def default_params(self) -> environment.EnvParams:
-        return environment.EnvParams(max_steps_in_episode=self.max_episode_steps)
-
-    def action_space(self, params=None):
-        if self.continuous:
-            box = self._action_space
-            return spaces.Box(np.asarray(box.low, np.float32), np.asarray(box.high, np.float32), tuple(box.shape), jnp.float32)
-        return spaces.Discrete(self.num_actions)
-
-    def observation_space(self, params=None) -> spaces.Box:
-        return spaces.Box(-jnp.inf, jnp.inf, self._obs_shape, jnp.float32)
 
     def for_evaluation(self) -> "EnvPoolEnv":
         """The same task with pools of its own, seeded apart and reset on the host by

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ppo_lab.envs.env_section import own_keys, require_own_reward
 from ppo_lab.errors import ConfigError
 
 KEYS = ("id", "num_threads", "seed", "make_kwargs", "image_scale")
@@ -12,13 +13,7 @@ KEYS = ("id", "num_threads", "seed", "make_kwargs", "image_scale")
 
 def read_config(env_cfg: Mapping) -> dict[str, Any]:
     """The env section's own keys; ConfigError naming any bad key or value."""
-    unknown = sorted(set(env_cfg) - set(KEYS) - {"name"})
-    if unknown:
-        raise ConfigError(f"env.{unknown[0]}", env_cfg[unknown[0]], f"one of the known keys {sorted(KEYS)}")
-    missing = [k for k in KEYS if k not in env_cfg]
-    if missing:
-        raise ConfigError(f"env.{missing[0]}", None, "a value (conf/env/envpool.yaml sets every key)")
-    c = {k: env_cfg[k] for k in KEYS}
+    c = own_keys(env_cfg, KEYS, "conf/env/envpool.yaml")
     if not isinstance(c["id"], str) or not c["id"]:
         raise ConfigError("env.id", c["id"], "an EnvPool task id such as 'CartPole-v1' (envpool.list_all_envs())")
     threads = c["num_threads"]
@@ -37,5 +32,4 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
 def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
     """The registry's jax-free check: the env section, and reward=default (the task's own)."""
     read_config(env_cfg)
-    if reward_cfg.get("name", "default") != "default":
-        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_cfg.get('id')} has its own reward)")
+    require_own_reward(env_cfg, reward_cfg)

@@ -39,10 +39,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
-from gymnax.environments import environment, spaces
 
 from ppo_lab import parts
 from ppo_lab.envs.gymnasium_env.config import check_config, read_config
+from ppo_lab.envs.host_batched_env import HostBatchedEnv
 from ppo_lab.errors import ConfigError
 
 # Evaluation's vector envs are seeded away from training's.
@@ -55,10 +55,9 @@ class GymnasiumState:
     fresh: jax.Array
 
 
-class GymnasiumEnv:
+class GymnasiumEnv(HostBatchedEnv):
     """Gymnasium envs in a vector env behind the lab's batched-env API (module docstring)."""
 
-    batched = True  # steps whole batches: reset_batch / step_batch (ppo.rollout.batched_step)
 
     def __init__(self, factory: Callable[[], gymnasium.Env], label: str, *, seed: int, max_episode_steps: int | None,
                  reset_on_host: bool = False):
@@ -84,19 +83,6 @@ class GymnasiumEnv:
     @property
     def name(self) -> str:
         return f"Gymnasium/{self.label}"
-
-    @property
-    def default_params(self) -> environment.EnvParams:
-        return environment.EnvParams(max_steps_in_episode=self.max_episode_steps)
-
-    def action_space(self, params=None):
-        if self.continuous:
-            box = self._action_space
-            return spaces.Box(np.asarray(box.low, np.float32), np.asarray(box.high, np.float32), tuple(box.shape), jnp.float32)
-        return spaces.Discrete(self.num_actions)
-
-    def observation_space(self, params=None) -> spaces.Box:
-        return spaces.Box(-jnp.inf, jnp.inf, self._obs_shape, jnp.float32)
 
     def for_evaluation(self) -> "GymnasiumEnv":
         """The same env with vector envs of its own, seeded apart, reset by `reset_batch`."""

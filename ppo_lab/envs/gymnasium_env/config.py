@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ppo_lab.envs.env_section import own_keys, require_own_reward
 from ppo_lab.errors import ConfigError
 
 KEYS = ("id", "seed", "make_kwargs", "max_steps")
@@ -12,13 +13,7 @@ KEYS = ("id", "seed", "make_kwargs", "max_steps")
 
 def read_config(env_cfg: Mapping) -> dict[str, Any]:
     """The env section's own keys; ConfigError naming any bad key or value."""
-    unknown = sorted(set(env_cfg) - set(KEYS) - {"name"})
-    if unknown:
-        raise ConfigError(f"env.{unknown[0]}", env_cfg[unknown[0]], f"one of the known keys {sorted(KEYS)}")
-    missing = [k for k in KEYS if k not in env_cfg]
-    if missing:
-        raise ConfigError(f"env.{missing[0]}", None, "a value (conf/env/gymnasium.yaml sets every key)")
-    c = {k: env_cfg[k] for k in KEYS}
+    c = own_keys(env_cfg, KEYS, "conf/env/gymnasium.yaml")
     if not isinstance(c["id"], str) or not c["id"]:
         raise ConfigError("env.id", c["id"], "a Gymnasium id such as 'CartPole-v1', or the import path of an env "
                                              "class such as 'my_package.envs.MyEnv'")
@@ -36,5 +31,4 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
 def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
     """The registry's jax-free check: the env section, and reward=default (the env's own)."""
     read_config(env_cfg)
-    if reward_cfg.get("name", "default") != "default":
-        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_cfg.get('id')} has its own reward)")
+    require_own_reward(env_cfg, reward_cfg)

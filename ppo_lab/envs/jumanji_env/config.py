@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from ppo_lab.envs.env_section import require_own_reward
 from ppo_lab.errors import ConfigError
 
 DEFAULTS: dict[str, Any] = dict(id=None, max_steps=1000, observation="flat", obs_transform="none", reward_scale=1.0)
@@ -37,5 +38,4 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
 def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
     """The registry's jax-free check: the env section, and reward=default (the env's own)."""
     read_config(env_cfg)
-    if reward_cfg.get("name", "default") != "default":
-        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_cfg.get('id')} has its own reward)")
+    require_own_reward(env_cfg, reward_cfg)
