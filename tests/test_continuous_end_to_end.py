@@ -110,8 +110,11 @@ def test_a_continuous_run_through_every_logger_the_mlflow_policy_and_aggregate(t
     """The per-dimension action metrics reach W&B (offline), TensorBoard and MLflow; the
     registered pyfunc plays float actions inside the bounds; aggregate reads the run."""
     store, run_dir = tmp_path / "mlflow", tmp_path / "run"
-    s = train_run([*PENDULUM, "num_seeds=2", "logger=[csv,mlflow,wandb,tensorboard]", f"logger.mlflow.dir={store}",
-                   "logger.mlflow.experiment_name=pendulum", "train.target_return=-100000"], run_dir)
+    # In a process of its own: W&B's service, started in this one, would be inherited by every
+    # later test's subprocess.
+    launch([*PENDULUM, "num_seeds=2", "logger=[csv,mlflow,wandb,tensorboard]", f"logger.mlflow.dir={store}",
+            "logger.mlflow.experiment_name=pendulum", "train.target_return=-100000"], run_dir, timeout=400)
+    s = read_summary(run_dir)
     assert s["status"] == "completed" and not s.get("loggers_disabled")
     wandb_runs = _wandb_runs(run_dir)
     assert sorted(wandb_runs) == [0, 1]

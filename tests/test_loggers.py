@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import math
 import subprocess
 import sys
@@ -82,7 +83,10 @@ for lg in loggers:
     lg.log_rows(_rows(range(5, 7)))
 os._exit(9)
 """
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    # Its own W&B service, as a killed run's process has: a service this test process started
+    # earlier (WANDB_SERVICE, inherited) would outlive the kill and keep the run ID "in use".
+    env = {k: v for k, v in os.environ.items() if k != "WANDB_SERVICE"}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 9, proc.stderr[-3000:]
     from ppo_lab.rundir import MetricsCSV
 
