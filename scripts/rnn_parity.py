@@ -72,8 +72,9 @@ def run_purejaxrl(checkout: str, seeds: int, timesteps: int, first_seed: int = 0
     ppo_rnn.nn = types.SimpleNamespace(**{k: getattr(nn, k) for k in dir(nn) if not k.startswith("_") and k != "GRUCell"},
                                        GRUCell=functools.partial(nn.GRUCell, features=128))
     ppo_rnn.ScannedRNN.initialize_carry = staticmethod(lambda batch_size, hidden_size: jnp.zeros((batch_size, hidden_size)))
-    # One seed after another, one compiled program: with jax 0.10.2 on this CPU the vmapped
-    # program (`jax.jit(jax.vmap(train))`) hangs in block_until_ready with every thread idle.
+    # One seed after another, one compiled program, as ppo_rnn.py's own `__main__` trains one seed.
+    # (Its vmapped program hangs on this CPU unless XLA's concurrency-optimised scheduler is off:
+    # docs/toolchain.md.)
     train = jax.jit(ppo_rnn.make_train({**PUREJAXRL_RNN, "TOTAL_TIMESTEPS": timesteps}))
     keys = jax.random.split(jax.random.PRNGKey(first_seed), seeds)
     t0 = time.perf_counter()
