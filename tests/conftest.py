@@ -141,9 +141,54 @@ def fill_when(path_glob, disk: Path, leave_bytes: int, stop: threading.Event) ->
     return thread
 
 
+# --- one compilation cache per suite run -------------------------------------------------
+
+def pytest_configure(config):
+    """Every process of one suite run (xdist workers, the launch.py runs they start) shares one
+    persistent XLA compilation cache: a program an earlier test compiled loads in a fraction of
+    the time. A fresh folder per run, made by the controller before workers start (they inherit
+    the environment) and removed at the end, so a cold CI run starts empty and nothing leaks
+    between runs. An outer PPO_LAB_COMPILATION_CACHE_DIR is left as it is."""
+    if hasattr(config, "workerinput") or os.environ.get("PPO_LAB_COMPILATION_CACHE_DIR"):
+        return
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="ppo_lab_test_xla_cache_")
+    os.environ["PPO_LAB_COMPILATION_CACHE_DIR"] = folder
+    config._ppo_lab_cache_dir = folder
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_ppo_lab_cache_dir", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop("PPO_LAB_COMPILATION_CACHE_DIR", None)
+
+
+# --- two workers (pytest-xdist, --dist loadgroup in tests/run.sh) ---------------------------
+
+def group_for_workers(items) -> None:
+    """What must run on one worker, as xdist_group marks: the SLURM cluster tests together (one
+    cluster, its queue is the shared resource), and the tests of a module that share a module-
+    or class-scoped fixture together (so the fixture's run trains once). Every other test goes
+    to whichever worker is free."""
+    for item in items:
+        if any(m.name == "xdist_group" for m in item.iter_markers()):
+            continue
+        if "cluster" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("slurm_cluster"))
+            continue
+        defs = getattr(item, "_fixtureinfo", None)
+        scopes = {d.scope for name in (defs.names_closure if defs else ()) for d in defs.name2fixturedefs.get(name, ())}
+        if scopes & {"module", "class", "package"}:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 # --- cluster tests: skipped with one reason where the cluster cannot run, never in CI --------
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook would run first)
 def pytest_collection_modifyitems(config, items):
+    group_for_workers(items)
     if os.environ.get("PPO_LAB_SKIP_CLUSTER") != "1":
         return
     reason = os.environ.get("PPO_LAB_SKIP_CLUSTER_REASON") or "PPO_LAB_SKIP_CLUSTER=1: the local SLURM cluster was not started"
@@ -159,6 +204,14 @@ _skipped_cluster_tests: list[str] = []
 def pytest_runtest_logreport(report):
     if report.skipped and "cluster" in report.keywords:
         _skipped_cluster_tests.append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """A run that left slow or cluster tests out says how to run them."""
+    if "not slow" in (config.option.markexpr or "") or "not cluster" in (config.option.markexpr or ""):
+        terminalreporter.write_line(
+            "left out: the slow end-to-end and SLURM cluster tests; `make test` runs everything "
+            "(or `python -m pytest -m slow` / `bash tests/run.sh -m cluster` for one part)")
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -17,5 +17,8 @@ if [ "${PPO_LAB_SKIP_CLUSTER:-0}" != "1" ]; then
   bash tests/cluster/slurm_up.sh
 fi
 
-# pytest exits 5 when it collects nothing; that must not pass silently.
-python -m pytest -q --durations=15 "$@"
+# Both cores: two pytest-xdist workers; tests/conftest.py groups what must share a worker (the
+# SLURM cluster tests, a module's tests that share one fixture run). `--durations` keeps the
+# suite's own timing visible. pytest exits 5 when it collects nothing; that must not pass
+# silently.
+python -m pytest -q -n "${PPO_LAB_TEST_WORKERS:-2}" --dist loadgroup --durations=25 "$@"
