@@ -471,7 +471,9 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
     return HardwareConfig(**{f.name: s[f.name] for f in dataclasses.fields(HardwareConfig)})
 
 
-ENV_WIRING_KEYS = ("_target_", "check", "evaluations")
+# `scores`: the task -> {random, reference} returns that normalise scores across tasks in
+# `ppo-lab aggregate` (rliable.json); read by the analysis, never by the env or the trainer.
+ENV_WIRING_KEYS = ("_target_", "check", "evaluations", "scores")
 
 
 def _env(s: Mapping, reward: RewardSection) -> EnvSection:

@@ -1,0 +1,43 @@
+"""Which interval a mean across seeds gets, and when a sample is too small to trust.
+
+- A metric with known bounds (episode lengths: 0..the env's cap; shares, fractions and
+  efficiencies: 0..1) gets a seeded percentile bootstrap interval of the mean over seeds
+  (``ci_method = "bootstrap"``): every resampled mean lies between the smallest and the largest
+  seed, so the interval stays inside the bounds whatever the sample size. A Student-t
+  interval does not: two CartPole seeds at 22 and 500 give [-2800, 3300].
+- Every other metric gets the Student-t interval (``ci_method = "t"``).
+- Fewer than ``SMALL_SAMPLE`` seeds in a group is flagged (``small_sample``) and warned about
+  in the printed table and the figures: neither interval means much at n = 2..4 (a bootstrap
+  of 2 values can only return those two values and their midpoint).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ppo_lab.analysis.stats import bootstrap_ci
+
+SMALL_SAMPLE = 5
+# Metric names (or their last part) whose values lie in a known range.
+BOUNDED = re.compile(r"(episode_length|length|share|_frac|frac_|fraction|efficiency|survival_mean)|^actions/|^criteria/")
+
+
+def is_bounded(metric: str) -> bool:
+    return bool(BOUNDED.search(metric))
+
+
+def ci_method(metric: str) -> str:
+    return "bootstrap" if is_bounded(metric) else "t"
+
+
+def bounded_mean_interval(values, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean (NaN for fewer than 2 values)."""
+    return bootstrap_ci(values, np.mean, confidence=confidence, seed=seed)
+
+
+def small_sample_warning(n: int) -> str | None:
+    if 0 < n < SMALL_SAMPLE:
+        return f"n={n} < {SMALL_SAMPLE}: too few seeds for these intervals to be trusted"
+    return None
