@@ -79,3 +79,19 @@ def test_raw_scores_without_references_leave_out_the_optimality_gap(tmp_path):
     report = json.loads((sweep / "rliable.json").read_text())
     assert not report["normalized"] and "optimality_gap" not in report["configs"]["all"]["aggregates"]
     assert report["tasks"]["CartPole-v1"]["source"] == "command line" and report["tasks"]["Acrobot-v1"] is None
+
+
+def test_compare_gives_the_probability_of_improvement(tmp_path, capsys):
+    from ppo_lab.analysis import compare
+
+    a = two_env_sweep(tmp_path / "a", seeds=2)
+    b = two_env_sweep(tmp_path / "b", seeds=2)
+    for run in b.iterdir():  # B: every return lower than A's worst on its task
+        if (run / "summary.json").exists():
+            summary = json.loads((run / "summary.json").read_text())
+            summary["eval"]["episode_return"] = [-1000.0]
+            (run / "summary.json").write_text(json.dumps(summary))
+    assert compare.main([str(a), str(b), "--out", str(tmp_path / "c.png")]) == 0
+    text = capsys.readouterr().out
+    assert "P(a > b) on eval/episode_return = 1.000 [1.000, 1.000]" in text
+    assert "WARNING: n=2 run(s) on a side" in text
