@@ -35,6 +35,7 @@ KEYS_ADDED_AS_BEFORE = {
     "network.squash": None,
     "ppo.normalize_obs": False,
     "ppo.normalize_reward": False,
+    "hardware.deterministic": False,
 }
 
 # Per section: which keys are wiring, and which conf/ file (by the key naming the option) holds them.
