@@ -165,6 +165,8 @@ class EnvSection(_KeysByName):
     check: str | None
     evaluations: Mapping[str, str]  # name -> dotted path of `evaluate(cfg, env, env_params, network, params, key)`
     options: Mapping[str, Any]
+    # task -> {random, reference}: the returns that normalise scores across tasks (the analysis's only)
+    scores: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -503,7 +505,10 @@ def _env(s: Mapping, reward: RewardSection) -> EnvSection:
     _require(name in env_options(), "env.name", name, f"one of {env_options()}")
     if check is not None:
         parts.call("env.check", check, options, dict(reward.options))
-    return EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options)
+    scores = s.get("scores") or {}
+    _require(isinstance(scores, Mapping) and all(isinstance(v, Mapping) and {"random", "reference"} <= set(v) for v in scores.values()),
+             "env.scores", scores, "a mapping of task id -> {random: RETURN, reference: RETURN}")
+    return EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options, scores=dict(scores))
 
 
 def env_options() -> list[str]:
