@@ -5,10 +5,12 @@
   (``ci_method = "bootstrap"``): every resampled mean lies between the smallest and the largest
   seed, so the interval stays inside the bounds whatever the sample size. A Student-t
   interval does not: two CartPole seeds at 22 and 500 give [-2800, 3300].
+- So does every metric of a group with fewer than ``SMALL_SAMPLE`` seeds: a t interval from
+  2..4 values rests on a variance estimated from as few, and its width explodes with t's
+  quantile (12.7 at n=2). Such a group is also flagged (``small_sample``) and warned about in
+  the printed table and the figures: no interval means much there (a bootstrap of 2 values
+  can only return those two values and their midpoint).
 - Every other metric gets the Student-t interval (``ci_method = "t"``).
-- Fewer than ``SMALL_SAMPLE`` seeds in a group is flagged (``small_sample``) and warned about
-  in the printed table and the figures: neither interval means much at n = 2..4 (a bootstrap
-  of 2 values can only return those two values and their midpoint).
 """
 
 from __future__ import annotations
@@ -21,15 +23,15 @@ from ppo_lab.analysis.stats import bootstrap_ci
 
 SMALL_SAMPLE = 5
 # Metric names (or their last part) whose values lie in a known range.
-BOUNDED = re.compile(r"(episode_length|length|share|_frac|frac_|fraction|efficiency|survival_mean)|^actions/|^criteria/")
+BOUNDED = re.compile(r"(episode_length|length|share|_frac|frac_|fraction|efficiency|survival_mean)|^actions/")
 
 
 def is_bounded(metric: str) -> bool:
     return bool(BOUNDED.search(metric))
 
 
-def ci_method(metric: str) -> str:
-    return "bootstrap" if is_bounded(metric) else "t"
+def ci_method(metric: str, n: int) -> str:
+    return "bootstrap" if is_bounded(metric) or n < SMALL_SAMPLE else "t"
 
 
 def bounded_mean_interval(values, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:

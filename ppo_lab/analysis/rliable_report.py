@@ -165,7 +165,7 @@ def plot_report(report: dict, path: Path | None = None):
     """Interval estimates (one panel per aggregate) and the performance profiles with bands."""
     names = list(rs.AGGREGATES)
     configs = list(report["configs"])
-    fig, axes = plt.subplots(1, len(names) + 1, figsize=(3.2 * (len(names) + 1), 1.2 + 0.5 * max(1, len(configs))), squeeze=False)
+    fig, axes = plt.subplots(1, len(names) + 1, figsize=(3.2 * (len(names) + 1), 2.8 + 0.4 * max(1, len(configs))), squeeze=False)
     for ax, name in zip(axes[0], names):
         for i, c in enumerate(configs):
             est = report["configs"][c]["aggregates"].get(name)

@@ -324,7 +324,7 @@ def aggregate_rows(col: Collection, confidence: float = 0.95) -> list[dict]:
         for metric in col.metrics:
             values = [u.values.get(metric, math.nan) for u in units]
             stats = summarize(values, confidence=confidence)
-            method = ci_method(metric)
+            method = ci_method(metric, stats["n_seeds"])
             if method == "bootstrap":  # stays inside the metric's bounds (between the extreme seeds)
                 stats["ci_low"], stats["ci_high"] = bounded_mean_interval(values, confidence)
             rows.append({"group": group, **col.group_keys[group], "metric": metric, **stats,
