@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from ppo_lab.analysis.stats import bootstrap_ci
+from ppo_lab.analysis.stats import bootstrap_ci, summarize
 
 SMALL_SAMPLE = 5
 # Metric names (or their last part) whose values lie in a known range.
@@ -35,8 +35,25 @@ def ci_method(metric: str, n: int) -> str:
 
 
 def bounded_mean_interval(values, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """The percentile bootstrap interval of the mean (NaN for fewer than 2 values)."""
-    return bootstrap_ci(values, np.mean, confidence=confidence, seed=seed)
+    """The percentile bootstrap interval of the mean (NaN for fewer than 2 values), held to the
+    seeds' range against rounding (a mean of three 31.1s is 31.100000000000005)."""
+    low, high = bootstrap_ci(values, np.mean, confidence=confidence, seed=seed)
+    x = np.asarray(values, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    if x.size >= 2:
+        low, high = float(np.clip(low, x.min(), x.max())), float(np.clip(high, x.min(), x.max()))
+    return low, high
+
+
+def mean_summary(values, metric: str, confidence: float = 0.95) -> dict:
+    """`stats.summarize` of `values`, with `ci_low, ci_high` the interval `ci_method` picks
+    for `metric` at this sample size, and `ci_method` saying which it is."""
+    s = summarize(values, confidence=confidence)
+    method = ci_method(metric, s["n_seeds"])
+    if method == "bootstrap":  # stays inside the metric's bounds (between the extreme seeds)
+        s["ci_low"], s["ci_high"] = bounded_mean_interval(values, confidence)
+    s["ci_method"] = method
+    return s
 
 
 def small_sample_warning(n: int) -> str | None:

@@ -36,8 +36,8 @@ from scipy import stats as st
 import ppo_lab.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...} for the configs read here
 from ppo_lab import rundir
 from ppo_lab.analysis.criteria import seed_criteria
-from ppo_lab.analysis.intervals import SMALL_SAMPLE, bounded_mean_interval, ci_method
-from ppo_lab.analysis.stats import SUMMARY_KEYS, summarize
+from ppo_lab.analysis.intervals import SMALL_SAMPLE, mean_summary
+from ppo_lab.analysis.stats import SUMMARY_KEYS
 from ppo_lab.rundir.slurm_jobs import failed_state, jobs_by_number
 
 SUMMARY = rundir.SUMMARY
@@ -317,18 +317,15 @@ def _metric_order(name: str):
 
 # ----------------------------------------------------------------------------- tables
 def aggregate_rows(col: Collection, confidence: float = 0.95) -> list[dict]:
-    """aggregate.csv: per group and metric, `summarize` over the group's used units."""
+    """aggregate.csv: per group and metric, `mean_summary` over the group's used units."""
     rows = []
     for group in col.groups:
         units = [u for u in col.units if u.group == group and u.used]
         for metric in col.metrics:
             values = [u.values.get(metric, math.nan) for u in units]
-            stats = summarize(values, confidence=confidence)
-            method = ci_method(metric, stats["n_seeds"])
-            if method == "bootstrap":  # stays inside the metric's bounds (between the extreme seeds)
-                stats["ci_low"], stats["ci_high"] = bounded_mean_interval(values, confidence)
+            stats = mean_summary(values, metric, confidence=confidence)
             rows.append({"group": group, **col.group_keys[group], "metric": metric, **stats,
-                         "ci_method": method, "small_sample": 0 < stats["n_seeds"] < SMALL_SAMPLE})
+                         "small_sample": 0 < stats["n_seeds"] < SMALL_SAMPLE})
     return rows
 
 
