@@ -175,6 +175,8 @@ def plot_report(report: dict, path: Path | None = None):
             ax.plot([est["point"]] * 2, [i - 0.3, i + 0.3], color="k", lw=1.5)
         ax.set_yticks(range(len(configs)), configs if ax is axes[0][0] else [""] * len(configs), fontsize=7)
         ax.set_title(name.replace("_", " "), fontsize=9)
+        ax.set_ylim(-0.8, len(configs) - 0.2)
+        ax.set_xlabel(("normalised " if report["normalized"] else "raw ") + "score", fontsize=8)
         ax.grid(alpha=0.3, axis="x")
     ax = axes[0][-1]
     for c, prof in report["profiles"].items():
