@@ -95,3 +95,14 @@ def test_compare_gives_the_probability_of_improvement(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "P(a > b) on eval/episode_return = 1.000 [1.000, 1.000]" in text
     assert "WARNING: n=2 run(s) on a side" in text
+
+
+def test_two_configurations_get_the_probability_of_improvement(tmp_path):
+    jobs = [[f"ppo.lr={lr}", f"seed={s}"] for lr in ("0.001", "0.002") for s in range(3)]
+    sweep = make_sweep(tmp_path / "sw", jobs, task_overrides=["ppo.lr=0.001,0.002", "seed=0,1,2"],
+                       group_of=lambda ov: 0 if ov[0].endswith("0.001") else 5)
+    report = run_aggregate([sweep], quiet=True, reps=100, plot=False)["rliable"]
+    assert list(report["configs"]) == ["ppo.lr=0.001", "ppo.lr=0.002"] and not report["normalized"]
+    # every 0.002 seed scores above every 0.001 seed (make_sweep's values)
+    assert report["improvement"]["ppo.lr=0.002 > ppo.lr=0.001"]["point"] == 1.0
+    assert report["improvement"]["ppo.lr=0.001 > ppo.lr=0.002"]["point"] == 0.0

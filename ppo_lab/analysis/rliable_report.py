@@ -12,7 +12,9 @@ optimality gap, defined on normalised scores, is then left out).
 
 Every interval is rliable's stratified percentile bootstrap (``reps`` replicates from ``seed``,
 both recorded); a configuration with fewer than ``SMALL_SAMPLE`` runs on a task is flagged
-(``small_sample``) and warned about in rliable.json, the printed table and the figure.
+(``small_sample``) and warned about in rliable.json, the printed table and the figure. With 2 to
+6 configurations on the same tasks, ``improvement`` holds P(A > B) with its interval for every
+ordered pair (rliable's probability of improvement; ``ppo-lab compare A B`` for any two dirs).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ppo_lab.analysis import rliable_stats as rs
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.sweep import Collection
 
+MAX_PAIRS_CONFIGS = 6  # probability of improvement for every ordered pair up to this many configurations
 RLIABLE_JSON = "rliable.json"
 RLIABLE_FIGURE = "rliable.png"
 SMALL_SAMPLE = 5  # fewer runs than this per group: warned about everywhere
@@ -142,11 +145,29 @@ def rliable_report(col: Collection, metric: str = DEFAULT_METRIC, refs_cli: Mapp
             profiles[name] = rs.performance_profile(matrix, taus, reps=reps, seed=seed, confidence=confidence)
     return {
         "metric": metric, "normalized": normalized, "confidence": confidence,
+        "improvement": pairwise_improvement(configs, reps, seed, confidence),
         "bootstrap": {"method": "stratified percentile bootstrap over runs within each task (rliable)",
                       "reps": reps, "seed": seed},
         "tasks": {t: (None if r is None else {"random": r[0], "reference": r[1], "source": r[2]}) for t, r in refs.items()},
         "configs": configs, "profiles": profiles, "warnings": warnings,
     }
+
+
+def pairwise_improvement(configs: dict, reps: int, seed: int, confidence: float) -> dict:
+    """"A > B" -> P(A > B) with its interval, for every ordered pair of configurations scored on
+    the same tasks (up to MAX_PAIRS_CONFIGS configurations; `ppo-lab compare A B` for others)."""
+    names = list(configs)
+    if not 2 <= len(names) <= MAX_PAIRS_CONFIGS:
+        return {}
+    out = {}
+    for a in names:
+        for b in names:
+            if a == b or configs[a]["tasks"] != configs[b]["tasks"]:
+                continue
+            xa, _ = rs.score_matrix(configs[a]["scores"])
+            xb, _ = rs.score_matrix(configs[b]["scores"])
+            out[f"{a} > {b}"] = rs.probability_of_improvement_interval(xa, xb, reps=reps, seed=seed, confidence=confidence)
+    return out
 
 
 def format_report(report: dict) -> str:
@@ -157,6 +178,8 @@ def format_report(report: dict) -> str:
         cells = [f"{k} {v['point']:.4g} [{v['ci_low']:.4g}, {v['ci_high']:.4g}]" for k, v in c["aggregates"].items()]
         flag = "  WARNING: n<5" if c["small_sample"] else ""
         lines.append(f"  {name} (n={','.join(map(str, c['n_runs'].values()))}): " + "; ".join(cells) + flag)
+    for pair, est in report.get("improvement", {}).items():
+        lines.append(f"  P({pair}) = {est['point']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}]")
     lines += [f"  warning: {w}" for w in report["warnings"]]
     return "\n".join(lines)
 
