@@ -6,6 +6,7 @@
     ppo-lab replay RUN_DIR       a GIF of one episode of a trained foraging agent
     ppo-lab plots RUN_DIR        a PNG panel of one run's training curves
     ppo-lab compare A B ...      compare runs or benchmarks: a table and comparison.png
+    ppo-lab reproduce RUN_DIR    re-run a run's first updates and compare metrics.csv row by row
     ppo-lab benchmark            the performance suite
 
 Every subcommand's `main(argv) -> int` is imported here, at the top. Importing jax (and flax,
@@ -25,6 +26,7 @@ from ppo_lab.analysis.watch import main as watch_main
 from ppo_lab.bench.suite import main as benchmark_main
 from ppo_lab.run.evaluate import main as evaluate_main
 from ppo_lab.run.replay import main as replay_main
+from ppo_lab.run.reproduce import main as reproduce_main
 
 # name -> (its `main(argv) -> int`, one line for the help)
 SUBCOMMANDS = {
@@ -34,6 +36,7 @@ SUBCOMMANDS = {
     "replay": (replay_main, "render one episode of a trained foraging agent to a GIF"),
     "plots": (plots_main, "a PNG panel of one run's training curves"),
     "compare": (compare_main, "compare runs or benchmarks (table and comparison.png)"),
+    "reproduce": (reproduce_main, "re-run a run's first updates from its config and compare metrics.csv"),
     "benchmark": (benchmark_main, "the performance suite (steps/s and their ratios)"),
 }
 

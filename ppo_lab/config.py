@@ -12,6 +12,7 @@ The values themselves live in one place, `conf/`: every key is read from the com
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -140,6 +141,7 @@ class HardwareConfig:
     precision: str
     memory_limit_gb: float | None
     conv: str
+    deterministic: bool  # XLA's deterministic-ops flags where the backend has them (GPU): ppo_lab.hardware
 
 
 class _KeysByName:
@@ -163,6 +165,8 @@ class EnvSection(_KeysByName):
     check: str | None
     evaluations: Mapping[str, str]  # name -> dotted path of `evaluate(cfg, env, env_params, network, params, key)`
     options: Mapping[str, Any]
+    # task -> {random, reference}: the returns that normalise scores across tasks (the analysis's only)
+    scores: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -225,6 +229,15 @@ def shared_program_key(resolved: Mapping[str, Any]) -> str:
     floor_on = ppo.get("entropy_floor") is not None
     rest["ppo"] = {k: v for k, v in ppo.items() if k not in TRACED_PPO_KEYS} | {"entropy_floor (on)": floor_on}
     return json.dumps(rest, sort_keys=True, default=str)
+
+
+def config_hash(resolved: Mapping[str, Any], exclude: tuple[str, ...] = ("hydra",)) -> str:
+    """The sha256 of a resolved config (plain dicts) less the top-level `exclude` keys, over its
+    canonical JSON (keys sorted, no spaces): equal configs hash equal in any process, on any
+    host (manifest.json; a multi-process run compares its processes' hashes)."""
+    rest = {k: v for k, v in resolved.items() if k not in exclude}
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
@@ -462,7 +475,7 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
     cap = s["memory_limit_gb"]
     _require(cap is None or (isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap > 0),
              "hardware.memory_limit_gb", cap, "null or a number of GB > 0")
-    for key in ("allow_fallback", "preallocate"):
+    for key in ("allow_fallback", "preallocate", "deterministic"):
         _flag(s, "hardware", key)
     envs = s["num_envs"]
     _require(envs is None or (isinstance(envs, int) and envs >= 1), "hardware.num_envs", envs, "null or an integer >= 1")
@@ -471,7 +484,9 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
     return HardwareConfig(**{f.name: s[f.name] for f in dataclasses.fields(HardwareConfig)})
 
 
-ENV_WIRING_KEYS = ("_target_", "check", "evaluations")
+# `scores`: the task -> {random, reference} returns that normalise scores across tasks in
+# `ppo-lab aggregate` (rliable.json); read by the analysis, never by the env or the trainer.
+ENV_WIRING_KEYS = ("_target_", "check", "evaluations", "scores")
 
 
 def _env(s: Mapping, reward: RewardSection) -> EnvSection:
@@ -490,7 +505,10 @@ def _env(s: Mapping, reward: RewardSection) -> EnvSection:
     _require(name in env_options(), "env.name", name, f"one of {env_options()}")
     if check is not None:
         parts.call("env.check", check, options, dict(reward.options))
-    return EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options)
+    scores = s.get("scores") or {}
+    _require(isinstance(scores, Mapping) and all(isinstance(v, Mapping) and {"random", "reference"} <= set(v) for v in scores.values()),
+             "env.scores", scores, "a mapping of task id -> {random: RETURN, reference: RETURN}")
+    return EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options, scores=dict(scores))
 
 
 def env_options() -> list[str]:

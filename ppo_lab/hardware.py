@@ -64,7 +64,7 @@ _APPLIED: dict | None = None  # what this process's JAX was started with
 
 
 def _startup_settings(hw: HardwareConfig) -> dict:
-    keys = ("platform", "host_devices", "preallocate", "mem_fraction")
+    keys = ("platform", "host_devices", "preallocate", "mem_fraction", "deterministic")
     return {k: getattr(hw, k) for k in keys}
 
 
@@ -98,9 +98,28 @@ def apply_hardware(hw: HardwareConfig) -> None:
         # JAX_PLATFORMS fails with a message about plugins, not about the user's request.
         os.environ.pop("JAX_PLATFORMS", None)
         jax.config.update("jax_platforms", None)
+    if hw.deterministic:
+        apply_deterministic(platform)
     os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "true" if hw.preallocate else "false"
     if hw.mem_fraction is not None:
         os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(hw.mem_fraction)
+
+
+# hardware.deterministic=true, per backend: the XLA flags that make its results the same run
+# after run. GPU: deterministic kernels only (scatter, reductions), no autotuning (which may
+# pick other kernels each run); `exclude_nondeterministic_ops` is implied by the first, named
+# so it holds in XLA builds that split the two. CPU and TPU have no such flags: their results
+# are deterministic for the same program and layout (docs/reproducibility.md).
+DETERMINISTIC_FLAGS = {
+    "gpu": {"xla_gpu_deterministic_ops": "true", "xla_gpu_exclude_nondeterministic_ops": "true"},
+}
+
+
+def apply_deterministic(platform: str) -> None:
+    for name, value in DETERMINISTIC_FLAGS.get(platform, {}).items():
+        set_xla_flag(name, value)
+    if platform == "gpu":
+        os.environ["TF_CUDNN_DETERMINISTIC"] = "1"  # cuDNN's deterministic algorithms (read by XLA:GPU)
 
 
 def configure_jax(hw: HardwareConfig) -> None:

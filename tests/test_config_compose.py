@@ -55,7 +55,8 @@ def _assert_carried_over(resolved: dict, run) -> None:
     env = resolved["env"]
     assert run.env.target == env["_target_"] and run.env.check == env.get("check")
     assert {**run.env.options, "_target_": run.env.target, "check": run.env.check,
-            **({"evaluations": dict(run.env.evaluations)} if "evaluations" in env else {})} == {"check": None, **env}
+            **({"evaluations": dict(run.env.evaluations)} if "evaluations" in env else {}),
+            **({"scores": dict(run.env.scores)} if "scores" in env else {})} == {"check": None, **env}
     assert dict(run.reward.options) == resolved["reward"] and run.reward.name == resolved["reward"]["name"]
     assert {name: {"_target_": spec.target, **spec.options} for name, spec in run.logger.items()} == resolved["logger"]
     assert run.experiment == resolved["experiment"] and run.num_seeds == resolved["num_seeds"]

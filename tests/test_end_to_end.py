@@ -11,8 +11,10 @@ import time
 from collections import Counter
 
 import pytest
+import yaml
 
 from conftest import ROOT, launch, read_rows, read_summary, start_launch, train_run
+from ppo_lab.config import config_hash
 
 pytestmark = pytest.mark.slow
 
@@ -61,6 +63,10 @@ def test_run_directory_contract(tmp_path, tiny, caplog):
     assert {"jax", "flax", "optax"} <= set(s["versions"])
     assert len(s["eval"]["episode_return"]) == 2 and len(s["eval"]["episode_length"]) == 2
     assert len(s["final"]["train/entropy"]) == 2
+    manifest = json.loads((run_dir / "manifest.json").read_text())  # the reproducibility record
+    assert manifest["config_hash"] == config_hash(yaml.safe_load((run_dir / "config.yaml").read_text()))
+    assert manifest["layout"] == s["layout"] and manifest["process_count"] == 1
+    assert manifest["devices"]["kinds"] == {"cpu": 1} and manifest["packages"]["jax"] == s["versions"]["jax"]
 
 
 def _comparable(rows):

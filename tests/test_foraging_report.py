@@ -6,11 +6,13 @@ import csv
 import itertools
 import math
 
+import numpy as np
+
 import pytest
 
 from ppo_lab.analysis import goodhart as gh
 from ppo_lab.analysis import run_plots, sweep as sw
-from ppo_lab.analysis.stats import bonferroni, summarize, welch_t_test
+from ppo_lab.analysis.stats import bonferroni, bootstrap_ci, summarize, welch_t_test
 from test_aggregate import make_sweep, value
 
 MODES = ["ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy"]
@@ -57,7 +59,11 @@ def test_modes_table_and_pairwise_tests(tmp_path):
     rows = gh.mode_table(col, ["food_share"])
     for i, mode in enumerate(MODES):
         row = next(r for r in rows if r["mode"] == mode)
-        expected = summarize([value(i, s, "eval/food_share") for s in range(3)])
+        # a share, and 3 seeds: the percentile bootstrap of the mean, inside the seeds' range
+        seeds = [value(i, s, "eval/food_share") for s in range(3)]
+        expected = summarize(seeds)
+        expected["ci_low"], expected["ci_high"] = np.clip(bootstrap_ci(seeds, np.mean), min(seeds), max(seeds))
+        assert row["ci_method"] == "bootstrap" and min(seeds) <= row["ci_low"] <= row["ci_high"] <= max(seeds)
         assert row["n_seeds"] == 3 and row["mean"] == pytest.approx(expected["mean"])
         assert row["ci_low"] == pytest.approx(expected["ci_low"])
     tests = gh.pairwise_tests(col, ["food_share", "energy_per_1k"])

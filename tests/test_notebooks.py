@@ -41,10 +41,11 @@ def test_aggregate_seeds_notebook_on_a_real_sweep(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     nb = execute("aggregate_seeds", tmp_path, sweep)
-    assert images(nb) >= 2  # learning curves, per-seed spread
-    assert (sweep / "curves.png").exists() and (sweep / "seed_spread.png").exists()
+    assert images(nb) >= 3  # rliable's aggregates, learning curves, per-seed spread
+    assert (sweep / "curves.png").exists() and (sweep / "seed_spread.png").exists() and (sweep / "rliable.png").exists()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "4 seeds (4 used)" in text
+    assert "rliable (eval/episode_return" in text and "WARNING: fewer than 5 seeds" in text
 
 
 @pytest.mark.timeout(300)

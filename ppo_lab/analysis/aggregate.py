@@ -16,6 +16,14 @@ as separate seeds, and writes into OUT (default: the one DIR given):
 - ``criteria.csv``: per group, the rare-action tuning spec's success criteria
   (``ppo_lab/analysis/criteria.py``) as columns: mean and 95% interval of each.
 - ``curves.png``: mean learning curves with interval bands, per group.
+- ``rliable.json`` and ``rliable.png``: rliable's IQM, median, mean and optimality gap with
+  stratified bootstrap intervals (reps and seed recorded), across tasks on scores normalised per
+  env, and performance profiles with bands (``ppo_lab/analysis/rliable_report.py``).
+
+Which interval is which: ``ci_method`` says it per row: ``t`` (Student t of the mean) or
+``bootstrap`` (percentile bootstrap of the mean, for metrics with known bounds: it stays inside
+them); ``small_sample`` flags groups of fewer than 5 seeds, and the table warns about them
+(``ppo_lab/analysis/intervals.py``).
 
 and prints a table. Failed, missing, stopped and still-running seeds are listed by name and
 left out of the statistics (``--include-stopped`` takes stopped ones in); they never stop the
@@ -36,6 +44,10 @@ from ppo_lab import rundir
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis.criteria import criteria_table
 from ppo_lab.analysis.figures import plt
+from ppo_lab.analysis.intervals import SMALL_SAMPLE
+from ppo_lab.analysis.rliable_report import (DEFAULT_METRIC, RLIABLE_FIGURE, RLIABLE_JSON, format_report,
+                                             parse_score_refs, plot_report, rliable_report)
+from ppo_lab.analysis.rliable_stats import DEFAULT_REPS, DEFAULT_SEED
 from ppo_lab.analysis.sweep_plots import plot_curves
 from ppo_lab.rundir.slurm_jobs import wait_for_jobs
 
@@ -51,16 +63,22 @@ def format_table(rows: list[dict], col: sw.Collection) -> str:
     shown = [r for r in rows if r["metric"].startswith(PRINT_PREFIXES) or r["metric"] in PRINT_EXTRA]
     if not shown:
         shown = rows
-    head = ["group", "metric", "n", "mean", "95% CI", "IQM", "IQM 95% CI"]
+    head = ["group", "metric", "n", "mean", "95% CI (method)", "IQM", "IQM 95% CI (bootstrap)", "note"]
     body = []
     for r in shown:
         body.append([
             r["group"], r["metric"], str(r["n_seeds"]), _f(r["mean"]),
-            f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]", _f(r["iqm"]), f"[{_f(r['iqm_ci_low'])}, {_f(r['iqm_ci_high'])}]",
+            f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}] ({r.get('ci_method', 't')})", _f(r["iqm"]),
+            f"[{_f(r['iqm_ci_low'])}, {_f(r['iqm_ci_high'])}]",
+            f"WARNING n<{SMALL_SAMPLE}" if r.get("small_sample") else "",
         ])
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
+    small = sorted({(r["group"], r["n_seeds"]) for r in shown if r.get("small_sample")})
+    for group, n in small:
+        lines.append(f"WARNING: {group}: n={n} seed(s), fewer than {SMALL_SAMPLE}: these intervals cannot be trusted; "
+                     "run more seeds before drawing conclusions")
     return "\n".join(lines)
 
 
@@ -76,7 +94,9 @@ def _f(x) -> str:
 
 def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_stopped: bool = False,
                   ignore: Sequence[str] = (), curve_metrics: Sequence[str] | None = None,
-                  confidence: float = 0.95, quiet: bool = False, plot: bool = True) -> dict:
+                  confidence: float = 0.95, quiet: bool = False, plot: bool = True,
+                  rliable_metric: str = DEFAULT_METRIC, score_refs: dict | None = None,
+                  reps: int = DEFAULT_REPS, bootstrap_seed: int = DEFAULT_SEED) -> dict:
     """Aggregate `dirs` into `out_dir`; returns {collection, rows, paths, problems}."""
     dirs = [Path(d) for d in dirs]
     if out_dir is None:
@@ -99,18 +119,27 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
         fig = plot_curves(col, metrics, confidence=confidence, path=out_dir / "curves.png")
         plt.close(fig)
         paths["curves"] = out_dir / "curves.png"
+    report = rliable_report(col, rliable_metric, score_refs, reps=reps, seed=bootstrap_seed, confidence=confidence)
+    if report["configs"]:
+        paths["rliable"] = out_dir / RLIABLE_JSON
+        rundir.write_json_atomic(paths["rliable"], report)
+        if plot:
+            plot_report(report, out_dir / RLIABLE_FIGURE)
+            paths["rliable_figure"] = out_dir / RLIABLE_FIGURE
     problems = sw.problem_lines(col)
     if not quiet:
         used = sum(u.used for u in col.units)
         print(f"\naggregate of {len(col.runs)} run(s), {len(col.units)} seed(s) ({used} in the statistics) "
               f"in {len(col.groups)} group(s){'; swept: ' + ', '.join(col.swept_keys) if col.swept_keys else ''}")
         print(format_table(rows, col))
+        if report["configs"]:
+            print("\n" + format_report(report))
         if problems:
             print(f"\n{len(problems)} seed(s) NOT in the statistics:")
             for line in problems:
                 print("  " + line)
         print("\nwrote " + ", ".join(str(p) for p in paths.values()), flush=True)
-    return {"collection": col, "rows": rows, "paths": paths, "problems": problems}
+    return {"collection": col, "rows": rows, "paths": paths, "problems": problems, "rliable": report}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -125,15 +154,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--curve", action="append", default=None, metavar="METRIC", help="metric(s) for curves.png (default train/mean_episode_return)")
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--rliable-metric", default=DEFAULT_METRIC, help=f"the score of rliable.json (default {DEFAULT_METRIC})")
+    p.add_argument("--score", action="append", default=[], metavar="TASK=RANDOM,REFERENCE",
+                   help="a task's random and reference returns for normalised scores (repeatable; "
+                        "default: `scores:` of the env's YAML)")
+    p.add_argument("--reps", type=int, default=DEFAULT_REPS, help="bootstrap replicates of rliable.json")
+    p.add_argument("--bootstrap-seed", type=int, default=DEFAULT_SEED, help="seed of rliable.json's bootstrap")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for d in args.dirs:
         if not d.exists():
             p.error(f"{d} does not exist")
+    try:
+        refs = parse_score_refs(args.score)
+    except ValueError as exc:
+        p.error(str(exc))
     if args.wait:
         wait_for_jobs(args.dirs, timeout_s=args.wait_timeout)
     result = run_aggregate(args.dirs, args.out, include_stopped=args.include_stopped, ignore=args.ignore,
-                           curve_metrics=args.curve, confidence=args.confidence, plot=not args.no_plot)
+                           curve_metrics=args.curve, confidence=args.confidence, plot=not args.no_plot,
+                           rliable_metric=args.rliable_metric, score_refs=refs, reps=args.reps,
+                           bootstrap_seed=args.bootstrap_seed)
     if not result["collection"].runs:
         print(f"no runs found under {', '.join(map(str, args.dirs))}", file=sys.stderr)
         return 1

@@ -7,7 +7,9 @@
 Per input: status, env, seeds, training duration, compile time, timesteps (all seeds), steps/s
 (all seeds), speedup over the first input, peak host memory, device memory (where the backend
 reports it), final return (mean over seeds of the final evaluation, else of the last training
-window). Any mix of run and benchmark directories works.
+window). Any mix of run and benchmark directories works. With two inputs holding evaluated
+seeds (run dirs, or sweep dirs of one configuration each), also the probability that the first
+improves on the second, P(A > B), with rliable's bootstrap interval (`analysis/improvement.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pathlib import Path
 
 from ppo_lab import rundir
 from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.improvement import format_improvement, improvement
+from ppo_lab.analysis.rliable_report import DEFAULT_METRIC
 
 COLUMNS = [  # (key, header, format)
     ("kind", "kind", ""),
@@ -43,9 +47,15 @@ def _mean(values):
 
 
 def load(path: Path, label: str | None = None) -> dict:
-    """One comparable record from a run dir, a benchmark dir, or a summary/benchmark JSON file."""
+    """One comparable record from a run dir, a benchmark dir, or a summary/benchmark JSON file
+    (a sweep dir: its runs' evaluations only)."""
     path = Path(path)
-    data, break_kind, _ = rundir.read_result(path)
+    try:
+        data, break_kind, _ = rundir.read_result(path)
+    except FileNotFoundError:
+        if not (path.is_dir() and rundir.find_sweep_roots(path)):
+            raise
+        data, break_kind = {}, "sweep"
     seeds = data.get("seeds") or []
     per_seed_steps = data.get("timesteps")
     final_return = _mean((data.get("eval") or {}).get("episode_return"))
@@ -128,6 +138,7 @@ def main(argv=None) -> int:
     parser.add_argument("--labels", default=None, help="comma-separated labels, one per path")
     parser.add_argument("--out", type=Path, default=Path("comparison.png"), help="PNG path (default ./comparison.png)")
     parser.add_argument("--json", action="store_true", help="also print the records as JSON")
+    parser.add_argument("--metric", default=DEFAULT_METRIC, help=f"the score of P(A > B) (default {DEFAULT_METRIC})")
     args = parser.parse_args(argv)
     if len(args.paths) < 2:
         parser.error("give at least two runs or benchmarks")
@@ -137,8 +148,13 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(format_table(records))
+    better = improvement(args.paths[0], args.paths[1], args.metric) if len(args.paths) == 2 else None
+    if better is not None:
+        print(format_improvement(better, records[0]["label"], records[1]["label"]))
     print(f"wrote {plot(records, args.out)}")
     if args.json:
+        if better is not None:
+            records[0]["improvement_over"] = {"label": records[1]["label"], **better}
         print(json.dumps(records, indent=2))
     return 0
 

@@ -17,7 +17,8 @@ import math
 from typing import Sequence
 
 from ppo_lab.analysis.goodhart import mode_of_group
-from ppo_lab.analysis.stats import bonferroni, cohens_d, summarize, welch_t_test
+from ppo_lab.analysis.intervals import mean_summary
+from ppo_lab.analysis.stats import bonferroni, cohens_d, welch_t_test
 from ppo_lab.analysis.sweep import Collection
 
 #: the survival metrics the fidelity table leads with (sampled play), and the rest.
@@ -61,13 +62,14 @@ def values(col: Collection, cell: tuple[str, str], metric: str) -> list[float]:
 
 
 def cell_table(col: Collection, metrics: Sequence[str] = METRICS, confidence: float = 0.95) -> list[dict]:
-    """Rows (mode, recipe, metric, n_seeds, mean, ci_low, ci_high)."""
+    """Rows (mode, recipe, metric, n_seeds, mean, ci_low, ci_high, ci_method): the interval
+    `analysis/intervals.py` picks (bootstrap for shares, efficiencies and under 5 seeds)."""
     rows = []
     for cell in cells_in(col):
         for metric in metrics:
-            s = summarize(values(col, cell, metric), confidence=confidence)
+            s = mean_summary(values(col, cell, metric), f"eval/{metric}", confidence=confidence)
             rows.append({"mode": cell[0], "recipe": cell[1], "metric": metric, "n_seeds": s["n_seeds"],
-                         "mean": s["mean"], "ci_low": s["ci_low"], "ci_high": s["ci_high"]})
+                         "mean": s["mean"], "ci_low": s["ci_low"], "ci_high": s["ci_high"], "ci_method": s["ci_method"]})
     return rows
 
 

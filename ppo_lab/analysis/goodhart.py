@@ -7,7 +7,7 @@ A sweep's groups are mapped to reward modes by their `reward=` override (or the 
   definitions: its headline "efficiency" is per life (`efficiency_per_life`), and its aggregate
   food share (`food_share`) is total food / (food + poison) from its own per-1k columns. Its
   evaluation sampled actions, so it sits beside our sampled metrics (no `_greedy` suffix).
-- `mode_table`: per mode and metric, the mean over seeds with a Student-t interval.
+- `mode_table`: per mode and metric, the mean over seeds with its interval (`analysis/intervals.py`).
 - `pairwise_tests`: every pair of modes, Welch's t-test and Cohen's d per metric, p-values
   Bonferroni-corrected within each metric (the family: which modes differ on that metric).
 - The Goodhart curve: per update, what the agent was paid (`reward/paid_per_1k`) against the
@@ -25,7 +25,8 @@ from typing import Sequence
 import numpy as np
 
 from ppo_lab.analysis.figures import plt, save_figure
-from ppo_lab.analysis.stats import bonferroni, cohens_d, summarize, welch_t_test
+from ppo_lab.analysis.intervals import mean_summary
+from ppo_lab.analysis.stats import bonferroni, cohens_d, welch_t_test
 from ppo_lab.analysis.sweep import Collection, mean_curve, read_metric_curves
 
 MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
@@ -74,13 +75,15 @@ def seed_values(col: Collection, mode: str, metric: str) -> list[float]:
 
 
 def mode_table(col: Collection, metrics: Sequence[str], confidence: float = 0.95) -> list[dict]:
-    """Rows (mode, metric, n_seeds, mean, ci_low, ci_high) for every mode and metric."""
+    """Rows (mode, metric, n_seeds, mean, ci_low, ci_high, ci_method) for every mode and metric:
+    the interval `analysis/intervals.py` picks (a bootstrap for shares, efficiencies and under 5
+    seeds, which stays inside the metric's bounds; Student t otherwise)."""
     rows = []
     for mode in modes_in(col):
         for metric in metrics:
-            s = summarize(seed_values(col, mode, metric), confidence=confidence)
+            s = mean_summary(seed_values(col, mode, metric), f"eval/{metric}", confidence=confidence)
             rows.append({"mode": mode, "metric": metric, "n_seeds": s["n_seeds"], "mean": s["mean"],
-                         "ci_low": s["ci_low"], "ci_high": s["ci_high"]})
+                         "ci_low": s["ci_low"], "ci_high": s["ci_high"], "ci_method": s["ci_method"]})
     return rows
 
 
@@ -111,8 +114,8 @@ def pairwise_tests(col: Collection, metrics: Sequence[str]) -> list[dict]:
 
 def intervals_separate(col: Collection, better: str, worse: str, metric: str, confidence: float = 0.95) -> bool:
     """True when `better`'s interval lies wholly above `worse`'s on `metric` (no overlap)."""
-    a = summarize(seed_values(col, better, metric), confidence=confidence)
-    b = summarize(seed_values(col, worse, metric), confidence=confidence)
+    a = mean_summary(seed_values(col, better, metric), f"eval/{metric}", confidence=confidence)
+    b = mean_summary(seed_values(col, worse, metric), f"eval/{metric}", confidence=confidence)
     return bool(a["ci_low"] > b["ci_high"])
 
 

@@ -93,6 +93,8 @@ def bootstrap_ci(
     if statistic is iqm:
         # vectorised trim_mean over the resamples (same cut as scipy: int(0.25 * n) each side)
         boot = _st.trim_mean(samples, 0.25, axis=1)
+    elif statistic is np.mean:
+        boot = samples.mean(axis=1)
     else:
         boot = np.array([statistic(row) for row in samples], dtype=np.float64)
     alpha = (1.0 - confidence) / 2.0

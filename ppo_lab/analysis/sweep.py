@@ -36,7 +36,8 @@ from scipy import stats as st
 import ppo_lab.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...} for the configs read here
 from ppo_lab import rundir
 from ppo_lab.analysis.criteria import seed_criteria
-from ppo_lab.analysis.stats import SUMMARY_KEYS, summarize
+from ppo_lab.analysis.intervals import SMALL_SAMPLE, mean_summary
+from ppo_lab.analysis.stats import SUMMARY_KEYS
 from ppo_lab.rundir.slurm_jobs import failed_state, jobs_by_number
 
 SUMMARY = rundir.SUMMARY
@@ -44,7 +45,9 @@ USED_STATUSES = ("completed", "timed_out")
 # Overrides that say which seeds a run trained (or where it resumed from), not what it trained.
 SEED_KEYS = ("seed", "num_seeds", "resume")
 DEFAULT_VALUE = "(default)"
-AGGREGATE_COLUMNS_TAIL = ["metric", *SUMMARY_KEYS]
+# ci_method: which interval ci_low/ci_high is (t, or bootstrap for a bounded metric:
+# ppo_lab/analysis/intervals.py); small_sample: fewer than 5 seeds.
+AGGREGATE_COLUMNS_TAIL = ["metric", *SUMMARY_KEYS, "ci_method", "small_sample"]
 
 
 @dataclass
@@ -314,14 +317,15 @@ def _metric_order(name: str):
 
 # ----------------------------------------------------------------------------- tables
 def aggregate_rows(col: Collection, confidence: float = 0.95) -> list[dict]:
-    """aggregate.csv: per group and metric, `summarize` over the group's used units."""
+    """aggregate.csv: per group and metric, `mean_summary` over the group's used units."""
     rows = []
     for group in col.groups:
         units = [u for u in col.units if u.group == group and u.used]
         for metric in col.metrics:
             values = [u.values.get(metric, math.nan) for u in units]
-            stats = summarize(values, confidence=confidence)
-            rows.append({"group": group, **col.group_keys[group], "metric": metric, **stats})
+            stats = mean_summary(values, metric, confidence=confidence)
+            rows.append({"group": group, **col.group_keys[group], "metric": metric, **stats,
+                         "small_sample": 0 < stats["n_seeds"] < SMALL_SAMPLE})
     return rows
 
 
@@ -375,9 +379,10 @@ def read_metric_curves(col: Collection, metric: str) -> dict[str, list[tuple[np.
     return out
 
 
-def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], confidence: float = 0.95):
+def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], confidence: float = 0.95, bootstrap: bool = False):
     """Mean over units at each timestep that every contributing unit logged, with a Student-t
-    interval: returns (x, mean, low, high, n) arrays."""
+    interval, or with `bootstrap` a seeded percentile bootstrap interval over units (inside the
+    range of the units' values: for bounded metrics and small samples): returns (x, mean, low, high, n)."""
     if not series:
         return (np.array([]),) * 5
     xs = np.unique(np.concatenate([x for x, _ in series]))
@@ -392,4 +397,18 @@ def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], confidence: float = 
             std = np.nanstd(grid, axis=0, ddof=1)
         half = st.t.ppf((1 + confidence) / 2, np.maximum(n - 1, 1)) * std / np.sqrt(np.maximum(n, 1))
     half = np.where(n >= 2, half, np.nan)
+    if bootstrap:
+        low, high = _bootstrap_band(grid, confidence)
+        return xs, mean, np.where(n >= 2, low, np.nan), np.where(n >= 2, high, np.nan), n
     return xs, mean, mean - half, mean + half, n
+
+
+def _bootstrap_band(grid: np.ndarray, confidence: float, reps: int = 1000, seed: int = 0):
+    """Per column of `grid` (units x steps), the percentile bootstrap interval of the mean."""
+    idx = np.random.default_rng(seed).integers(0, grid.shape[0], size=(reps, grid.shape[0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        means = np.nanmean(grid[idx], axis=1)
+        alpha = (1.0 - confidence) / 2
+        low, high = np.nanquantile(means, [alpha, 1.0 - alpha], axis=0)
+    return low, high

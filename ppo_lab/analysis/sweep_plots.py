@@ -12,27 +12,37 @@ from typing import Sequence
 import numpy as np
 
 from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.intervals import SMALL_SAMPLE, is_bounded
 from ppo_lab.analysis.stats import iqm
 from ppo_lab.analysis.sweep import Collection, mean_curve, read_metric_curves
 
 
 def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.95, path: Path | None = None):
     """One panel per metric; per group the mean over its seeds against env steps, with the
-    Student-t `confidence` band (where at least two seeds logged that step)."""
+    Student-t `confidence` band (where at least two seeds logged that step), or a percentile
+    bootstrap band (inside the seeds' range) for a bounded metric or fewer than 5 seeds; a
+    warning in the title when a group has fewer than 5 seeds."""
     metrics = list(metrics) or ["train/mean_episode_return"]
     fig, axes = plt.subplots(1, len(metrics), figsize=(6.0 * len(metrics), 4.0), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         series = read_metric_curves(col, metric)
-        drawn = 0
+        drawn, small, kinds = 0, [], set()
         for group in col.groups:
-            x, mean, low, high, n = mean_curve(series.get(group, []), confidence)
+            n_seeds = len(series.get(group, []))
+            boot = is_bounded(metric) or n_seeds < SMALL_SAMPLE
+            x, mean, low, high, n = mean_curve(series.get(group, []), confidence, bootstrap=boot)
             if x.size == 0:
                 continue
-            n_seeds = len(series[group])
-            line, = ax.plot(x, mean, label=f"{group} (n={n_seeds})", lw=1.5)
+            kinds.add("bootstrap" if boot else "t")
+            if n_seeds < SMALL_SAMPLE:
+                small.append(n_seeds)
+            line, = ax.plot(x, mean, label=f"{group} (n={n_seeds}{', too few' if n_seeds < SMALL_SAMPLE else ''})", lw=1.5)
             ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, lw=0)
             drawn += 1
-        ax.set_title(f"{metric}: mean and {int(confidence * 100)}% interval over seeds")
+        title = f"{metric}: mean and {int(confidence * 100)}% {'/'.join(sorted(kinds)) or 't'} interval over seeds"
+        if small:
+            title += f"\nWARNING: n={min(small)} seed(s) < {SMALL_SAMPLE}: bands not to be trusted"
+        ax.set_title(title, fontsize=9, color="tab:red" if small else "k")
         ax.set_xlabel("env steps per seed")
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)

@@ -45,6 +45,7 @@ from ppo_lab.run.completed import completed_summary
 from ppo_lab.run.entry import USER_ERRORS, resolve
 from ppo_lab.run.evaluate import episode_runner
 from ppo_lab.run.loop import Session, exit_if_requeued, finish, record_failure, start_recorders
+from ppo_lab.run.manifest import write_run_manifest
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
 from ppo_lab.run.recorders import RunContext, choose_recorders
 from ppo_lab.run.recorders.reachability import check_stores
@@ -201,6 +202,7 @@ def _start(cell: Cell, position: int, group: dict, devices) -> None:
     cfg, comp, resumed = cell.cfg, cell.comp, cell.resumed
     cell.run_dir.mkdir(parents=True, exist_ok=True)
     rundir.write_config(cell.run_dir, cfg.resolved)
+    write_run_manifest(cell.run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
     cell.session = Session(cfg, comp, cell.run_dir, None, resumed)
     cell.session.recent.add(resume.keep_rows(cell.plan, resumed, cell.run_dir, cfg.train.return_window))
     cell.summary = start_summary(cfg, comp, devices, resumed, cell.loggers_disabled)

@@ -24,6 +24,7 @@ from ppo_lab.ppo.parallel import make_mesh, replica_sharding, sharded_chunk, sta
 from ppo_lab.run import checkpoint, resume
 from ppo_lab.run.build import Components
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
+from ppo_lab.run.manifest import write_run_manifest
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
 from ppo_lab.run.recorders import RunContext, choose_recorders
 from ppo_lab.run.stopping import EarlyStopping, RecentReturns, StopConditions, StopSignals
@@ -144,6 +145,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     state, resumed = resume.restore(plan, comp, cfg, mesh)
     run_dir.mkdir(parents=True, exist_ok=True)
     rundir.write_config(run_dir, cfg.resolved)
+    write_run_manifest(run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
     session = Session(cfg, comp, run_dir, state, resumed)
     session.recent.add(resume.keep_rows(plan, resumed, run_dir, cfg.train.return_window))
 

@@ -11,6 +11,7 @@ directory": contract):
     metrics      metrics.csv: the typed reader, the append-only writer, truncation on resume
     summary      summary.json, benchmark.json, error.txt
     checkpoints  which checkpoints exist (their pytree (de)serialisation: ppo_lab.run.checkpoint)
+    manifest     manifest.json (the reproducibility record)
     stop_file    STOP
     jobs         jobs.json (the SLURM meaning of its states: ppo_lab.rundir.slurm_jobs)
     sweep_files  multirun.yaml, .hydra/overrides.yaml, aggregate.csv, runs.csv
@@ -51,6 +52,7 @@ from ppo_lab.rundir.paths import (
     CRITERIA,
     ERROR,
     JOBS,
+    MANIFEST,
     KEY_COLUMNS,
     METRICS,
     MULTIRUN,
@@ -59,6 +61,7 @@ from ppo_lab.rundir.paths import (
     SUMMARY,
     has_run_files,
 )
+from ppo_lab.rundir.manifest import manifest_differences, read_manifest, write_manifest
 from ppo_lab.rundir.stop_file import request_stop, stop_requested
 from ppo_lab.rundir.summary import (
     read_benchmark,
@@ -79,5 +82,6 @@ __all__ = [
     "read_experiment", "read_header", "read_jobs", "read_json", "read_metrics", "read_multirun",
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
     "stop_requested", "update_summary", "write_atomic", "write_benchmark", "write_config", "write_error",
+    "MANIFEST", "manifest_differences", "read_manifest", "write_manifest",
     "write_jobs", "write_json_atomic", "write_table", "write_text_atomic",
 ]

@@ -35,6 +35,7 @@ KEYS_ADDED_AS_BEFORE = {
     "network.squash": None,
     "ppo.normalize_obs": False,
     "ppo.normalize_reward": False,
+    "hardware.deterministic": False,
 }
 
 # Per section: which keys are wiring, and which conf/ file (by the key naming the option) holds them.
@@ -43,7 +44,7 @@ WIRING = {"env": (("_target_", "check", "evaluations"), "name"), "network": (("_
 
 def is_wiring(key: str) -> bool:
     """Whether a dotted key only says how a part is found (`*._target_`, `*.check`, `env.evaluations.*`)."""
-    return key.rsplit(".", 1)[-1] in ("_target_", "check") or key.startswith("env.evaluations")
+    return key.rsplit(".", 1)[-1] in ("_target_", "check") or key.startswith(("env.evaluations", "env.scores"))
 
 
 def _conf_file(group: str, option) -> dict:

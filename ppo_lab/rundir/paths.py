@@ -15,6 +15,7 @@ SUMMARY = "summary.json"
 BENCHMARK = "benchmark.json"
 CHECKPOINTS = "checkpoints"
 STOP_FILE = "STOP"
+MANIFEST = "manifest.json"  # the reproducibility record (rundir/manifest.py)
 ERROR = "error.txt"  # a job that failed before the runner wrote summary.json (sweep callback)
 HYDRA_OVERRIDES = ".hydra/overrides.yaml"
 

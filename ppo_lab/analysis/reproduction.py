@@ -1,0 +1,84 @@
+"""Compare a run with its reproduction: metrics.csv row by row, and their manifests.
+
+Rows are matched by (update, seed) over the first ``updates`` updates; every column but the
+wall-clock ones (``wall_s``, ``perf/*``) must be equal as written (metrics.csv keeps 7
+significant digits of each float32 metric; NaN equals NaN). The first difference, in
+(update, seed, column) order, is reported with both values, together with the manifest fields
+that differ (a package version, an XLA flag, a device kind, the layout: what may explain it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ppo_lab import rundir
+
+WALL_CLOCK = ("wall_s",)
+WALL_CLOCK_PREFIXES = ("perf/",)
+
+
+def compared(column: str) -> bool:
+    return column not in WALL_CLOCK and not column.startswith(WALL_CLOCK_PREFIXES)
+
+
+@dataclass
+class Comparison:
+    rows: int  # (update, seed) rows compared
+    updates: int  # updates compared
+    first_difference: tuple | None = None  # (update, seed, column, original, reproduced)
+    manifest_differences: list = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return self.first_difference is None and self.rows > 0
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _rows(path: Path, updates: int) -> dict[tuple[int, int], dict]:
+    return {(r["update"], r["seed"]): r for r in rundir.read_metrics(Path(path) / rundir.METRICS) if r["update"] <= updates}
+
+
+def compare_runs(original: Path, reproduced: Path, updates: int) -> Comparison:
+    """The first (update, seed, column) whose values differ in the first `updates` updates."""
+    a = _rows(original, updates)
+    updates = min(updates, max((k[0] for k in a), default=0))  # a run that stopped early has fewer
+    b = _rows(reproduced, updates)
+    keys = sorted(set(a) | set(b))
+    result = Comparison(rows=len(keys), updates=max((k[0] for k in keys), default=0))
+    result.manifest_differences = rundir.manifest_differences(rundir.read_manifest(original), rundir.read_manifest(reproduced))
+    for update, seed in keys:
+        ra, rb = a.get((update, seed)), b.get((update, seed))
+        if ra is None or rb is None:
+            result.first_difference = (update, seed, "(row)", "present" if ra else "absent", "present" if rb else "absent")
+            return result
+        for column in sorted(set(ra) | set(rb)):
+            if compared(column) and not _same(ra.get(column, "absent"), rb.get(column, "absent")):
+                result.first_difference = (update, seed, column, ra.get(column, "absent"), rb.get(column, "absent"))
+                return result
+    return result
+
+
+def format_comparison(c: Comparison, original: Path, reproduced: Path) -> str:
+    lines = []
+    if c.identical:
+        lines.append(f"identical: {c.rows} rows ({c.updates} update(s) x seeds) of {original} and {reproduced}, "
+                     f"wall-clock columns aside")
+    elif c.rows == 0:
+        lines.append(f"nothing to compare: {original} has no metrics rows in the updates asked for")
+    else:
+        update, seed, column, va, vb = c.first_difference
+        lines.append(f"DIFFERENT: first at update {update}, seed {seed}, {column}: {va!r} (original) vs {vb!r} (reproduced)")
+    if c.manifest_differences:
+        why = "" if c.identical else ", which may explain the difference"
+        lines.append(f"manifest differences (original -> reproduced){why}:")
+        lines += [f"  {k}: {va!r} -> {vb!r}" for k, va, vb in c.manifest_differences]
+    elif not c.identical:
+        lines.append("the manifests agree (same code, packages, flags, devices and layout)")
+    return "\n".join(lines)

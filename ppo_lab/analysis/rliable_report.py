@@ -1,0 +1,220 @@
+"""`rliable.json` and `rliable.png` beside `aggregate.csv`: rliable's aggregates across seeds and tasks.
+
+A *task* is an env (its gymnax id, EnvPool/Gymnasium/Jumanji id, else its name, from each run's
+config.yaml); a *configuration* is a group of the sweep with its env-choosing keys (``env*``,
+``experiment``) left out, so a sweep over envs x seeds x hyperparameters gives one
+configuration per hyperparameter setting, scored on every env. Scores are one value per
+(run, seed) of ``metric`` (default ``eval/episode_return``), normalised per task as
+``(score - random) / (reference - random)`` with the returns of each env's YAML (``scores:``)
+or of the command line (``--score TASK=RANDOM,REFERENCE``, which wins). When a task has no
+such returns the raw scores are used, and rliable.json says so (``normalized: false``; the
+optimality gap, defined on normalised scores, is then left out).
+
+Every interval is rliable's stratified percentile bootstrap (``reps`` replicates from ``seed``,
+both recorded); a configuration with fewer than ``SMALL_SAMPLE`` runs on a task is flagged
+(``small_sample``) and warned about in rliable.json, the printed table and the figure. With 2 to
+6 configurations on the same tasks, ``improvement`` holds P(A > B) with its interval for every
+ordered pair (rliable's probability of improvement; ``ppo-lab compare A B`` for any two dirs).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ppo_lab import rundir
+from ppo_lab.analysis import rliable_stats as rs
+from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.sweep import Collection
+
+MAX_PAIRS_CONFIGS = 6  # probability of improvement for every ordered pair up to this many configurations
+RLIABLE_JSON = "rliable.json"
+RLIABLE_FIGURE = "rliable.png"
+SMALL_SAMPLE = 5  # fewer runs than this per group: warned about everywhere
+DEFAULT_METRIC = "eval/episode_return"
+TASK_KEYS = ("env", "experiment")  # swept keys that choose the task, not the configuration
+
+
+def task_of(env: Mapping) -> str:
+    """The task a run's env section names: its env id where it has one, else its name."""
+    for key in ("gymnax_id", "id", "env_id"):
+        if isinstance(env.get(key), str) and env.get(key):
+            return env[key]
+    return str(env.get("name") or "unknown")
+
+
+def _refs_from_env(env: Mapping, task: str) -> tuple[float, float] | None:
+    scores = env.get("scores") or {}
+    entry = scores.get(task) if isinstance(scores, Mapping) else None
+    if isinstance(entry, Mapping) and "random" in entry and "reference" in entry:
+        return float(entry["random"]), float(entry["reference"])
+    return None
+
+
+def parse_score_refs(items: Sequence[str]) -> dict[str, tuple[float, float]]:
+    """``TASK=RANDOM,REFERENCE`` items of the command line -> task -> (random, reference)."""
+    out = {}
+    for item in items:
+        task, sep, values = item.partition("=")
+        parts = values.split(",")
+        if not sep or len(parts) != 2:
+            raise ValueError(f"--score {item!r}: expected TASK=RANDOM,REFERENCE, e.g. CartPole-v1=22,475")
+        out[task] = (float(parts[0]), float(parts[1]))
+    return out
+
+
+def _is_task_key(key: str) -> bool:
+    return any(key == k or key.startswith(k + ".") for k in TASK_KEYS)
+
+
+def collect_scores(col: Collection, metric: str, refs_cli: Mapping[str, tuple[float, float]]):
+    """config -> task -> raw scores of the used units, and task -> (random, reference, source)."""
+    per_config: dict[str, dict[str, list[float]]] = {}
+    refs: dict[str, tuple] = {}
+    envs: dict[Path, Mapping] = {}
+    for u in col.units:
+        value = u.values.get(metric, math.nan) if u.used else math.nan
+        if value is None or math.isnan(value):
+            continue
+        if u.run.path not in envs:
+            try:
+                envs[u.run.path] = rundir.read_config(u.run.path).get("env") or {}
+            except (FileNotFoundError, ValueError):
+                envs[u.run.path] = {}
+        env = envs[u.run.path]
+        task = task_of(env)
+        keys = col.group_keys[u.group]
+        config = ",".join(f"{k}={v}" for k, v in keys.items() if not _is_task_key(k)) or "all"
+        per_config.setdefault(config, {}).setdefault(task, []).append(float(value))
+        if task not in refs:
+            if task in refs_cli:
+                refs[task] = (*refs_cli[task], "command line")
+            elif (found := _refs_from_env(env, task)) is not None:
+                refs[task] = (*found, f"conf/env/{env.get('name')}.yaml")
+            else:
+                refs[task] = None
+    return per_config, refs
+
+
+def _config_report(per_task: dict[str, list[float]], refs: dict, normalized: bool, reps: int, seed: int,
+                   confidence: float) -> dict:
+    scores = {t: (rs.normalize(v, *refs[t][:2]) if normalized else np.asarray(v)) for t, v in per_task.items()}
+    matrix, tasks = rs.score_matrix(scores)
+    names = [n for n in rs.AGGREGATES if normalized or n != "optimality_gap"]
+    n_runs = {t: len(v) for t, v in per_task.items()}
+    return {
+        "tasks": tasks,
+        "n_runs": n_runs,
+        "runs_used_per_task": int(matrix.shape[0]),
+        "small_sample": min(n_runs.values()) < SMALL_SAMPLE,
+        "aggregates": rs.interval_estimates(matrix, reps=reps, seed=seed, confidence=confidence, names=names),
+        "per_task": {t: rs.interval_estimates(np.asarray(scores[t])[:, None], reps=reps, seed=seed,
+                                              confidence=confidence, names=[n for n in names if n != "median"])
+                     for t in tasks},
+        "scores": {t: np.asarray(scores[t]).tolist() for t in tasks},
+    }
+
+
+def rliable_report(col: Collection, metric: str = DEFAULT_METRIC, refs_cli: Mapping | None = None,
+                   reps: int = rs.DEFAULT_REPS, seed: int = rs.DEFAULT_SEED, confidence: float = 0.95) -> dict:
+    """rliable.json's content (see the module's docstring); empty ``configs`` when no scores."""
+    per_config, refs = collect_scores(col, metric, refs_cli or {})
+    normalized = bool(refs) and all(r is not None for r in refs.values())
+    warnings = []
+    if refs and not normalized:
+        missing = sorted(t for t, r in refs.items() if r is None)
+        warnings.append(f"no random/reference returns for {', '.join(missing)}: raw scores, not normalised "
+                        "(give --score TASK=RANDOM,REFERENCE or `scores:` in the env's YAML)")
+        if len(refs) > 1:
+            warnings.append("aggregates across tasks of raw scores mix the tasks' scales: read them per task")
+    configs = {c: _config_report(per_task, refs, normalized, reps, seed, confidence) for c, per_task in per_config.items()}
+    for name, c in configs.items():
+        if c["small_sample"]:
+            warnings.append(f"{name}: n={min(c['n_runs'].values())} run(s) per task (< {SMALL_SAMPLE}): "
+                            "intervals this wide or this narrow are not to be trusted")
+    profiles = {}
+    if configs:
+        all_scores = np.concatenate([np.ravel(v) for c in configs.values() for v in c["scores"].values()])
+        taus = np.linspace(min(0.0, all_scores.min()) if normalized else all_scores.min(),
+                           max(1.0, all_scores.max()) if normalized else all_scores.max(), 41)
+        for name, c in configs.items():
+            matrix, _ = rs.score_matrix(c["scores"])
+            profiles[name] = rs.performance_profile(matrix, taus, reps=reps, seed=seed, confidence=confidence)
+    return {
+        "metric": metric, "normalized": normalized, "confidence": confidence,
+        "improvement": pairwise_improvement(configs, reps, seed, confidence),
+        "bootstrap": {"method": "stratified percentile bootstrap over runs within each task (rliable)",
+                      "reps": reps, "seed": seed},
+        "tasks": {t: (None if r is None else {"random": r[0], "reference": r[1], "source": r[2]}) for t, r in refs.items()},
+        "configs": configs, "profiles": profiles, "warnings": warnings,
+    }
+
+
+def pairwise_improvement(configs: dict, reps: int, seed: int, confidence: float) -> dict:
+    """"A > B" -> P(A > B) with its interval, for every ordered pair of configurations scored on
+    the same tasks (up to MAX_PAIRS_CONFIGS configurations; `ppo-lab compare A B` for others)."""
+    names = list(configs)
+    if not 2 <= len(names) <= MAX_PAIRS_CONFIGS:
+        return {}
+    out = {}
+    for a in names:
+        for b in names:
+            if a == b or configs[a]["tasks"] != configs[b]["tasks"]:
+                continue
+            xa, _ = rs.score_matrix(configs[a]["scores"])
+            xb, _ = rs.score_matrix(configs[b]["scores"])
+            out[f"{a} > {b}"] = rs.probability_of_improvement_interval(xa, xb, reps=reps, seed=seed, confidence=confidence)
+    return out
+
+
+def format_report(report: dict) -> str:
+    """The printed table: each configuration's aggregates with their intervals."""
+    lines = [f"rliable ({report['metric']}, {'normalised' if report['normalized'] else 'raw'} scores, "
+             f"{report['bootstrap']['reps']} stratified bootstrap reps, seed {report['bootstrap']['seed']}):"]
+    for name, c in report["configs"].items():
+        cells = [f"{k} {v['point']:.4g} [{v['ci_low']:.4g}, {v['ci_high']:.4g}]" for k, v in c["aggregates"].items()]
+        flag = "  WARNING: n<5" if c["small_sample"] else ""
+        lines.append(f"  {name} (n={','.join(map(str, c['n_runs'].values()))}): " + "; ".join(cells) + flag)
+    for pair, est in report.get("improvement", {}).items():
+        lines.append(f"  P({pair}) = {est['point']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}]")
+    lines += [f"  warning: {w}" for w in report["warnings"]]
+    return "\n".join(lines)
+
+
+def plot_report(report: dict, path: Path | None = None):
+    """Interval estimates (one panel per aggregate) and the performance profiles with bands."""
+    names = list(rs.AGGREGATES)
+    configs = list(report["configs"])
+    fig, axes = plt.subplots(1, len(names) + 1, figsize=(3.2 * (len(names) + 1), 2.8 + 0.4 * max(1, len(configs))), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for i, c in enumerate(configs):
+            est = report["configs"][c]["aggregates"].get(name)
+            if est is None:
+                continue
+            ax.barh(i, est["ci_high"] - est["ci_low"], left=est["ci_low"], height=0.6, alpha=0.5)
+            ax.plot([est["point"]] * 2, [i - 0.3, i + 0.3], color="k", lw=1.5)
+        ax.set_yticks(range(len(configs)), configs if ax is axes[0][0] else [""] * len(configs), fontsize=7)
+        ax.set_title(name.replace("_", " "), fontsize=9)
+        ax.set_ylim(-0.8, len(configs) - 0.2)
+        ax.set_xlabel(("normalised " if report["normalized"] else "raw ") + "score", fontsize=8)
+        ax.grid(alpha=0.3, axis="x")
+    ax = axes[0][-1]
+    for c, prof in report["profiles"].items():
+        line, = ax.plot(prof["tau"], prof["profile"], label=c, lw=1.2)
+        ax.fill_between(prof["tau"], prof["low"], prof["high"], color=line.get_color(), alpha=0.2, lw=0)
+    ax.set_title("performance profile", fontsize=9)
+    ax.set_xlabel(("normalised " if report["normalized"] else "") + "score tau", fontsize=8)
+    ax.set_ylabel("fraction of runs > tau", fontsize=8)
+    if len(configs) > 1:
+        ax.legend(fontsize=6)
+    small = [c for c in configs if report["configs"][c]["small_sample"]]
+    note = f"; WARNING: fewer than {SMALL_SAMPLE} runs per task in {', '.join(small)}" if small else ""
+    fig.suptitle(f"{report['metric']}: {int(report['confidence'] * 100)}% stratified bootstrap intervals{note}",
+                 fontsize=9, color="tab:red" if small else "k")
+    fig.tight_layout()
+    if path is not None:
+        save_figure(fig, path, close=True)
+    return fig

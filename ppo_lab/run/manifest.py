@@ -1,0 +1,88 @@
+"""The reproducibility record of a run (`manifest.json`, written through rundir/manifest.py).
+
+What it takes to get the same numbers again and what may explain different ones: the lab's
+commit and whether its tree had uncommitted changes, Python and the versions of the packages
+that compute or feed the numbers, the XLA flags and JAX/XLA variables this process started its
+backend with, the devices (platform, kinds and counts), the layout of seeds and envs on them,
+the process count, and the config's hash (`ppo_lab.config.config_hash`).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+import time
+from collections import Counter
+
+import jax
+
+from ppo_lab import rundir
+from ppo_lab.config import config_hash
+from ppo_lab.hardware import PROJECT_ROOT
+
+# The packages whose versions can move the numbers (the math, the envs, the config).
+PACKAGES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin", "libtpu", "flax", "optax", "numpy", "scipy",
+            "gymnax", "jumanji", "brax", "mujoco", "envpool", "gymnasium", "hydra-core", "omegaconf", "ppo_lab")
+# jax.config options that change what is computed.
+JAX_OPTIONS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl", "jax_threefry_partitionable")
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def lab_source() -> dict:
+    """The lab's commit and whether tracked files differ from it (null outside a git checkout)."""
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def package_versions() -> dict:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def device_record(devices) -> dict:
+    local = list(devices)
+    return {"platform": local[0].platform if local else None,
+            "kinds": dict(Counter(d.device_kind for d in local)),
+            "local_count": len(local), "global_count": jax.device_count()}
+
+
+def build_manifest(cfg, layout: dict, devices) -> dict:
+    """The record of this process's run of `cfg` on `devices` with `layout` (layout.as_dict())."""
+    return {
+        "lab": lab_source(),
+        "python": platform.python_version(),
+        "packages": package_versions(),
+        "xla_flags": os.environ.get("XLA_FLAGS", "").split(),
+        "env_vars": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("XLA_", "JAX_", "TF_CUDNN_", "TF_DETERMINISTIC")) and k != "XLA_FLAGS"},
+        "jax_config": {k: getattr(jax.config, k, None) for k in JAX_OPTIONS},
+        "devices": device_record(devices),
+        "layout": layout,
+        "process_count": jax.process_count(),
+        "process_index": jax.process_index(),
+        "deterministic": bool(cfg.hardware.deterministic),
+        "config_hash": config_hash(cfg.resolved),
+        "host": socket.gethostname(),
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def write_run_manifest(run_dir, cfg, layout: dict, devices) -> None:
+    """manifest.json of this session (process 0 only: one writer per run directory)."""
+    if jax.process_index() == 0:
+        rundir.write_manifest(run_dir, build_manifest(cfg, layout, devices))

@@ -1,0 +1,85 @@
+"""`ppo-lab reproduce RUN_DIR [--updates K] [--out DIR]`: re-run a run's first K updates and compare.
+
+Reads the run's config.yaml (a config written by an older lab completed as `ppo-lab evaluate`
+reads it), applies its `hardware` section before XLA's backend starts, builds the run afresh
+and trains its first K updates (whole chunks of its own `train.chunk_updates`, so the compiled
+program is the run's own) into a new directory (default `outputs/reproduce/<run>-<time>`):
+config.yaml, metrics.csv (the first K updates), manifest.json. Then metrics.csv is compared
+row by row with the run's (`analysis/reproduction.py`): it prints "identical", or the first
+differing (update, seed, metric) with both values and the manifest fields that differ.
+Exit 0 when identical, 1 when not, 2 when the run cannot be reproduced (no config, bad config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+from ppo_lab import rundir
+from ppo_lab.analysis.reproduction import compare_runs, format_comparison
+from ppo_lab.errors import ConfigError
+from ppo_lab.hardware import HardwareError, start_jax
+from ppo_lab.ppo.parallel import make_mesh
+from ppo_lab.run import resume
+from ppo_lab.run.build import build
+from ppo_lab.run.loop import Session
+from ppo_lab.run.manifest import write_run_manifest
+
+log = logging.getLogger(__name__)
+
+
+def default_out(run_dir: Path) -> Path:
+    return Path("outputs") / "reproduce" / f"{Path(run_dir).resolve().name}-{time.strftime('%Y-%m-%d_%H-%M-%S')}"
+
+
+def rerun(run_dir: Path, updates: int, out_dir: Path) -> int:
+    """Train the first `updates` updates of `run_dir`'s config into `out_dir`; returns how many ran."""
+    cfg = rundir.load_run_config(run_dir)
+    devices = start_jax(cfg.hardware)
+    comp = build(cfg, len(devices))
+    mesh = make_mesh(comp.layout, devices)
+    state, resumed = resume.restore(resume.Plan(source=None, own=False), comp, cfg, mesh)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rundir.write_config(out_dir, cfg.resolved)
+    write_run_manifest(out_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
+    session = Session(cfg, comp, out_dir, state, resumed)
+    chunk = comp.trainer.chunk_updates
+    session.num_updates = min(comp.trainer.num_updates, math.ceil(updates / chunk) * chunk)  # whole chunks
+    session.compile(mesh)
+    rows = []
+    while session.update < session.num_updates:
+        rows += session.chunk()
+    rows = [r for r in rows if r["update"] <= updates]
+    rundir.MetricsCSV(out_dir / rundir.METRICS).append(rows)
+    return min(updates, session.update)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Re-run a run's first updates from its config and compare metrics.csv row by row.")
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--updates", type=int, default=5, help="how many updates to re-run and compare (default 5)")
+    parser.add_argument("--out", type=Path, default=None, help="where the reproduction goes (default outputs/reproduce/<run>-<time>)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="[%(levelname)s] %(message)s")
+    if args.updates < 1:
+        parser.error("--updates must be at least 1")
+    if not (args.run_dir / rundir.METRICS).exists():
+        print(f"ppo-lab reproduce: {args.run_dir} has no {rundir.METRICS} to compare with", file=sys.stderr)
+        return 2
+    out = args.out or default_out(args.run_dir)
+    try:
+        ran = rerun(args.run_dir, args.updates, out)
+    except (ConfigError, HardwareError, FileNotFoundError) as exc:
+        print(f"ppo-lab reproduce: {args.run_dir}: {exc}", file=sys.stderr)
+        return 2
+    result = compare_runs(args.run_dir, out, ran)
+    print(format_comparison(result, args.run_dir, out))
+    return 0 if result.identical else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

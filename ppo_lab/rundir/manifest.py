@@ -1,0 +1,49 @@
+"""manifest.json: a run's reproducibility record (what it takes to get the same numbers again).
+
+Written by the run (``ppo_lab.run.manifest`` assembles it) when it starts, rewritten by each
+session of a resumed run; read by ``ppo-lab reproduce``, which names the fields that differ
+between the run and its reproduction. Fields: ``lab`` (commit, dirty), ``python``,
+``packages`` (name -> version), ``xla_flags``, ``env_vars`` (the XLA_/JAX_ variables),
+``jax_config``, ``devices`` (platform, kind -> count, local and global counts),
+``layout``, ``process_count``, ``process_index``, ``config_hash``, ``deterministic``,
+``host``, ``written_at``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ppo_lab.rundir.atomic import write_json_atomic
+from ppo_lab.rundir.jsonfile import read_json
+from ppo_lab.rundir.paths import MANIFEST
+
+# Fields that say when and where, not what was computed: not reported as differences.
+UNCOMPARED = ("written_at", "host", "process_index")
+
+
+def write_manifest(run_dir: Path, manifest: dict) -> None:
+    write_json_atomic(Path(run_dir) / MANIFEST, manifest)
+
+
+def read_manifest(run_dir: Path) -> dict | None:
+    """The run's manifest.json, or None for a run written before the lab kept one."""
+    return read_json(Path(run_dir) / MANIFEST, default=None)
+
+
+def _flatten(d, prefix: str = "") -> dict:
+    if not isinstance(d, dict):
+        return {prefix.rstrip("."): d}
+    out = {}
+    for k, v in d.items():
+        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+    return out
+
+
+def manifest_differences(a: dict | None, b: dict | None) -> list[tuple[str, object, object]]:
+    """(dotted field, value in a, value in b) for every field that differs, when and where aside."""
+    if a is None or b is None:
+        return [("manifest.json", "absent" if a is None else "present", "absent" if b is None else "present")]
+    fa, fb = _flatten(a), _flatten(b)
+    keys = sorted(set(fa) | set(fb))
+    return [(k, fa.get(k), fb.get(k)) for k in keys
+            if k.split(".", 1)[0] not in UNCOMPARED and fa.get(k) != fb.get(k)]

@@ -1,0 +1,108 @@
+"""`ppo-lab aggregate` with rliable's statistics and honest small samples, on sweeps written by
+hand through the run-dir contract (test_aggregate.make_sweep): the statistics, not training."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+
+from ppo_lab.analysis.aggregate import format_table, run_aggregate
+from test_aggregate import make_sweep, read_csv
+
+ENVS = {"CartPole-v1": (22.0, 475.0), "Acrobot-v1": (-500.0, -100.0)}
+
+
+def two_env_sweep(path, seeds=5):
+    jobs = [[f"env.gymnax_id={e}", f"seed={s}"] for e in ENVS for s in range(seeds)]
+    sweep = make_sweep(path, jobs, task_overrides=[f"env.gymnax_id={','.join(ENVS)}", f"seed=0-{seeds}"])
+    rng = np.random.default_rng(0)
+    for num, overrides in enumerate(jobs):
+        env_id = overrides[0].split("=")[1]
+        low, high = ENVS[env_id]
+        run = sweep / str(num)
+        summary = json.loads((run / "summary.json").read_text())
+        summary["eval"]["episode_return"] = [float(rng.uniform(low, high))]
+        summary["eval"]["episode_length"] = [float(rng.uniform(20, 500))]
+        (run / "summary.json").write_text(json.dumps(summary))
+        env = {"name": "gymnax", "gymnax_id": env_id, "scores": {k: {"random": v[0], "reference": v[1]} for k, v in ENVS.items()}}
+        (run / "config.yaml").write_text(yaml.safe_dump({"experiment": "toy", "seed": num % seeds, "num_seeds": 1, "env": env}))
+    return sweep
+
+
+def test_two_envs_five_seeds_rliable_json(tmp_path):
+    sweep = two_env_sweep(tmp_path / "sw")
+    out = run_aggregate([sweep], quiet=True, reps=500)
+    report = json.loads((sweep / "rliable.json").read_text())
+    assert (sweep / "rliable.png").stat().st_size > 1000
+    assert report["normalized"] and report["bootstrap"] == {"method": report["bootstrap"]["method"], "reps": 500, "seed": 0}
+    assert list(report["configs"]) == ["all"]  # the env is the task, not the configuration
+    config = report["configs"]["all"]
+    assert config["n_runs"] == {"CartPole-v1": 5, "Acrobot-v1": 5} and not config["small_sample"]
+    assert set(config["aggregates"]) == {"iqm", "median", "mean", "optimality_gap"}
+    for est in config["aggregates"].values():
+        assert est["ci_low"] <= est["point"] <= est["ci_high"]
+    raw = {t: [] for t in ENVS}
+    for u in out["collection"].units:
+        raw[u.run.overrides["env.gymnax_id"]].append(u.values["eval/episode_return"])
+    normalised = np.concatenate([(np.array(v) - ENVS[t][0]) / (ENVS[t][1] - ENVS[t][0]) for t, v in raw.items()])
+    assert config["aggregates"]["iqm"]["point"] == pytest.approx(stats.trim_mean(normalised, 0.25))
+    profile = report["profiles"]["all"]
+    assert all(lo <= p <= hi for lo, p, hi in zip(profile["low"], profile["profile"], profile["high"]))
+    assert not report["warnings"]
+
+
+def test_two_seeds_warned_and_bounded_intervals_stay_in_bounds(tmp_path):
+    sweep = two_env_sweep(tmp_path / "sw", seeds=2)
+    out = run_aggregate([sweep], quiet=True, reps=200)
+    rows = read_csv(sweep / "aggregate.csv")
+    length = [r for r in rows if r["metric"] == "eval/episode_length"]
+    assert length and all(r["ci_method"] == "bootstrap" and r["small_sample"] == "True" for r in length)
+    for r in length:
+        assert 0 <= float(r["ci_low"]) <= float(r["mean"]) <= float(r["ci_high"]) <= 500
+    assert "WARNING: env.gymnax_id=CartPole-v1: n=2 seed(s), fewer than 5" in format_table(out["rows"], out["collection"])
+    report = json.loads((sweep / "rliable.json").read_text())
+    assert report["configs"]["all"]["small_sample"] and any("n=2" in w for w in report["warnings"])
+
+
+def test_raw_scores_without_references_leave_out_the_optimality_gap(tmp_path):
+    sweep = two_env_sweep(tmp_path / "sw", seeds=2)
+    for run in sweep.iterdir():
+        if (run / "config.yaml").exists():
+            cfg = yaml.safe_load((run / "config.yaml").read_text())
+            cfg["env"].pop("scores")
+            (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    run_aggregate([sweep], quiet=True, reps=100, plot=False, score_refs={"CartPole-v1": (0.0, 500.0)})
+    report = json.loads((sweep / "rliable.json").read_text())
+    assert not report["normalized"] and "optimality_gap" not in report["configs"]["all"]["aggregates"]
+    assert report["tasks"]["CartPole-v1"]["source"] == "command line" and report["tasks"]["Acrobot-v1"] is None
+
+
+def test_compare_gives_the_probability_of_improvement(tmp_path, capsys):
+    from ppo_lab.analysis import compare
+
+    a = two_env_sweep(tmp_path / "a", seeds=2)
+    b = two_env_sweep(tmp_path / "b", seeds=2)
+    for run in b.iterdir():  # B: every return lower than A's worst on its task
+        if (run / "summary.json").exists():
+            summary = json.loads((run / "summary.json").read_text())
+            summary["eval"]["episode_return"] = [-1000.0]
+            (run / "summary.json").write_text(json.dumps(summary))
+    assert compare.main([str(a), str(b), "--out", str(tmp_path / "c.png")]) == 0
+    text = capsys.readouterr().out
+    assert "P(a > b) on eval/episode_return = 1.000 [1.000, 1.000]" in text
+    assert "WARNING: n=2 run(s) on a side" in text
+
+
+def test_two_configurations_get_the_probability_of_improvement(tmp_path):
+    jobs = [[f"ppo.lr={lr}", f"seed={s}"] for lr in ("0.001", "0.002") for s in range(3)]
+    sweep = make_sweep(tmp_path / "sw", jobs, task_overrides=["ppo.lr=0.001,0.002", "seed=0,1,2"],
+                       group_of=lambda ov: 0 if ov[0].endswith("0.001") else 5)
+    report = run_aggregate([sweep], quiet=True, reps=100, plot=False)["rliable"]
+    assert list(report["configs"]) == ["ppo.lr=0.001", "ppo.lr=0.002"] and not report["normalized"]
+    # every 0.002 seed scores above every 0.001 seed (make_sweep's values)
+    assert report["improvement"]["ppo.lr=0.002 > ppo.lr=0.001"]["point"] == 1.0
+    assert report["improvement"]["ppo.lr=0.001 > ppo.lr=0.002"]["point"] == 0.0
