@@ -3,6 +3,7 @@ calls it) where no process matters; through launch.py for kills, signals and dev
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import signal
@@ -160,7 +161,7 @@ def test_launch_into_a_run_dir_locked_from_another_host_changes_nothing(tmp_path
     assert {name: (run_dir / name).read_bytes() for name in before} == before
 
 
-def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny):
+def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny, caplog):
     args = [*tiny, "ppo.total_timesteps=200000", "train.chunk_updates=4"]
     run_dir = tmp_path / "run"
     proc = start_launch(args, run_dir)
@@ -177,13 +178,25 @@ def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny):
     stopped_at = s["updates"]
     assert stopped_at < 3125 and len(read_rows(run_dir)) == stopped_at
 
+    # As if an older version that did not log `train/clip_eps` wrote it: the rerun widens the
+    # header (the earlier rows blank there) rather than silently dropping the new values.
+    rows = read_rows(run_dir)
+    with (run_dir / "metrics.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[c for c in rows[0] if c != "train/clip_eps"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
     # Finishing it: re-run with a smaller budget that is still ahead of where it stopped (a
     # change of the LR schedule, so it must be allowed explicitly).
     total = (stopped_at + 4) * 64
+    caplog.set_level("WARNING")
     train_run([*tiny, f"ppo.total_timesteps={total}", "train.chunk_updates=4", "allow_config_change=true"], run_dir)
     s = read_summary(run_dir)
     assert s["status"] == "completed" and s["resumed_from"] == stopped_at and s["updates"] == stopped_at + 4
-    assert sorted(Counter(_keys(read_rows(run_dir)))) == [(u, 0) for u in range(1, stopped_at + 5)]
+    rows = read_rows(run_dir)
+    assert sorted(Counter(_keys(rows))) == [(u, 0) for u in range(1, stopped_at + 5)]
+    assert "new metric(s) train/clip_eps" in caplog.text
+    assert [r["train/clip_eps"] != "" for r in rows] == [False] * stopped_at + [True] * 4
 
 
 def test_stop_file_stops_cleanly(tmp_path, tiny):

@@ -87,6 +87,50 @@ def test_metrics_tail_reads_only_new_rows_and_sees_a_cut(tmp_path):
     assert cut and [r["update"] for r in rows] == [1, 1]
 
 
+def test_a_new_metric_widens_the_header_and_no_value_is_dropped(tmp_path, caplog):
+    path = tmp_path / rundir.METRICS
+    tail = rundir.MetricsTail(path)
+    writer = rundir.MetricsCSV(path)
+    writer.append(_rows([1]))
+    assert len(tail.read_new()[0]) == 2
+    later = [dict(r, **{"eval/late": 7.0}) for r in _rows([2])]
+    rundir.MetricsCSV(path).append(later)  # a resumed run of a newer version: a fresh writer
+    writer.append([dict(r, **{"a/first": 1.0}) for r in _rows([3])])  # the old writer learns the new header too
+    assert "new metric(s) eval/late" in caplog.text
+    header = rundir.read_header(path)
+    assert header[:4] == rundir.KEY_COLUMNS and header[4:] == sorted(header[4:]) and {"eval/late", "a/first"} <= set(header)
+    rows = rundir.read_metrics(path)
+    assert [r["update"] for r in rows] == [1, 1, 2, 2, 3, 3]
+    assert [r["eval/late"] for r in rows[2:4]] == [7.0, 7.0] and math.isnan(rows[0]["eval/late"])
+    assert [r["a/first"] for r in rows[4:]] == [1.0, 1.0] and math.isnan(rows[2]["a/first"])
+    assert rows[0]["train/entropy"] == pytest.approx(0.1)  # the old values moved with their column
+    # A dashboard tailing the file sees the rewrite and reads every row again.
+    new, reread = tail.read_new()
+    assert reread and len(new) == 6 and "eval/late" in tail.columns
+
+
+def test_write_table_keeps_a_column_the_caller_did_not_list(tmp_path):
+    rundir.write_table(tmp_path / "t.csv", [{"group": "g", "mean": 1.0}, {"group": "h", "mean": 2.0, "extra": 3}],
+                       ["group", "mean"])
+    assert (tmp_path / "t.csv").read_text().splitlines() == ["group,mean,extra", "g,1.0,", "h,2.0,3"]
+
+
+def test_atomic_write_fsyncs_the_file_and_then_its_directory(tmp_path, monkeypatch):
+    import os
+    import stat
+
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    rundir.write_text_atomic(tmp_path / "summary.json", "{}")
+    assert synced == ["file", "dir"]  # the data before the rename, the rename after it
+
+
 def test_atomic_writes_leave_no_temporary_file(tmp_path):
     run = tmp_path / "run"
     rundir.write_config(run, {"seed": 3, "env": {"name": "cartpole"}})
