@@ -110,3 +110,12 @@ def test_only_process_zero_holds_the_lock(tmp_path):
 def test_stale_time_scales_with_the_checkpoint_interval():
     assert lock.stale_after_s(60.0) == 3 * 3600
     assert lock.stale_after_s(0.001) == lock.MIN_STALE_S
+
+
+def test_a_run_dir_made_for_the_lock_alone_is_removed_with_it(tmp_path):
+    lock.acquire(tmp_path / "new", stale_s=600).release()
+    assert not (tmp_path / "new").exists()  # a run refused before writing leaves no dir behind
+    held = lock.acquire(tmp_path / "used", stale_s=600)
+    (tmp_path / "used" / "metrics.csv").write_text("update\n")
+    held.release()
+    assert (tmp_path / "used" / "metrics.csv").exists()

@@ -153,8 +153,9 @@ def _flock_free(path: Path) -> bool:
 class RunDirLock:
     """The held lock of one run dir: refreshed by a heartbeat thread, released by `release`."""
 
-    def __init__(self, run_dir: Path, fd: int, holder: Holder):
+    def __init__(self, run_dir: Path, fd: int, holder: Holder, made_dir: bool = False):
         self.run_dir, self.path, self.fd, self.holder = Path(run_dir), Path(run_dir) / RUN_LOCK, fd, holder
+        self.made_dir = made_dir  # the run dir did not exist: a run refused before writing leaves none
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -199,6 +200,9 @@ class RunDirLock:
         finally:
             os.close(self.fd)  # also releases the flock
             self.fd = -1
+        if self.made_dir:
+            with contextlib.suppress(OSError):  # not empty: the run wrote its files there
+                self.run_dir.rmdir()
 
     def __enter__(self):
         return self
@@ -264,10 +268,12 @@ def _set_aside(path: Path, stale: Holder) -> bool:
 def acquire(run_dir: Path, stale_s: float, process_index: int = 0, heartbeat_s: float | None = None,
             what: str = "launch") -> RunDirLock | NoLock:
     """Take `run_dir`'s lock, or raise RunDirLocked naming its live holder and what to do.
-    Writes nothing else; makes the run dir if missing (the lock lives in it)."""
+    Writes nothing else; makes the run dir if missing (the lock lives in it; `release` removes
+    it again if the run left it empty)."""
     if process_index != 0:
         return NoLock()  # process 0 holds the lock for the whole multi-process run
     run_dir = Path(run_dir)
+    made_dir = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / RUN_LOCK
     now = time.time()
@@ -275,7 +281,7 @@ def acquire(run_dir: Path, stale_s: float, process_index: int = 0, heartbeat_s: 
     for _ in range(5):  # a lock that vanishes between our looks: try again
         fd = _create(path, me)
         if fd is not None:
-            lock = RunDirLock(run_dir, fd, me)
+            lock = RunDirLock(run_dir, fd, me, made_dir)
             lock.start_heartbeat(heartbeat_s if heartbeat_s is not None else min(HEARTBEAT_S, stale_s / 10))
             return lock
         holder = read_holder(path)
