@@ -14,6 +14,7 @@ jax here: `ppo-lab aggregate` imports this in a plain shell.
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Sequence
@@ -36,6 +37,18 @@ LIMBO_STATES = {"UNKNOWN", "PREEMPTED"}
 # How long a job may stay in a limbo state before it is reported rather than waited on: longer
 # than submitit's requeue after a preemption and sacct's delay in listing a new array task.
 LIMBO_S = 300.0
+SACCT_TIMEOUT_S = 30
+
+
+class _BoundedWatcher(SlurmInfoWatcher):
+    """submitit's watcher with its sacct call bounded in time (a hung slurmdbd must not hang
+    `ppo-lab aggregate --wait`); a call that times out is bypassed by submitit, with a warning."""
+
+    def _make_command(self) -> list[str] | None:
+        command = super()._make_command()
+        if command is None or shutil.which("timeout") is None:
+            return command
+        return ["timeout", str(SACCT_TIMEOUT_S), *command]
 
 
 class _OneState(SlurmInfoWatcher):
@@ -69,7 +82,7 @@ def sacct_states(job_ids: Sequence[str]) -> dict[str, str]:
     sacct. One batched call through submitit's watcher (which warns and goes on if it fails)."""
     if not job_ids:
         return {}
-    watcher = SlurmInfoWatcher()
+    watcher = _BoundedWatcher()
     for job_id in job_ids:
         watcher.register_job(str(job_id))
     watcher.update()
