@@ -208,3 +208,4 @@ def test_a_logger_that_cannot_start_fails_the_run_in_summary(tmp_path):
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["status"] == "failed" and s["stop_reason"] == "logger" and "logger.wandb.mode" in s["error"]
     assert not (run_dir / "checkpoints").exists()
+    assert not (run_dir / "run.lock").exists(), "a failed run releases its run dir's lock"

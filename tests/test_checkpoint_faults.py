@@ -267,6 +267,7 @@ def test_a_full_disk_fails_the_run_and_keeps_the_last_good_checkpoint(small_disk
     monkeypatch.setattr(checkpoint_files, "write_checkpoint", write_real)
     summary = read_summary(run_dir)
     assert summary["status"] == "failed" and summary["stop_reason"] == "OSError" and "No space left" in summary["error"]
+    assert not (run_dir / "run.lock").exists(), "released on a full disk too"
     kept = list_checkpoints(run_dir / "checkpoints")
     assert kept, "the last good checkpoint was lost"
     meta, _ = verify(kept[-1], kept[-1].with_suffix(".msgpack"))  # intact: its checksums hold

@@ -3,7 +3,9 @@ calls it) where no process matters; through launch.py for kills, signals and dev
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -87,23 +89,79 @@ def test_kill_then_rerun_resumes_to_identical_rows(tmp_path, tiny, caplog):
     proc.kill()  # a crash: no clean shutdown at all
     proc.wait(timeout=30)
     assert read_summary(run_dir)["status"] == "running"
+    # The crash left its lock behind; its newest checkpoint when it died (maybe written just
+    # before the kill: atomic writes are durable once they return) is where it resumes from.
+    assert json.loads((run_dir / "run.lock").read_text())["pid"] == proc.pid
+    last_checkpoint = max(int(p.stem.split("_")[1]) for p in (run_dir / "checkpoints").glob("ckpt_*.json"))
 
     caplog.set_level("INFO")
     train_run(args, run_dir)
     assert "RESUMING from this run's checkpoint" in caplog.text
+    assert f"taking over the lock of {run_dir}: its process {proc.pid} on this host is gone" in caplog.text
+    assert not (run_dir / "run.lock").exists(), "released at the end"
     rows, ref_rows = read_rows(run_dir), read_rows(reference)
     counts = Counter(_keys(rows))
     assert max(counts.values()) == 1, "duplicate (update, seed) rows"
     assert sorted(counts) == sorted(_keys(ref_rows))
     s = read_summary(run_dir)
     assert s["status"] == "completed" and s["updates"] == read_summary(reference)["updates"] == 1024
-    assert s["resumed_from"] is not None and 0 < s["resumed_from"] < 1024
+    assert s["resumed_from"] == last_checkpoint and 0 < s["resumed_from"] < 1024
     # Same state, same keys: the resumed run continues bit for bit.
     assert _comparable(rows) == _comparable(ref_rows)
     assert s["eval"] == read_summary(reference)["eval"]
 
 
-def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny):
+def test_two_launches_into_one_run_dir_one_trains_the_other_exits_2(tmp_path, tiny):
+    """The same run launched twice a second apart (a requeue racing a manual relaunch): the
+    first to the run dir's lock trains and completes, the other exits 2 at once naming it."""
+    args = ["experiment=cartpole", *tiny, "train.chunk_updates=4"]
+    run_dir = tmp_path / "run"
+    logs = [tmp_path / "first.out", tmp_path / "second.out"]
+    procs = []
+    for i, log in enumerate(logs):
+        if i:
+            time.sleep(1)
+        with log.open("w") as out:  # a file, not a pipe: the winner's output must never block it
+            procs.append(subprocess.Popen([sys.executable, "launch.py", *args, f"hydra.run.dir={run_dir}"], cwd=ROOT,
+                                          stdout=out, stderr=subprocess.STDOUT, text=True))
+    started = time.monotonic()
+    codes = {}
+    while len(codes) < 2:  # whichever ends first is the refused one
+        for i, p in enumerate(procs):
+            if i not in codes and p.poll() is not None:
+                codes[i] = (p.returncode, time.monotonic() - started)
+        assert time.monotonic() - started < 240
+        time.sleep(0.1)
+    outputs = [log.read_text() for log in logs]
+    refused = min(codes, key=lambda i: codes[i][1])
+    assert codes[refused][0] == 2 and codes[refused][1] < 30, (codes, outputs[refused][-3000:])
+    assert codes[1 - refused][0] == 0, outputs[1 - refused][-3000:]
+    assert re.search(r"error: the run directory .* is in use by another run \(host \S+, pid \d+, since ", outputs[refused])
+    assert "compiled" not in outputs[refused], "refused before compiling"
+    assert read_summary(run_dir)["status"] == "completed"
+    counts = Counter(_keys(read_rows(run_dir)))
+    assert max(counts.values()) == 1 and len(counts) == 2048 // 64, "duplicate (update, seed) rows"
+    assert not (run_dir / "run.lock").exists()
+
+
+def test_launch_into_a_run_dir_locked_from_another_host_changes_nothing(tmp_path, tiny):
+    # A live holder on another host of a shared file system (its heartbeat is fresh): refused,
+    # and the run dir's files are left as they were.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    now = time.time()
+    (run_dir / "run.lock").write_text(json.dumps({"host": "node-b", "pid": 77, "started": now - 60, "heartbeat": now,
+                                                  "slurm_job_id": "1234", "token": "t"}))
+    (run_dir / "config.yaml").write_text("theirs: 1\n")
+    (run_dir / "metrics.csv").write_text("update,seed,timesteps,wall_s\n1,0,64,0.1\n")
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    proc = launch(tiny, run_dir, check=False, timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "in use by another run (host node-b, pid 77, SLURM job 1234, since" in proc.stderr
+    assert {name: (run_dir / name).read_bytes() for name in before} == before
+
+
+def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny, caplog):
     args = [*tiny, "ppo.total_timesteps=200000", "train.chunk_updates=4"]
     run_dir = tmp_path / "run"
     proc = start_launch(args, run_dir)
@@ -120,13 +178,25 @@ def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny):
     stopped_at = s["updates"]
     assert stopped_at < 3125 and len(read_rows(run_dir)) == stopped_at
 
+    # As if an older version that did not log `train/clip_eps` wrote it: the rerun widens the
+    # header (the earlier rows blank there) rather than silently dropping the new values.
+    rows = read_rows(run_dir)
+    with (run_dir / "metrics.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[c for c in rows[0] if c != "train/clip_eps"], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
     # Finishing it: re-run with a smaller budget that is still ahead of where it stopped (a
     # change of the LR schedule, so it must be allowed explicitly).
     total = (stopped_at + 4) * 64
+    caplog.set_level("WARNING")
     train_run([*tiny, f"ppo.total_timesteps={total}", "train.chunk_updates=4", "allow_config_change=true"], run_dir)
     s = read_summary(run_dir)
     assert s["status"] == "completed" and s["resumed_from"] == stopped_at and s["updates"] == stopped_at + 4
-    assert sorted(Counter(_keys(read_rows(run_dir)))) == [(u, 0) for u in range(1, stopped_at + 5)]
+    rows = read_rows(run_dir)
+    assert sorted(Counter(_keys(rows))) == [(u, 0) for u in range(1, stopped_at + 5)]
+    assert "new metric(s) train/clip_eps" in caplog.text
+    assert [r["train/clip_eps"] != "" for r in rows] == [False] * stopped_at + [True] * 4
 
 
 def test_stop_file_stops_cleanly(tmp_path, tiny):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
@@ -87,6 +88,49 @@ def test_metrics_tail_reads_only_new_rows_and_sees_a_cut(tmp_path):
     assert cut and [r["update"] for r in rows] == [1, 1]
 
 
+def test_a_new_metric_widens_the_header_and_no_value_is_dropped(tmp_path, caplog):
+    path = tmp_path / rundir.METRICS
+    tail = rundir.MetricsTail(path)
+    writer = rundir.MetricsCSV(path)
+    writer.append(_rows([1]))
+    assert len(tail.read_new()[0]) == 2
+    later = [dict(r, **{"eval/late": 7.0}) for r in _rows([2])]
+    rundir.MetricsCSV(path).append(later)  # a resumed run of a newer version: a fresh writer
+    writer.append([dict(r, **{"a/first": 1.0}) for r in _rows([3])])  # the old writer learns the new header too
+    assert "new metric(s) eval/late" in caplog.text
+    header = rundir.read_header(path)
+    assert header[:4] == rundir.KEY_COLUMNS and header[4:] == sorted(header[4:]) and {"eval/late", "a/first"} <= set(header)
+    rows = rundir.read_metrics(path)
+    assert [r["update"] for r in rows] == [1, 1, 2, 2, 3, 3]
+    assert [r["eval/late"] for r in rows[2:4]] == [7.0, 7.0] and math.isnan(rows[0]["eval/late"])
+    assert [r["a/first"] for r in rows[4:]] == [1.0, 1.0] and math.isnan(rows[2]["a/first"])
+    assert rows[0]["train/entropy"] == pytest.approx(0.1)  # the old values moved with their column
+    # A dashboard tailing the file sees the rewrite and reads every row again.
+    new, reread = tail.read_new()
+    assert reread and len(new) == 6 and "eval/late" in tail.columns
+
+
+def test_write_table_keeps_a_column_the_caller_did_not_list(tmp_path):
+    rundir.write_table(tmp_path / "t.csv", [{"group": "g", "mean": 1.0}, {"group": "h", "mean": 2.0, "extra": 3}],
+                       ["group", "mean"])
+    assert (tmp_path / "t.csv").read_text().splitlines() == ["group,mean,extra", "g,1.0,", "h,2.0,3"]
+
+
+def test_atomic_write_fsyncs_the_file_and_then_its_directory(tmp_path, monkeypatch):
+    import stat
+
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    rundir.write_text_atomic(tmp_path / "summary.json", "{}")
+    assert synced == ["file", "dir"]  # the data before the rename, the rename after it
+
+
 def test_atomic_writes_leave_no_temporary_file(tmp_path):
     run = tmp_path / "run"
     rundir.write_config(run, {"seed": 3, "env": {"name": "cartpole"}})
@@ -145,3 +189,52 @@ def test_checkpoint_listing_counts_only_complete_checkpoints(tmp_path):
     checkpoints.prune(ckpt, keep=2)
     assert [p.name for p in rundir.list_checkpoints(ckpt)] == ["ckpt_4.json", "ckpt_10.json"]
     assert not (ckpt / "ckpt_2.msgpack").exists()
+
+
+# sacct's own output (Slurm 22.05, `sacct -o JobID,State,NodeList --parsable2`, the call
+# submitit's watcher makes): a pending array as a range with a throttle, a running task and its
+# steps, a preempted job, a requeued one, a cancelled one. PREEMPTED comes from a cluster that
+# preempts; the local test cluster has no preemption, so these lines stand in for it here
+# (tests/cluster/test_slurm_states.py has requeue and unlisted tasks for real).
+SACCT_LINES = """JobID|State|NodeList
+40_[2-3%1]|PENDING|None assigned
+40_0|COMPLETED|vm
+40_0.batch|COMPLETED|vm
+40_1|RUNNING|vm
+40_1.batch|RUNNING|vm
+41|PREEMPTED|vm
+42|REQUEUED|vm
+43|CANCELLED by 0|vm
+"""
+
+
+@pytest.fixture
+def fake_sacct(tmp_path, monkeypatch):
+    """A `sacct` on PATH that prints SACCT_LINES whatever it is asked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sacct").write_text(f"#!/bin/sh\ncat <<'END'\n{SACCT_LINES}END\n")
+    (bin_dir / "sacct").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+def test_slurm_states_through_submitits_watcher(fake_sacct):
+    ids = ["40_0", "40_1", "40_2", "40_3", "40_9", "41", "42", "43"]
+    states = slurm_jobs.sacct_states(ids)
+    assert states == {"40_0": "COMPLETED", "40_1": "RUNNING", "40_2": "PENDING", "40_3": "PENDING", "41": "PREEMPTED",
+                      "42": "REQUEUED", "43": "CANCELLED by 0"}  # 40_9: not listed, not guessed
+    done = {j for j in ids if slurm_jobs.final_state(states.get(j))}
+    failed = {j for j in ids if slurm_jobs.failed_state(states.get(j))}
+    assert done == {"40_0", "43"} and failed == {"43"}  # preempted and requeued: neither done nor failed
+
+
+def test_waiting_is_bounded_for_an_unlisted_task_and_a_preemption_never_requeued(fake_sacct, tmp_path, capsys):
+    slurm_jobs.write_jobs(tmp_path, {"launcher": "slurm", "jobs": {
+        str(i): {"num": i, "job_id": j} for i, j in enumerate(["40_0", "40_9", "41", "43"])}})
+    gave_up = slurm_jobs.wait_for_jobs([tmp_path], timeout_s=30, poll_s=0.05, limbo_s=0.2)
+    assert gave_up == {"40_9": "unknown: not listed by sacct", "41": "PREEMPTED"}
+    out = capsys.readouterr().out
+    assert "stopped waiting for job 40_9" in out and "stopped waiting for job 41" in out
+    slurm_jobs.write_jobs(tmp_path, {"launcher": "slurm", "jobs": {"0": {"num": 0, "job_id": "42"}}})
+    with pytest.raises(TimeoutError, match=r"42 \(REQUEUED\)"):  # a requeued job is waited on
+        slurm_jobs.wait_for_jobs([tmp_path], timeout_s=0.3, poll_s=0.05, limbo_s=0.1)

@@ -150,3 +150,25 @@ def test_no_replicas_fails_before_launching(tmp_path):
     assert proc.returncode == 2
     assert "error: invalid config: hydra.launcher.max_replicas=0" in proc.stderr and "Traceback" not in proc.stderr
     assert not sweep.exists()
+
+
+def test_a_cell_whose_run_dir_is_locked_fails_alone(tmp_path):
+    """A group's cells each hold their own run dir's lock: a cell whose dir another live run
+    holds (here one on another host, heartbeat fresh) fails before anything compiles or is
+    written there; the other cell trains and releases its lock."""
+    import time
+
+    from ppo_lab.rundir.lock import RunDirLocked
+    from ppo_lab.run.group import train_group
+
+    free, locked = tmp_path / "0", tmp_path / "1"
+    locked.mkdir()
+    now = time.time()
+    holder = json.dumps({"host": "node-b", "pid": 5, "started": now, "heartbeat": now, "slurm_job_id": None, "token": "t"})
+    (locked / "run.lock").write_text(holder)
+    cfgs = [compose_config([*TINY, f"ppo.lr={lr}"]) for lr in (1e-3, 3e-4)]
+    results = train_group(cfgs, [free, locked])
+    assert results[0]["status"] == "completed" and results[0]["vmap_group"]["cells"] == 1
+    assert isinstance(results[1], RunDirLocked) and "host node-b, pid 5" in str(results[1])
+    assert sorted(p.name for p in locked.iterdir()) == ["run.lock"] and (locked / "run.lock").read_text() == holder
+    assert not (free / "run.lock").exists()

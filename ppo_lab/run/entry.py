@@ -27,12 +27,14 @@ from ppo_lab.run.loop import run
 from ppo_lab.run.memory import ChunkTooLarge
 from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
+from ppo_lab.rundir import lock
 from ppo_lab.rundir.checkpoint_format import CheckpointError
 
 # ChunkTooLarge comes after compiling, before the first step (summary.json says failed: memory).
 # CheckpointError: no checkpoint verifies, or one of a format that cannot be carried over.
 # StoreUnreachable: a logger's tracking store did not answer (logger.<name>.on_unreachable=error).
-USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge, CheckpointError, StoreUnreachable)
+# RunDirLocked: another live run holds the run dir's lock.
+USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge, CheckpointError, StoreUnreachable, lock.RunDirLocked)
 
 
 def resolve(cfg) -> dict:
@@ -49,6 +51,17 @@ def train(cfg: Mapping, run_dir: Path) -> dict:
     if done is not None:
         return done
     run_cfg = validate(resolved)  # every section, before anything starts or is written
+    with lock_run_dir(run_dir, run_cfg):  # before any compile or write; released on every exit
+        return _train(run_cfg, run_dir)
+
+
+def lock_run_dir(run_dir: Path, run_cfg, process_index: int = 0):
+    """The run dir's lock (rundir/lock.py), or RunDirLocked naming its live holder. A run of
+    several processes passes its process index: process 0 holds the lock for all of them."""
+    return lock.acquire(run_dir, lock.stale_after_s(run_cfg.checkpoint_every_min), process_index=process_index)
+
+
+def _train(run_cfg, run_dir: Path) -> dict:
     disabled = []
     if not run_cfg.benchmark:  # a benchmark records to no logger
         # Each remote tracking store answers within its timeout, or the run stops (exit 2) or

@@ -42,7 +42,7 @@ from ppo_lab.ppo.parallel import choose_layout, make_mesh, replica_sharding, sha
 from ppo_lab.run import resume
 from ppo_lab.run.build import Components, build
 from ppo_lab.run.completed import completed_summary
-from ppo_lab.run.entry import USER_ERRORS, resolve
+from ppo_lab.run.entry import USER_ERRORS, lock_run_dir, resolve
 from ppo_lab.run.evaluate import episode_runner
 from ppo_lab.run.loop import Session, exit_if_requeued, finish, record_failure, start_recorders
 from ppo_lab.run.manifest import write_run_manifest
@@ -62,6 +62,7 @@ class Cell:
     cfg: RunConfig
     run_dir: Path
     loggers_disabled: list
+    lock: Any = None  # the run dir's lock, held from validation to the end of train_group
     comp: Components | None = None
     state: Any = None  # host arrays [seeds, ...] until the group's state is stacked
     resumed: resume.Resumed | None = None
@@ -77,8 +78,16 @@ def train_group(cfgs: list[Mapping], run_dirs: list[Path]) -> list:
     one program. Returns, in order, each run's summary or the exception that ended it: a bad
     config or a refused resume fails that cell alone, before anything compiles. SystemExit and
     KeyboardInterrupt (a signal, a SLURM requeue) are raised once every cell has checkpointed."""
+    cells: list[Cell] = []
+    try:
+        return _train_cells(cfgs, run_dirs, cells)
+    finally:  # every exit: completed, stopped, failed, a signal
+        for cell in cells:
+            cell.lock.release()
+
+
+def _train_cells(cfgs: list[Mapping], run_dirs: list[Path], cells: list) -> list:
     results: list = [None] * len(cfgs)
-    cells = []
     for index, (cfg, run_dir) in enumerate(zip(cfgs, run_dirs)):
         try:
             cell = _checked(index, cfg, Path(run_dir), results)
@@ -121,7 +130,8 @@ def _checked(index: int, cfg: Mapping, run_dir: Path, results: list) -> Cell | N
     if not run_cfg.benchmark:
         loggers, disabled = check_stores(run_cfg.logger)
         run_cfg = dataclasses.replace(run_cfg, logger=loggers)
-    return Cell(index, run_cfg, run_dir, disabled)
+    # Each cell's run dir is locked as a run of its own would be (a locked one fails that cell alone).
+    return Cell(index, run_cfg, run_dir, disabled, lock=lock_run_dir(run_dir, run_cfg))
 
 
 def _prepare(cell: Cell, devices, trainer):

@@ -13,6 +13,7 @@ directory": contract):
     checkpoints  which checkpoints exist (their pytree (de)serialisation: ppo_lab.run.checkpoint)
     manifest     manifest.json (the reproducibility record)
     stop_file    STOP
+    lock         run.lock: one training process per run dir, a dead holder's lock taken over
     jobs         jobs.json (the SLURM meaning of its states: ppo_lab.rundir.slurm_jobs)
     sweep_files  multirun.yaml, .hydra/overrides.yaml, aggregate.csv, runs.csv
 

@@ -1,4 +1,9 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one.
+"""Atomic, durable file writes: a reader sees the old file or the new one, never half of one,
+and once a write returns the new file survives a crash (power loss, a node going down).
+
+The data is fsynced before the rename and the directory after it: without the second fsync
+the rename itself may still be only in memory, and a checkpoint or summary.json "written"
+just before a crash can be gone (or the old one back) on the next start.
 
 No jax here: the run-directory helpers that use this are imported before the hardware
 settings are applied (launch.py, sweep callbacks, evaluate/replay start-up).
@@ -6,6 +11,7 @@ settings are applied (launch.py, sweep callbacks, evaluate/replay start-up).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -24,10 +30,27 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read by others
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (a rename, a new file) durable. Platforms that cannot open a
+    directory (Windows) have no such step."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:  # some file systems refuse fsync on a directory (EINVAL): nothing to do
+        if exc.errno not in (errno.EINVAL, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

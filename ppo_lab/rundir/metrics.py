@@ -4,15 +4,19 @@ The one reader types every value the same way for every caller: `update`, `seed`
 `timesteps` are ints, every other column a float, NaN where blank. Only complete lines count:
 a process killed mid-write can leave a torn last line, which every reader here skips.
 
-The writer appends only (flushed and fsynced every chunk); on resume the file is first cut
+The writer appends (flushed and fsynced every chunk); on resume the file is first cut
 back to the rows at or before the checkpoint's update (`truncate_after`), so a run
-interrupted and resumed has no duplicate and no missing (update, seed) rows.
+interrupted and resumed has no duplicate and no missing (update, seed) rows. A row with a
+metric the header lacks (a resumed run of a newer version, a metric logged only later) widens
+the file: it is rewritten atomically under the new header, earlier rows blank in the new
+column, with a warning. No value is ever dropped.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
 import math
 import os
 from collections import deque
@@ -22,8 +26,10 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from ppo_lab.rundir.atomic import write_text_atomic
+from ppo_lab.rundir.atomic import fsync_dir, write_text_atomic
 from ppo_lab.rundir.paths import INT_COLUMNS, KEY_COLUMNS
+
+log = logging.getLogger(__name__)
 
 
 class MetricsFileError(ValueError):
@@ -135,17 +141,24 @@ class MetricsTail:
         self.path = Path(path)
         self.offset = 0
         self.columns: list[str] | None = None
+        self.inode: int | None = None
 
     def read_new(self) -> tuple[list[dict], bool]:
-        """(new typed rows, whether the file was cut back, so earlier rows no longer hold)."""
+        """(new typed rows, whether the file was rewritten (cut back on resume, or widened by
+        a new metric), so earlier rows are to be read again)."""
         try:
-            size = self.path.stat().st_size
+            f = self.path.open("rb")
         except OSError:
             return [], False
-        reset = size < self.offset
-        if reset:
-            self.offset, self.columns = 0, None
-        with self.path.open("rb") as f:
+        with f:
+            stat = os.fstat(f.fileno())
+            # Every rewrite is atomic (a new file renamed over the old one: a new inode, though a
+            # freed number can come back); a widened file also has another first line.
+            reset = stat.st_size < self.offset or (self.inode is not None and stat.st_ino != self.inode) \
+                or (self.columns is not None and f.readline() != self._header_line)
+            self.inode = stat.st_ino
+            if reset:
+                self.offset, self.columns = 0, None
             f.seek(self.offset)
             data = f.read()
         end = data.rfind(b"\n") + 1
@@ -155,6 +168,7 @@ class MetricsTail:
         text = data[:end].decode()
         if self.columns is None:
             self.columns, rows = _parse(text)
+            self._header_line = text[: text.index("\n") + 1].encode()
         else:
             rows = _parse(",".join(self.columns) + "\n" + text)[1]
         return [typed_row(self.columns, r, str(self.path)) for r in rows], reset
@@ -184,7 +198,7 @@ def _rows_until(header: list[str], raw: list[list[str]], update: int) -> list[li
 
 
 class MetricsCSV:
-    """The append-only writer of metrics.csv, with a fixed header."""
+    """The writer of metrics.csv: appends rows; a new metric widens the header (`_widen`)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -209,13 +223,34 @@ class MetricsCSV:
         if new_file:
             metric_cols = sorted({k for r in rows for k in r} - set(KEY_COLUMNS))
             self.columns = KEY_COLUMNS + metric_cols
+        else:
+            unseen = sorted({k for r in rows for k in r} - set(self.columns))
+            if unseen:
+                self._widen(unseen)
         with self.path.open("a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore")
+            # extrasaction="raise": a column missing from the header is a bug here, never a silent drop.
+            writer = csv.DictWriter(f, fieldnames=self.columns, extrasaction="raise")
             if new_file:
                 writer.writeheader()
             writer.writerows({k: _clean(r.get(k)) for k in self.columns} for r in rows)
             f.flush()
             os.fsync(f.fileno())
+        if new_file:
+            fsync_dir(self.path.parent)  # the new file's directory entry, durable too
+
+    def _widen(self, unseen: list[str]) -> None:
+        """Rewrite the file (atomically) under a header that also has `unseen`, sorted in
+        among the metrics; the rows already written are blank in the new columns."""
+        header, raw = _read_raw(self.path)
+        header = header or self.columns
+        metric_cols = sorted((set(header) | set(unseen)) - set(KEY_COLUMNS))
+        columns = [c for c in KEY_COLUMNS if c in header] + [c for c in KEY_COLUMNS if c not in header] + metric_cols
+        at = {c: i for i, c in enumerate(header)}
+        widened = [[r[at[c]] if c in at else "" for c in columns] for r in raw]
+        write_text_atomic(self.path, _csv_text(columns, widened))
+        log.warning("%s: new metric(s) %s: the header now has them; the %d rows before are blank there",
+                    self.path, ", ".join(unseen), len(raw))
+        self.columns = columns
 
 
 def copy_rows_until(src: Path, dst: Path, update: int) -> None:

@@ -16,6 +16,7 @@ BENCHMARK = "benchmark.json"
 CHECKPOINTS = "checkpoints"
 STOP_FILE = "STOP"
 MANIFEST = "manifest.json"  # the reproducibility record (rundir/manifest.py)
+RUN_LOCK = "run.lock"  # while a run trains: its holder (rundir/lock.py)
 ERROR = "error.txt"  # a job that failed before the runner wrote summary.json (sweep callback)
 HYDRA_OVERRIDES = ".hydra/overrides.yaml"
 

@@ -1,38 +1,76 @@
 """SLURM job bookkeeping shared by the launchers and the analysis: what a job's state means,
 sacct's view of the jobs in a sweep's jobs.json, and waiting for them to end.
 
+submitit does the SLURM part: its watcher (`SlurmInfoWatcher`) makes the one batched sacct
+call, parses its lines (array ranges such as `12_[0-3%2]` included) and judges which states
+are done (`is_done`: PREEMPTED and REQUEUED are not, the job is being requeued). The lab adds:
+a few more transient states submitit does not list, which done states mean the job failed,
+and a bound on waiting for a job that sacct does not list (yet) or that stays PREEMPTED
+(a cluster that preempts without requeueing): after `LIMBO_S` it is reported, not waited on.
+
 The file itself is read and written by `ppo_lab.rundir.jobs`. No Hydra plugin code and no
 jax here: `ppo-lab aggregate` imports this in a plain shell.
 """
 
 from __future__ import annotations
 
-import subprocess
+import shutil
 import time
 from pathlib import Path
 from typing import Sequence
 
+from submitit.slurm.slurm import SlurmInfoWatcher
+
 from ppo_lab.rundir.jobs import find_jobs_files, read_jobs, write_jobs
 
-__all__ = ["FINAL_STATES", "FAILED_STATES", "final_state", "failed_state", "sacct_states", "jobs_by_number",
+__all__ = ["FAILED_STATES", "LIMBO_S", "final_state", "failed_state", "sacct_states", "jobs_by_number",
            "pending_jobs", "wait_for_jobs", "read_jobs", "write_jobs", "submitted_without_waiting"]
 
-# sacct states after which a job will not run again (a REQUEUED job will).
-FINAL_STATES = {
-    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
-    "DEADLINE", "PREEMPTED", "REVOKED", "SPECIAL_EXIT",
-}
-# Final states in which the job did not finish its work.
-FAILED_STATES = {"CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+# Not done, beyond submitit's list (READY, PENDING, RUNNING, UNKNOWN, REQUEUED, COMPLETING,
+# PREEMPTED): states a job passes through on its way to running again or ending.
+TRANSIENT_STATES = {"CONFIGURING", "RESIZING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING",
+                    "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"}
+# Done states in which the job did not finish its work.
+FAILED_STATES = {"CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+# States that may never change: a task sacct does not list (yet), a preemption not requeued.
+LIMBO_STATES = {"UNKNOWN", "PREEMPTED"}
+# How long a job may stay in a limbo state before it is reported rather than waited on: longer
+# than submitit's requeue after a preemption and sacct's delay in listing a new array task.
+LIMBO_S = 300.0
+SACCT_TIMEOUT_S = 30
+
+
+class _BoundedWatcher(SlurmInfoWatcher):
+    """submitit's watcher with its sacct call bounded in time (a hung slurmdbd must not hang
+    `ppo-lab aggregate --wait`); a call that times out is bypassed by submitit, with a warning."""
+
+    def _make_command(self) -> list[str] | None:
+        command = super()._make_command()
+        if command is None or shutil.which("timeout") is None:
+            return command
+        return ["timeout", str(SACCT_TIMEOUT_S), *command]
+
+
+class _OneState(SlurmInfoWatcher):
+    """submitit's watcher asked about one state string: its `is_done` holds the judgement."""
+
+    def __init__(self, state: str):
+        super().__init__()
+        self.state = state
+
+    def get_state(self, job_id: str, mode: str = "standard") -> str:
+        return self.state
 
 
 def _first_word(state: str | None) -> str:
     # sacct writes e.g. "CANCELLED by 1000": the state is the first word.
-    return state.split()[0] if state and state.split() else ""
+    return state.split()[0].upper() if state and state.split() else ""
 
 
 def final_state(state: str | None) -> bool:
-    return _first_word(state) in FINAL_STATES
+    """Whether a job in this sacct state will not run again (None, unlisted: not known yet)."""
+    word = _first_word(state)
+    return bool(word) and word not in TRANSIENT_STATES and _OneState(word).is_done("-", mode="cache")
 
 
 def failed_state(state: str | None) -> bool:
@@ -40,29 +78,16 @@ def failed_state(state: str | None) -> bool:
 
 
 def sacct_states(job_ids: Sequence[str]) -> dict[str, str]:
-    """Current sacct state of each job id (array ids like 12_3 included); {} without sacct."""
+    """The sacct state of each job id sacct lists (array ids like 12_3 included); {} without
+    sacct. One batched call through submitit's watcher (which warns and goes on if it fails)."""
     if not job_ids:
         return {}
-    try:
-        out = subprocess.run(
-            ["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j", ",".join(sorted({j.split("_")[0] for j in job_ids}))],
-            capture_output=True, text=True, timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    states = {}
-    for line in out.stdout.splitlines():
-        if "|" in line:
-            jid, state = line.split("|", 1)
-            states[jid.strip()] = state.strip()
-    # An array written as 12_[0-3] while pending: give each task that state.
-    for jid in job_ids:
-        if jid not in states:
-            base = jid.split("_")[0]
-            pending = [s for k, s in states.items() if k.startswith(base + "_[")]
-            if pending:
-                states[jid] = pending[0]
-    return {j: states[j] for j in job_ids if j in states}
+    watcher = _BoundedWatcher()
+    for job_id in job_ids:
+        watcher.register_job(str(job_id))
+    watcher.update()
+    infos = {j: watcher.get_info(str(j), mode="cache") for j in job_ids}
+    return {j: info["State"] for j, info in infos.items() if info.get("State")}
 
 
 def jobs_by_number(sweep_dir: Path, refresh: bool = True) -> dict[int, dict]:
@@ -78,27 +103,60 @@ def jobs_by_number(sweep_dir: Path, refresh: bool = True) -> dict[int, dict]:
     return jobs
 
 
-def pending_jobs(dirs: Sequence[Path]) -> list[str]:
-    """"<job id> (<state>)" of every SLURM job in the dirs' jobs.json files not in a final state."""
-    pending = []
+def _slurm_job_ids(dirs: Sequence[Path]) -> list[str]:
+    ids = []
     for root in sorted({r for d in dirs for r in find_jobs_files(d)}):
         record = read_jobs(root)
-        if record.get("launcher") != "slurm":
-            continue
-        ids = [j["job_id"] for j in record.get("jobs", {}).values()]
-        states = sacct_states(ids)
-        pending += [f"{jid} ({states.get(jid, 'unknown')})" for jid in ids if not final_state(states.get(jid))]
-    return pending
+        if record.get("launcher") == "slurm":
+            ids += [j["job_id"] for j in record.get("jobs", {}).values()]
+    return list(dict.fromkeys(ids))
 
 
-def wait_for_jobs(dirs: Sequence[Path], timeout_s: float | None = None, poll_s: float = 5.0) -> None:
-    """Block until every job listed in the dirs' jobs.json files is in a final sacct state."""
+def pending_jobs(dirs: Sequence[Path]) -> list[str]:
+    """"<job id> (<state>)" of every SLURM job in the dirs' jobs.json files not in a final state."""
+    ids = _slurm_job_ids(dirs)
+    states = sacct_states(ids)
+    return [f"{jid} ({states.get(jid, 'unknown: not listed by sacct')})" for jid in ids if not final_state(states.get(jid))]
+
+
+class _Limbo:
+    """When each job was first seen in a limbo state (unlisted, PREEMPTED), to bound the wait."""
+
+    def __init__(self, limbo_s: float):
+        self.limbo_s, self.since = limbo_s, {}
+
+    def given_up(self, job_id: str, state: str | None, now: float) -> bool:
+        if _first_word(state or "UNKNOWN") not in LIMBO_STATES:
+            self.since.pop(job_id, None)
+            return False
+        return now - self.since.setdefault(job_id, now) > self.limbo_s
+
+
+def wait_for_jobs(dirs: Sequence[Path], timeout_s: float | None = None, poll_s: float = 5.0,
+                  limbo_s: float = LIMBO_S) -> dict[str, str]:
+    """Block until every SLURM job listed in the dirs' jobs.json files is in a final sacct
+    state, or has been unlisted / PREEMPTED for `limbo_s`. Returns those last ones, job id ->
+    what is known ("unknown: not listed by sacct" or the state), also printed by job id."""
+    ids = _slurm_job_ids(dirs)
     t0 = time.monotonic()
-    while pending := pending_jobs(dirs):
-        if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+    limbo = _Limbo(limbo_s)
+    while True:
+        states = sacct_states(ids)
+        now = time.monotonic()
+        gave_up = {j: states.get(j, "unknown: not listed by sacct") for j in ids
+                   if not final_state(states.get(j)) and limbo.given_up(j, states.get(j), now)}
+        pending = [f"{j} ({states.get(j, 'not listed by sacct yet')})" for j in ids
+                   if not final_state(states.get(j)) and j not in gave_up]
+        if not pending:
+            break
+        if timeout_s is not None and now - t0 > timeout_s:
             raise TimeoutError(f"jobs still not finished after {timeout_s:.0f} s: {', '.join(pending)}")
         print(f"waiting for {len(pending)} job(s): {', '.join(pending[:8])}{' ...' if len(pending) > 8 else ''}", flush=True)
         time.sleep(poll_s)
+    for job_id, state in gave_up.items():
+        print(f"stopped waiting for job {job_id} after {limbo_s:.0f} s: {state}; its runs count as not finished",
+              flush=True)
+    return gave_up
 
 
 def submitted_without_waiting(sweep_dir: Path) -> bool:

@@ -32,9 +32,11 @@ def find_sweep_roots(root: Path) -> list[Path]:
 
 
 def write_table(path: Path, rows: list[dict], columns: list[str]) -> None:
-    """A CSV table (aggregate.csv, runs.csv): NaN as blank, extra keys ignored, atomic."""
+    """A CSV table (aggregate.csv, runs.csv): `columns` first, then any other key a row has
+    (sorted, blank in rows without it: never dropped); NaN as blank; atomic."""
+    columns = list(columns) + sorted({k for r in rows for k in r} - set(columns))
     buf = io.StringIO(newline="")
-    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
+    writer = csv.DictWriter(buf, fieldnames=columns)
     writer.writeheader()
     for r in rows:
         writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})

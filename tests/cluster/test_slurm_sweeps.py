@@ -146,11 +146,17 @@ def test_requeued_job_resumes_and_finishes_without_duplicate_rows(cluster, tmp_p
         wait_until(lambda: len(read_rows(run_dir)) >= 400, 120, "400 metric rows")
         rows_before = len(read_rows(run_dir))
         assert rows_before < total_updates, "training finished before the requeue: make it longer"
+        holder = json.loads((run_dir / "run.lock").read_text())  # the job's lock, with its SLURM job id
+        assert holder["slurm_job_id"] and holder["host"]
         assert run("scontrol", "requeue", job_id).returncode == 0
         timeline.append(f"{stamp()} scontrol requeue {job_id} at ~{rows_before} rows")
         wait_until(lambda: read_summary(run_dir)["status"] == "stopped", 60, "the first attempt to stop")
         stopped = read_summary(run_dir)
         timeline.append(f"{stamp()} first attempt stopped at update {stopped['updates']} ({stopped['stop_reason']})")
+        assert not (run_dir / "run.lock").exists(), "a clean stop releases the lock"
+        # As if the first attempt had died on another node without releasing it (a node lost,
+        # SIGKILL after KillWait): the requeued job takes over its own job's lock at once.
+        (run_dir / "run.lock").write_text(json.dumps({**holder, "host": "lost-node", "pid": 1, "heartbeat": time.time()}))
         # SLURM holds a requeued job for ~120 s (BeginTime); release it now to keep the test short.
         wait_until(lambda: run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() == "PENDING", 60, "requeued job pending")
         run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
@@ -171,7 +177,10 @@ def test_requeued_job_resumes_and_finishes_without_duplicate_rows(cluster, tmp_p
     assert sorted(keys) == [(u, 0) for u in range(1, total_updates + 1)]
     attempts = sacct(job_id, all_attempts=True)
     assert [a["State"] for a in attempts][-1] == "COMPLETED" and any(a["State"] == "REQUEUED" for a in attempts), attempts
-    assert "RESUMING from this run's checkpoint" in (run_dir / "launch.log").read_text()
+    log_text = (run_dir / "launch.log").read_text()
+    assert "RESUMING from this run's checkpoint" in log_text
+    assert f"it was taken by this SLURM job ({holder['slurm_job_id']}) before it was requeued" in log_text
+    assert not (run_dir / "run.lock").exists()
     assert int(next(r for r in aggregate_rows(sweep) if r["metric"] == "eval/episode_return")["n_seeds"]) == 1
     print("\nrequeue timeline:\n  " + "\n  ".join(timeline) + "\n  sacct -D: " + "; ".join(f"{a['State']} {a['Start']}..{a['End']}" for a in attempts))
 
