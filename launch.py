@@ -12,6 +12,7 @@ backend: `train` applies the `hardware` group (`ppo_lab.hardware.start_jax`) bef
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -23,10 +24,8 @@ from omegaconf import DictConfig
 
 from ppo_lab import rundir
 from ppo_lab.analysis.objective import job_result
+from ppo_lab.launching.command_line import fail, lab_error, refuse_unknown_overrides
 from ppo_lab.run.entry import USER_ERRORS, train
-
-log = logging.getLogger("ppo_lab.launch")
-
 
 def _run_dir() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
@@ -52,13 +51,33 @@ def main(cfg: DictConfig) -> dict | None:
     try:
         return job_result(train(cfg, run_dir), cfg)  # the objective when a sweeper asks for one
     except USER_ERRORS as exc:  # bad config, missing hardware, a refused resume: nothing written
-        log.error("%s", exc)
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr, flush=True)  # once: no log line repeating it
         if _multirun():
+            exc.lab_reported = True  # said once, here, naming this job's error
             raise  # Hydra records this job as failed and the sweep goes on; the aggregate names it
         _forget_empty_run_dir(run_dir)
         sys.exit(2)
 
 
+def launch(argv: list[str]) -> None:
+    """`main` with the lab's errors in one form: a key or group typo is refused before Hydra
+    composes anything; what Hydra or a job still refuses is printed once as `error:`, exit 2."""
+    refuse_unknown_overrides(argv)
+    # Hydra's own report (its wording, exit 1) is skipped: it re-raises, and we say it our way.
+    # Any other error keeps Python's traceback and exit 1.
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    try:
+        main()
+    except USER_ERRORS as exc:
+        if getattr(exc, "lab_reported", False):
+            sys.exit(2)
+        fail(exc)
+    except Exception as exc:
+        message = lab_error(exc)
+        if message is None:
+            raise
+        fail(message)
+
+
 if __name__ == "__main__":
-    main()
+    launch(sys.argv[1:])

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ppo_lab import parts
+from ppo_lab.config_keys import check_sections
 from ppo_lab.errors import ConfigError
 
 # The config groups: `conf/` at the top of the repository (the lab runs from its checkout).
@@ -199,6 +200,9 @@ class RunConfig:
     hardware: HardwareConfig
     logger: Mapping[str, LoggerSpec]
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The user's own keys (`+tags.owner=me`): recorded in config.yaml and the loggers' params,
+    # read by nothing; the one place an unknown key is allowed (config_keys.USER_NAMESPACE).
+    tags: Mapping[str, Any] = field(default_factory=dict)
     # The whole resolved config (plain dicts) this RunConfig was validated from: what
     # config.yaml, loggers and the resume check see. Not part of equality: it repeats the fields.
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -220,7 +224,7 @@ def shared_program_key(resolved: Mapping[str, Any]) -> str:
     """What runs must have in common to train in one compiled program (hydra/launcher=vmap):
     the resolved config (plain dicts, no `hydra`) less `seed` (a seed is a replica's PRNG key)
     and `TRACED_PPO_KEYS`, keeping whether `ppo.entropy_floor` is null (the program's choice)."""
-    rest = {k: v for k, v in resolved.items() if k not in ("seed", "hydra")}
+    rest = {k: v for k, v in resolved.items() if k not in ("seed", "hydra", "tags")}
     ppo = dict(rest.get("ppo") or {})
     floor_on = ppo.get("entropy_floor") is not None
     rest["ppo"] = {k: v for k, v in ppo.items() if k not in TRACED_PPO_KEYS} | {"entropy_floor (on)": floor_on}
@@ -513,6 +517,7 @@ def _logger(s: Mapping | None) -> dict[str, LoggerSpec]:
 
 def validate(cfg: Mapping[str, Any]) -> RunConfig:
     """Check a resolved config (plain nested dicts) and freeze it into a RunConfig."""
+    check_sections(cfg)  # an unknown key (a typo, `+ppo.lrr=...`) first: it would otherwise be ignored
     seed = _number(cfg, "", "seed", int) if "seed" in cfg else 0
     num_seeds = _number(cfg, "", "num_seeds", int)
     _require(num_seeds >= 1, "num_seeds", num_seeds, "an integer >= 1")
@@ -532,6 +537,8 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
     logger = _logger(cfg.get("logger"))
     known = {f.name for f in dataclasses.fields(RunConfig)} | {"checkpoint"}
     known.discard("resolved")
+    tags = cfg.get("tags") or {}
+    _require(isinstance(tags, Mapping), "tags", tags, "a mapping of your own keys (+tags.NAME=VALUE)")
     return RunConfig(
         seed=seed,
         num_seeds=num_seeds,
@@ -549,6 +556,7 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
         hardware=validate_hardware(cfg["hardware"]),
         logger=logger,
         extra={k: v for k, v in cfg.items() if k not in known},
+        tags=dict(tags),
         resolved=dict(cfg),
     )
 
