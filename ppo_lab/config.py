@@ -478,8 +478,9 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
 ENV_WIRING_KEYS = ("_target_", "check", "evaluations")
 
 
-def _env(s: Mapping, reward: RewardSection) -> EnvSection:
-    """The `env` section: its wiring checked here, its own keys by the check it names."""
+def _env(s: Mapping, reward: RewardSection) -> tuple[EnvSection, str | None]:
+    """The `env` section: its wiring checked here, its own keys by the check it names; and the
+    reward mode's name that check gives, if any (`default` is the env's own: its real name)."""
     name = s.get("name")
     _require(isinstance(name, str) and name, "env.name", name, f"an environment name, one of {env_options()}")
     target = s.get("_target_")
@@ -492,9 +493,9 @@ def _env(s: Mapping, reward: RewardSection) -> EnvSection:
              "a mapping of name -> dotted path of an evaluation function")
     options = {k: v for k, v in s.items() if k not in ENV_WIRING_KEYS}
     _require(name in env_options(), "env.name", name, f"one of {env_options()}")
-    if check is not None:
-        parts.call("env.check", check, options, dict(reward.options))
-    return EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options)
+    mode = parts.call("env.check", check, options, dict(reward.options)) if check is not None else None
+    env = EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options)
+    return env, mode
 
 
 def env_options() -> list[str]:
@@ -525,7 +526,9 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
     reward_section = dict(cfg.get("reward") or {"name": "default"})
     _require(isinstance(reward_section.get("name"), str), "reward.name", reward_section.get("name"), "a reward mode name")
     reward = RewardSection(name=reward_section["name"], options=reward_section)
-    env = _env(cfg["env"], reward)
+    env, mode = _env(cfg["env"], reward)
+    if isinstance(mode, str):  # the log, summary.json and replays name the mode, never `default`
+        reward = dataclasses.replace(reward, name=mode)
     every = _number(cfg["checkpoint"], "checkpoint", "every_min")
     _require(every > 0, "checkpoint.every_min", every, "minutes > 0")
     if_all_damaged = cfg["checkpoint"].get("if_all_damaged", "error")  # read by run/resume.py
