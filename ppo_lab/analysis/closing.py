@@ -17,6 +17,7 @@ from ppo_lab.analysis.stats import summarize
 # world's Goodhart metrics (sampled play, the reference's protocol; docs/goodhart.md).
 HEADLINE_EVAL = ("episode_return", "efficiency_per_life", "food_share", "energy_per_1k")
 TRAIN_RETURN = "train/mean_episode_return"
+SURVIVAL_PLAY = "sampled"
 
 
 def _spec(*xs: float) -> str:
@@ -64,11 +65,14 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
     evaluated = summary.get("eval") or {}
     shown = [name for name in HEADLINE_EVAL if name in evaluated]
     if shown:
-        lines.append(f"evaluation ({eval_mode}), mean [95% interval] across seeds:")
-        lines += [f"  {name:<22} {across_seeds(evaluated[name])}" for name in shown]
+        lines.append("evaluation, mean [95% interval] across seeds:")
+        # The episodes play as eval.deterministic says; the survival protocol's metrics are
+        # its sampled play (the reference's protocol; `<name>_greedy` in summary.json).
+        lines += [f"  {f'{name} ({eval_mode if name == HEADLINE_EVAL[0] else SURVIVAL_PLAY})':<32} {across_seeds(evaluated[name])}"
+                  for name in shown]
     final = (summary.get("final") or {}).get(TRAIN_RETURN)
     if final:
-        lines.append(f"  {'training return (end)':<22} {across_seeds(final)}")
+        lines.append(f"  {'training return (last updates)':<32} {across_seeds(final)}")
     lines.append(f"run dir: {run_dir}   (per-seed values: {results_file})")
     lines.append(f"next: ppo-lab plots {run_dir}")
     if status != "completed" and resume_command:
