@@ -24,7 +24,8 @@ from omegaconf import DictConfig
 
 from ppo_lab import rundir
 from ppo_lab.analysis.objective import job_result
-from ppo_lab.launching.command_line import fail, lab_error, refuse_unknown_overrides
+from ppo_lab.launching.command_line import fail, lab_error, overrides_of, refuse_unknown_overrides
+from ppo_lab.launching.help import asked_for_help, help_text
 from ppo_lab.run.entry import USER_ERRORS, train
 
 def _run_dir() -> Path:
@@ -63,6 +64,9 @@ def launch(argv: list[str]) -> None:
     """`main` with the lab's errors in one form: a key or group typo is refused before Hydra
     composes anything; what Hydra or a job still refuses is printed once as `error:`, exit 2."""
     refuse_unknown_overrides(argv)
+    if asked_for_help(argv):  # ours, for people; Hydra's own is --hydra-help
+        print(help_text([a for a in overrides_of(argv) if not a.startswith("hydra")]))
+        return
     # Hydra's own report (its wording, exit 1) is skipped: it re-raises, and we say it our way.
     # Any other error keeps Python's traceback and exit 1.
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")

@@ -37,6 +37,13 @@ def refuse_unknown_overrides(argv: list[str]) -> None:
         check_overrides(overrides_of(argv))
     except ConfigError as exc:
         fail(exc)
+    if any(a.lstrip("+").startswith("hardware.num_envs=") for a in overrides_of(argv)):
+        print(NUM_ENVS_NOTE, file=sys.stderr, flush=True)
+
+
+# Two names, two meanings: said when a user reaches for the one that may do nothing.
+NUM_ENVS_NOTE = ("note: hardware.num_envs is the hardware preset's default for ppo.num_envs, used only where no "
+                 "experiment or scale sets ppo.num_envs; to set the number of envs, use ppo.num_envs")
 
 
 def lab_error(exc: BaseException) -> str | None:
