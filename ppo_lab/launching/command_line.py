@@ -50,6 +50,11 @@ def lab_error(exc: BaseException) -> str | None:
     """Hydra's composition error as the lab says it, or None for any other error."""
     if not isinstance(exc, CompactHydraException):
         return None
+    inner = exc
+    while inner is not None:  # a lab error Hydra wrapped (a plugin refusing its config): said as itself
+        if isinstance(inner, ConfigError):
+            return str(inner)
+        inner = inner.__cause__ or inner.__context__
     cause = exc.__cause__
     text = f"{exc}\n{cause}" if cause is not None else str(exc)
     found = _NOT_IN_STRUCT.search(text)
