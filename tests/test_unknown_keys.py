@@ -82,3 +82,17 @@ def test_launch_refuses_an_unknown_group_option(tmp_path):
     proc = subprocess.run([sys.executable, "launch.py", "env=atari", f"hydra.run.dir={tmp_path}/run"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("error:") == 1 and "cartpole" in proc.stderr
+
+
+def test_a_sweep_file_or_an_optuna_space_with_a_typo_launches_nothing():
+    """Keys from a sweep file's params are checked when the multirun starts, before any job;
+    the Optuna sweeper checks its search space too (a typo would tune nothing)."""
+    from ppo_lab.launching.callbacks import SweepCallback
+    from ppo_lab.launching.optuna_sweeper import search_space
+
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": "x"}, "overrides": {"task": ["experiment=cartpole"]},
+                                         "sweeper": {"params": {"+ppo.lrr": "0.1,0.2"}}}})
+    with pytest.raises(UnknownKeyError, match="did you mean ppo.lr"):
+        SweepCallback(aggregate=False).on_multirun_start(config)
+    with pytest.raises(UnknownKeyError, match="did you mean ppo.lr"):
+        search_space({"ppo.lrr": "interval(1e-4, 1e-2)"}, [])
