@@ -40,6 +40,8 @@ def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
     assert lines[-1] == "resume (continues from the last checkpoint): python launch.py x=1 hydra.run.dir=D"
     done = closing_lines({**summary, "status": "completed"}, tmp_path, eval_mode="greedy", resume_command="x")
     assert not any("resume" in line for line in done)
+    timed = closing_lines({**summary, "status": "timed_out"}, tmp_path, eval_mode="greedy", resume_command="x")
+    assert "larger train.duration_min" in timed[-1]
 
 
 def test_progress_bar_on_a_terminal(tmp_path):

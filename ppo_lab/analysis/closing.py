@@ -75,6 +75,8 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
         lines.append(f"  {'training return (last updates)':<32} {across_seeds(final)}")
     lines.append(f"run dir: {run_dir}   (per-seed values: {results_file})")
     lines.append(f"next: ppo-lab plots {run_dir}")
-    if status != "completed" and resume_command:
+    if status == "timed_out" and resume_command:  # train.duration_min counts across resumes
+        lines.append(f"resume with a larger train.duration_min (it counts across resumes): {resume_command}")
+    elif status != "completed" and resume_command:
         lines.append(f"resume (continues from the last checkpoint): {resume_command}")
     return lines
