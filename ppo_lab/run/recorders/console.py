@@ -102,8 +102,18 @@ def resume_command(run_dir: Path) -> str | None:
     return " ".join(["python launch.py", *map(shlex.quote, args), f"hydra.run.dir={shlex.quote(str(run_dir))}"])
 
 
+def shown_path(path: Path) -> Path:
+    """A path as short as it can be said: relative to the working directory when under it."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
 def print_closing_summary(summary: dict, run_dir: Path, cfg) -> None:
     """The run's last lines on stdout (docs: README "What a run leaves behind")."""
+    run_dir = shown_path(run_dir)
     lines = closing_lines(summary, run_dir, eval_mode="greedy" if cfg.eval.deterministic else "sampled",
                           resume_command=resume_command(run_dir),
                           results_file="benchmark.json" if cfg.benchmark else "summary.json")
