@@ -516,9 +516,11 @@ def _logger(s: Mapping | None) -> dict[str, LoggerSpec]:
     return specs
 
 
-def validate(cfg: Mapping[str, Any]) -> RunConfig:
-    """Check a resolved config (plain nested dicts) and freeze it into a RunConfig."""
-    check_sections(cfg)  # an unknown key (a typo, `+ppo.lrr=...`) first: it would otherwise be ignored
+def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
+    """Check a resolved config (plain nested dicts) and freeze it into a RunConfig. `saved`: a
+    run directory's config.yaml, a record: a key a later lab no longer has must not make it unreadable."""
+    if not saved:
+        check_sections(cfg)  # an unknown key (a typo, `+ppo.lrr=...`) first: it would otherwise be ignored
     seed = _number(cfg, "", "seed", int) if "seed" in cfg else 0
     num_seeds = _number(cfg, "", "num_seeds", int)
     _require(num_seeds >= 1, "num_seeds", num_seeds, "an integer >= 1")

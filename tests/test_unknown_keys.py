@@ -50,6 +50,8 @@ def test_validation_refuses_an_added_key_and_keeps_tags():
         validate(OmegaConf.to_container(compose_config([*TINY, "+ppo.lrr=0.1"]), resolve=True))
     run = validate(OmegaConf.to_container(compose_config([*TINY, "+tags.owner=me"]), resolve=True))
     assert run.tags == {"owner": "me"}
+    # A run dir's saved config is a record: a key a later lab dropped does not make it unreadable.
+    assert validate(OmegaConf.to_container(compose_config([*TINY, "+ppo.gone=1"]), resolve=True), saved=True).ppo.lr > 0
 
 
 @pytest.mark.parametrize("group", ["experiment", "env", "fidelity"])
