@@ -98,3 +98,10 @@ def test_a_sweep_file_or_an_optuna_space_with_a_typo_launches_nothing():
         SweepCallback(aggregate=False).on_multirun_start(config)
     with pytest.raises(UnknownKeyError, match="did you mean ppo.lr"):
         search_space({"ppo.lrr": "interval(1e-4, 1e-2)"}, [])
+
+
+def test_a_key_of_an_unselected_option_says_which_group(tmp_path):
+    proc = subprocess.run([sys.executable, "launch.py", "experiment=cartpole", "env.grid_size=8", f"hydra.run.dir={tmp_path}/run"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("error:") == 1
+    assert "env.grid_size is not in this config" in proc.stderr and "env=OPTION" in proc.stderr

@@ -14,7 +14,7 @@ import sys
 
 from hydra.errors import CompactHydraException
 
-from ppo_lab.config_keys import USER_NAMESPACE, UnknownKeyError, check_overrides, suggest
+from ppo_lab.config_keys import USER_NAMESPACE, UnknownKeyError, check_overrides, known_keys, suggest
 from ppo_lab.errors import ConfigError
 
 _NOT_IN_STRUCT = re.compile(r"full_key: (\S+)")
@@ -62,5 +62,9 @@ def lab_error(exc: BaseException) -> str | None:
         key = found.group(1)
         if key.split(".")[0] == USER_NAMESPACE:
             return f"{key} is a new key of your own: add it with a plus, +{key}=..."
+        if key in known_keys():  # a real key, of a group option this command did not select
+            section, name = key.split(".")[:2]
+            select = f"logger=[csv,{name}]" if section == "logger" else f"the {section}=OPTION that has it"
+            return f"{key} is not in this config: it belongs to another option of its group (select {select} first)"
         return str(UnknownKeyError(key, suggest(key)))
     return text.strip()
