@@ -11,21 +11,29 @@ backend: `train` applies the `hardware` group (`ppo_lab.hardware.start_jax`) bef
 
 from __future__ import annotations
 
-import logging
-import shutil
 import sys
-from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig
+from ppo_lab.launching.command_line import fail, lab_error, overrides_of, refuse_unknown_overrides
 
-from ppo_lab import rundir
-from ppo_lab.analysis.objective import job_result
-from ppo_lab.run.entry import USER_ERRORS, train
+if __name__ == "__main__":
+    # A misspelled key or group option costs under a second: refused before jax and the lab
+    # load (about 2 s more), and long before anything compiles.
+    refuse_unknown_overrides(sys.argv[1:])
 
-log = logging.getLogger("ppo_lab.launch")
+import logging  # noqa: E402 - after the check above, on purpose
+import os  # noqa: E402
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.types import RunMode  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from ppo_lab import rundir  # noqa: E402
+from ppo_lab.analysis.objective import job_result  # noqa: E402
+from ppo_lab.launching.help import asked_for_help, help_text  # noqa: E402
+from ppo_lab.run.entry import USER_ERRORS, train  # noqa: E402
 
 
 def _run_dir() -> Path:
@@ -52,13 +60,36 @@ def main(cfg: DictConfig) -> dict | None:
     try:
         return job_result(train(cfg, run_dir), cfg)  # the objective when a sweeper asks for one
     except USER_ERRORS as exc:  # bad config, missing hardware, a refused resume: nothing written
-        log.error("%s", exc)
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr, flush=True)  # once: no log line repeating it
         if _multirun():
+            exc.lab_reported = True  # said once, here, naming this job's error
             raise  # Hydra records this job as failed and the sweep goes on; the aggregate names it
         _forget_empty_run_dir(run_dir)
         sys.exit(2)
 
 
+def launch(argv: list[str]) -> None:
+    """`main` with the lab's errors in one form: a key or group typo is refused before Hydra
+    composes anything; what Hydra or a job still refuses is printed once as `error:`, exit 2."""
+    refuse_unknown_overrides(argv)  # again when called from elsewhere; cheap
+    if asked_for_help(argv):  # ours, for people; Hydra's own is --hydra-help
+        print(help_text([a for a in overrides_of(argv) if not a.startswith("hydra")]))
+        return
+    # Hydra's own report (its wording, exit 1) is skipped: it re-raises, and we say it our way.
+    # Any other error keeps Python's traceback and exit 1.
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    try:
+        main()
+    except USER_ERRORS as exc:
+        if getattr(exc, "lab_reported", False):
+            sys.exit(2)
+        fail(exc)
+    except Exception as exc:
+        message = lab_error(exc)
+        if message is None:
+            raise
+        fail(message)
+
+
 if __name__ == "__main__":
-    main()
+    launch(sys.argv[1:])

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ppo_lab import parts
+from ppo_lab.config_keys import check_sections
 from ppo_lab.errors import ConfigError
 
 # The config groups: `conf/` at the top of the repository (the lab runs from its checkout).
@@ -203,6 +204,9 @@ class RunConfig:
     hardware: HardwareConfig
     logger: Mapping[str, LoggerSpec]
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # The user's own keys (`+tags.owner=me`): recorded in config.yaml and the loggers' params,
+    # read by nothing; the one place an unknown key is allowed (config_keys.USER_NAMESPACE).
+    tags: Mapping[str, Any] = field(default_factory=dict)
     # The whole resolved config (plain dicts) this RunConfig was validated from: what
     # config.yaml, loggers and the resume check see. Not part of equality: it repeats the fields.
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -224,7 +228,7 @@ def shared_program_key(resolved: Mapping[str, Any]) -> str:
     """What runs must have in common to train in one compiled program (hydra/launcher=vmap):
     the resolved config (plain dicts, no `hydra`) less `seed` (a seed is a replica's PRNG key)
     and `TRACED_PPO_KEYS`, keeping whether `ppo.entropy_floor` is null (the program's choice)."""
-    rest = {k: v for k, v in resolved.items() if k not in ("seed", "hydra")}
+    rest = {k: v for k, v in resolved.items() if k not in ("seed", "hydra", "tags")}
     ppo = dict(rest.get("ppo") or {})
     floor_on = ppo.get("entropy_floor") is not None
     rest["ppo"] = {k: v for k, v in ppo.items() if k not in TRACED_PPO_KEYS} | {"entropy_floor (on)": floor_on}
@@ -489,8 +493,9 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
 ENV_WIRING_KEYS = ("_target_", "check", "evaluations", "scores")
 
 
-def _env(s: Mapping, reward: RewardSection) -> EnvSection:
-    """The `env` section: its wiring checked here, its own keys by the check it names."""
+def _env(s: Mapping, reward: RewardSection) -> tuple[EnvSection, str | None]:
+    """The `env` section: its wiring checked here, its own keys by the check it names; and the
+    reward mode's name that check gives, if any (`default` is the env's own: its real name)."""
     name = s.get("name")
     _require(isinstance(name, str) and name, "env.name", name, f"an environment name, one of {env_options()}")
     target = s.get("_target_")
@@ -503,12 +508,12 @@ def _env(s: Mapping, reward: RewardSection) -> EnvSection:
              "a mapping of name -> dotted path of an evaluation function")
     options = {k: v for k, v in s.items() if k not in ENV_WIRING_KEYS}
     _require(name in env_options(), "env.name", name, f"one of {env_options()}")
-    if check is not None:
-        parts.call("env.check", check, options, dict(reward.options))
+    mode = parts.call("env.check", check, options, dict(reward.options)) if check is not None else None
     scores = s.get("scores") or {}
     _require(isinstance(scores, Mapping) and all(isinstance(v, Mapping) and {"random", "reference"} <= set(v) for v in scores.values()),
              "env.scores", scores, "a mapping of task id -> {random: RETURN, reference: RETURN}")
-    return EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options, scores=dict(scores))
+    env = EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options, scores=dict(scores))
+    return env, mode
 
 
 def env_options() -> list[str]:
@@ -529,8 +534,11 @@ def _logger(s: Mapping | None) -> dict[str, LoggerSpec]:
     return specs
 
 
-def validate(cfg: Mapping[str, Any]) -> RunConfig:
-    """Check a resolved config (plain nested dicts) and freeze it into a RunConfig."""
+def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
+    """Check a resolved config (plain nested dicts) and freeze it into a RunConfig. `saved`: a
+    run directory's config.yaml, a record: a key a later lab no longer has must not make it unreadable."""
+    if not saved:
+        check_sections(cfg)  # an unknown key (a typo, `+ppo.lrr=...`) first: it would otherwise be ignored
     seed = _number(cfg, "", "seed", int) if "seed" in cfg else 0
     num_seeds = _number(cfg, "", "num_seeds", int)
     _require(num_seeds >= 1, "num_seeds", num_seeds, "an integer >= 1")
@@ -538,7 +546,9 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
     reward_section = dict(cfg.get("reward") or {"name": "default"})
     _require(isinstance(reward_section.get("name"), str), "reward.name", reward_section.get("name"), "a reward mode name")
     reward = RewardSection(name=reward_section["name"], options=reward_section)
-    env = _env(cfg["env"], reward)
+    env, mode = _env(cfg["env"], reward)
+    if isinstance(mode, str):  # the log, summary.json and replays name the mode, never `default`
+        reward = dataclasses.replace(reward, name=mode)
     every = _number(cfg["checkpoint"], "checkpoint", "every_min")
     _require(every > 0, "checkpoint.every_min", every, "minutes > 0")
     if_all_damaged = cfg["checkpoint"].get("if_all_damaged", "error")  # read by run/resume.py
@@ -550,6 +560,8 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
     logger = _logger(cfg.get("logger"))
     known = {f.name for f in dataclasses.fields(RunConfig)} | {"checkpoint"}
     known.discard("resolved")
+    tags = cfg.get("tags") or {}
+    _require(isinstance(tags, Mapping), "tags", tags, "a mapping of your own keys (+tags.NAME=VALUE)")
     return RunConfig(
         seed=seed,
         num_seeds=num_seeds,
@@ -567,6 +579,7 @@ def validate(cfg: Mapping[str, Any]) -> RunConfig:
         hardware=validate_hardware(cfg["hardware"]),
         logger=logger,
         extra={k: v for k, v in cfg.items() if k not in known},
+        tags=dict(tags),
         resolved=dict(cfg),
     )
 

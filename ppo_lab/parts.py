@@ -16,6 +16,8 @@ naming the part, its path, and the missing package with the extra that brings it
 
 from __future__ import annotations
 
+import logging
+from contextlib import contextmanager
 from typing import Any, Callable
 
 from hydra.utils import get_object
@@ -23,13 +25,16 @@ from hydra.utils import get_object
 from ppo_lab.errors import ConfigError
 
 # Packages some parts need that a plain `pip install -e .` may not bring, and how to get them.
-INSTALL_HINTS = {
-    "jumanji": "pip install 'jumanji>=1.1,<1.2'",
-    "brax": "pip install 'brax>=0.14,<0.15'",
+INSTALL_HINTS = {  # the extras of pyproject.toml
+    "jumanji": "pip install -e '.[jumanji]'",
+    "brax": "pip install -e '.[brax]'",
     "envpool": "pip install -e '.[envpool]'",
-    "mlflow": "pip install 'mlflow>=3.17,<3.18'",
+    "gymnasium": "pip install -e '.[gymnasium]'",
+    "mlflow": "pip install -e '.[mlflow]'",
     "wandb": "pip install wandb",
-    "tensorboardX": "pip install tensorboardX",
+    "tensorboardX": "pip install -e '.[tensorboard]'",
+    "tensorboard": "pip install -e '.[tensorboard]'",
+    "optuna": "pip install -e '.[optuna]'",
 }
 
 
@@ -45,12 +50,23 @@ def _missing_module(exc: BaseException) -> str | None:
     return None
 
 
+@contextmanager
+def _quiet(logger: logging.Logger):
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def load(key: str, path: Any) -> Callable:
     """The object at dotted `path` (a function or class), configured under `key`."""
     if not isinstance(path, str) or "." not in path:
         raise PartError(key, path, "a dotted path to a function or class, e.g. ppo_lab.envs.foraging.world.build")
     try:
-        return get_object(path)
+        with _quiet(logging.getLogger("hydra.utils")):  # Hydra logs the failure; the PartError says it once
+            return get_object(path)
     except Exception as exc:  # noqa: BLE001 - Hydra wraps the import error: unwrap it for the user
         missing = _missing_module(exc)
         if missing and missing.split(".")[0] == "ppo_lab":

@@ -57,7 +57,10 @@ def _assert_carried_over(resolved: dict, run) -> None:
     assert {**run.env.options, "_target_": run.env.target, "check": run.env.check,
             **({"evaluations": dict(run.env.evaluations)} if "evaluations" in env else {}),
             **({"scores": dict(run.env.scores)} if "scores" in env else {})} == {"check": None, **env}
-    assert dict(run.reward.options) == resolved["reward"] and run.reward.name == resolved["reward"]["name"]
+    assert dict(run.reward.options) == resolved["reward"]
+    # `reward=default` is the env's own reward; the foraging world's is the ground_truth mode, named so.
+    own = "ground_truth" if env["name"] == "foraging" and resolved["reward"]["name"] == "default" else None
+    assert run.reward.name == (own or resolved["reward"]["name"])
     assert {name: {"_target_": spec.target, **spec.options} for name, spec in run.logger.items()} == resolved["logger"]
     assert run.experiment == resolved["experiment"] and run.num_seeds == resolved["num_seeds"]
 
@@ -65,7 +68,7 @@ def _assert_carried_over(resolved: dict, run) -> None:
 # What each group's option must show up as in the validated config.
 OPTION_FIELD = {
     "env": lambda run: run.env.name,
-    "reward": lambda run: run.reward.name,
+    "reward": lambda run: run.reward.options["name"],
     "network": lambda run: run.network.kind,
     "hardware": lambda run: run.hardware.platform,
     "logger": lambda run: next(iter(run.logger)),

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from ppo_lab.analysis.closing import closing_lines
+
 from conftest import ROOT, TINY, launch
 
 pytestmark = pytest.mark.slow
@@ -19,6 +21,27 @@ def test_plain_line_per_chunk_when_not_a_tty(tmp_path):
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if "ppo_lab.progress" in line]
     assert len(lines) == 4  # 32 updates / 8 per chunk
     assert "update 32/32" in lines[-1] and "timesteps 2048/2048 (100%)" in lines[-1] and "sps" in lines[-1]
+    tail = proc.stdout.splitlines()[-15:]  # the run ends with its closing summary
+    assert any(line.startswith("== completed") for line in tail) and any(str(tmp_path / "run") in line for line in tail)
+    assert any(line.startswith("next: ppo-lab plots") for line in tail)
+    assert "per seed:" not in proc.stdout + proc.stderr  # the per-seed values are in summary.json only
+
+
+def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
+    summary = {"status": "stopped", "stop_reason": "signal SIGINT", "seeds": [0, 1, 2], "updates": 10, "total_updates": 40,
+               "timesteps": 20480, "wall_s": 12.0, "sps": 5120.0, "compile_s": 3.0, "eval_s": 1.5,
+               "eval": {"episode_return": [10.0, 12.0, 14.0], "episode_length": [1, 2, 3], "food_share": [0.9, 0.95, 1.0]},
+               "final": {"train/mean_episode_return": [9.0, 11.0, 13.0]}}
+    lines = closing_lines(summary, tmp_path, eval_mode="greedy", resume_command="python launch.py x=1 hydra.run.dir=D")
+    text = "\n".join(lines)
+    assert len(lines) <= 15 and lines[0] == "== stopped: signal SIGINT =="
+    assert "episode_return (greedy)          12.0 [7.0, 17.0]" in text and "food_share" in text and "episode_length" not in text
+    assert "5,120 steps/s" in text and "evaluation 1.5 s" in text and f"run dir: {tmp_path}" in text
+    assert lines[-1] == "resume (continues from the last checkpoint): python launch.py x=1 hydra.run.dir=D"
+    done = closing_lines({**summary, "status": "completed"}, tmp_path, eval_mode="greedy", resume_command="x")
+    assert not any("resume" in line for line in done)
+    timed = closing_lines({**summary, "status": "timed_out"}, tmp_path, eval_mode="greedy", resume_command="x")
+    assert "larger train.duration_min" in timed[-1]
 
 
 def test_progress_bar_on_a_terminal(tmp_path):

@@ -112,6 +112,7 @@ LAYERS = [
     ["rundir"],
     ["resolvers"],
     ["config"],
+    ["config_keys"],
     ["parts"],
     ["errors"],
     ["ppo_lab"],  # the package itself: its version

@@ -151,6 +151,7 @@ def test_a_run_logs_runs_artifacts_and_registers_a_policy_that_acts(store, tmp_p
     assert summary["status"] == "completed"
     client = _client(store)
     exp = client.get_experiment_by_name("mlflow_launch")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # MLflow 3's UI opens it as model training
     runs = client.search_runs([exp.experiment_id])
     parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
     children = {int(r.data.tags["ppo_lab.seed"]): r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}

@@ -183,6 +183,20 @@ def test_compare_a_run_and_a_benchmark(runs, tmp_path):
     assert b["sps"] == bench["sps"]
 
 
+def test_comparison_png_goes_beside_the_runs_not_the_working_dir(tmp_path):
+    for run in ("sweep/0", "sweep/1", "other/x"):
+        (tmp_path / run).mkdir(parents=True)
+    assert compare.default_out([tmp_path / "sweep/0", tmp_path / "sweep/1"]) == tmp_path / "sweep" / "comparison.png"
+    assert compare.default_out([tmp_path / "sweep/0", tmp_path / "other/x"]) == tmp_path / "comparison.png"
+
+
+def test_a_constant_metric_is_a_note_not_a_panel():
+    import pandas as pd
+
+    assert plots._constant_value(pd.Series([0.0, float("nan"), 0.0])) == 0.0
+    assert plots._constant_value(pd.Series([0.0, 1.0])) is None
+
+
 def test_compare_needs_run_or_benchmark_dirs(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "compare", str(tmp_path), str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)

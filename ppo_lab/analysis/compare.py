@@ -1,6 +1,6 @@
 """Compare runs or benchmarks side by side: a table and `comparison.png`.
 
-    ppo-lab compare RUN_A RUN_B                   # run dirs (summary.json)
+    ppo-lab compare RUN_A RUN_B                   # run dirs (summary.json); comparison.png beside them
     ppo-lab compare BENCH_A BENCH_B --out cmp.png # benchmark=true dirs (benchmark.json)
     ppo-lab compare A B C --labels cpu1,cpu2,gpu --json
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -132,11 +133,20 @@ def plot(records: list[dict], out: Path) -> Path:
     return save_figure(fig, out, close=True)
 
 
+def default_out(paths: list[Path]) -> Path:
+    """comparison.png beside the runs compared: in the folder holding them all (a sweep dir,
+    outputs/runs/<experiment>/...), never the working directory (a repository's root)."""
+    folders = [(p if p.is_dir() else p.parent).resolve().parent for p in map(Path, paths)]
+    common = Path(os.path.commonpath(folders))
+    return (common if common != Path(common.anchor) else folders[0]) / "comparison.png"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Compare runs or benchmarks: a table and comparison.png.")
     parser.add_argument("paths", nargs="+", type=Path, help="run dirs, benchmark dirs, or their JSON files (first = baseline)")
     parser.add_argument("--labels", default=None, help="comma-separated labels, one per path")
-    parser.add_argument("--out", type=Path, default=Path("comparison.png"), help="PNG path (default ./comparison.png)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="PNG path (default: comparison.png in the folder that holds the runs compared)")
     parser.add_argument("--json", action="store_true", help="also print the records as JSON")
     parser.add_argument("--metric", default=DEFAULT_METRIC, help=f"the score of P(A > B) (default {DEFAULT_METRIC})")
     args = parser.parse_args(argv)
@@ -151,7 +161,7 @@ def main(argv=None) -> int:
     better = improvement(args.paths[0], args.paths[1], args.metric) if len(args.paths) == 2 else None
     if better is not None:
         print(format_improvement(better, records[0]["label"], records[1]["label"]))
-    print(f"wrote {plot(records, args.out)}")
+    print(f"wrote {plot(records, args.out or default_out(args.paths))}")
     if args.json:
         if better is not None:
             records[0]["improvement_over"] = {"label": records[1]["label"], **better}

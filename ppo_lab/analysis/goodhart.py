@@ -131,12 +131,14 @@ def draw_goodhart(ax, paid: list, true: list, confidence: float = 0.95, title: s
     interval band (`paid`, `true`: lists of (timesteps, values) series, one per seed).
     Returns whether anything was drawn."""
     drawn = False
-    for series, label, color in ((paid, "paid (training reward)", "tab:orange"),
-                                 (true, "true objective", "tab:blue")):
+    # The truth solid and wide, what was paid dashed on top: where a mode pays the truth
+    # (ground_truth) the two coincide and both stay visible.
+    for series, label, color, style, width in ((true, "true objective", "tab:blue", "-", 2.2),
+                                               (paid, "paid (training reward)", "tab:orange", "--", 1.4)):
         x, mean, low, high, _ = mean_curve(series, confidence)
         if x.size == 0:
             continue
-        ax.plot(x, mean, color=color, lw=1.6, label=f"{label}, n={len(series)}")
+        ax.plot(x, mean, color=color, lw=width, ls=style, label=f"{label}, n={len(series)}")
         ax.fill_between(x, low, high, color=color, alpha=0.2, lw=0)
         drawn = True
     ax.axhline(0.0, color="k", lw=0.7)

@@ -57,13 +57,19 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
     panels = [(m, t) for m, t in PANELS if m in columns]
     panels += [(c, c) for c in sorted(columns) if c.startswith("true/")]
     panels += [(c, c) for c in sorted(columns) if c.startswith("reward/")]
+    # A flat line is a number, not a curve (a reward component a mode leaves at 0): said once
+    # under the figure instead of a panel each.
+    constant = {m: value for m, _ in panels if (value := _constant_value(df[m])) is not None}
+    panels = [(m, t) for m, t in panels if m not in constant]
     dims = continuous_dimensions(columns)
     actions = discrete_shares(columns) if not dims else [f"actions/mean_{i}" for i in dims]
     goodhart = {PAID, TRUE} <= columns
     n = len(panels) + (1 if actions else 0) + (1 if goodhart else 0)
     ncols = min(4, max(n, 1))
     nrows = max(1, math.ceil(n / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows), squeeze=False)
+    # Constrained layout keeps the figure title, panel titles and the note apart (tight_layout
+    # ignores the suptitle, which then overlaps the first row's titles).
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.0 * nrows + 0.4), squeeze=False, layout="constrained")
     flat = axes.ravel()
     seeds = sorted(int(s) for s in df["seed"].unique())
     x = "timesteps"
@@ -109,8 +115,17 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
     title = f"{run_dir.name}: {summary.get('env') or (config.get('env') or {}).get('name', '')} / " \
             f"{summary.get('reward') or (config.get('reward') or {}).get('name', '')}, seeds {seeds}, status {summary.get('status', '?')}"
     fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    if constant:
+        fig.supxlabel("constant over the run, not drawn: " + ", ".join(f"{m} = {v:g}" for m, v in constant.items()), fontsize=8)
     return save_figure(fig, out or run_dir / "curves.png", close=True)
+
+
+def _constant_value(column) -> float | None:
+    """The one value a metric took on every logged update (NaN ignored), or None."""
+    values = column.dropna()
+    if values.empty or values.min() != values.max():
+        return None
+    return float(values.iloc[0])
 
 
 def _continuous_action_panel(ax, df, x: str, dims: list[int]) -> None:

@@ -27,10 +27,18 @@ from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab import rundir  # jax-free: safe before the hardware settings are applied
 from ppo_lab.analysis.aggregate import run_aggregate
+from ppo_lab.config_keys import check_overrides
 from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}
 from ppo_lab.rundir import slurm_jobs
 
 log = logging.getLogger(__name__)
+
+
+def sweep_overrides(config: DictConfig) -> list[str]:
+    """The multirun's overrides: the command line's and the sweep file's `hydra.sweeper.params`."""
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    task = list(OmegaConf.select(config, "hydra.overrides.task") or [])
+    return task + [f"{key}={value}" for key, value in params.items()]
 
 
 class SweepCallback(Callback):
@@ -43,6 +51,9 @@ class SweepCallback(Callback):
         self.done = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # Before any job: a misspelled key in a sweep file's params would otherwise run every
+        # cell with the default (`+ppo.lrr: 0.1,0.2`) or fail each job in turn.
+        check_overrides(sweep_overrides(config))
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         self.done = False
         if self.enabled:

@@ -27,6 +27,7 @@ from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
 from ppo_lab.run.manifest import write_run_manifest
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
 from ppo_lab.run.recorders import RunContext, choose_recorders
+from ppo_lab.run.recorders.console import ProgressRecorder, print_closing_summary
 from ppo_lab.run.stopping import EarlyStopping, RecentReturns, StopConditions, StopSignals
 from ppo_lab.run.summary import end_fields, slurm_job_id, start_summary
 
@@ -50,6 +51,16 @@ def rows_from_chunk(metrics: dict, comp: Components, cfg: RunConfig, first_updat
                     row[name] = float(value)
             rows.append(row)
     return rows
+
+
+def rounded_budget(cfg: RunConfig, comp: Components) -> str:
+    """Said once, in the run's first line: the steps actually trained when ppo.total_timesteps
+    is not a whole number of batches (training runs whole updates: it is rounded down)."""
+    asked, batch = cfg.ppo.total_timesteps, comp.ppo.batch_size
+    steps = comp.trainer.num_updates * batch
+    if steps == asked:
+        return ""
+    return f" = {steps:,} steps per seed (ppo.total_timesteps={asked:,} rounded down to whole batches of {batch:,})"
 
 
 class Session:
@@ -136,9 +147,9 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     `loggers_disabled`: loggers left out because their store was unreachable at start (summary.json)."""
     run_dir = Path(run_dir)
     log.info(
-        "run %s | env=%s reward=%s | seeds %s | layout %s over %d device(s) | batch %d x %d, %d updates",
+        "run %s | env=%s reward=%s | seeds %s | layout %s over %d device(s) | batch %d x %d, %d updates%s",
         run_dir, cfg.env.name, cfg.reward.name, cfg.seeds, comp.layout.mode, comp.layout.num_devices,
-        comp.ppo.num_envs, comp.ppo.num_steps, comp.trainer.num_updates,
+        comp.ppo.num_envs, comp.ppo.num_steps, comp.trainer.num_updates, rounded_budget(cfg, comp),
     )
     mesh = make_mesh(comp.layout, devices)
     plan = resume.plan(cfg, run_dir)  # a refused resume or config change stops here, nothing written
@@ -165,14 +176,24 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     try:
         with signals.installed():
             status, reason = _loop(session, recorders, stops)
+            end_progress(recorders)  # the bar ends once, before evaluation (its time is not training's)
             exit_if_requeued(status, signals, session)
             session.save_checkpoint()
-            summary.update(status=status, stop_reason=reason, eval=session.evaluate())
+            t0 = time.monotonic()
+            evaluation = session.evaluate()
+            summary.update(status=status, stop_reason=reason, eval=evaluation,
+                           eval_s=round(time.monotonic() - t0, 3) if session.keeps_results else None)
     except BaseException as exc:
         record_failure(exc, session, summary, signals)
         finish(summary, session, recorders, devices)
         raise
     return finish(summary, session, recorders, devices)
+
+
+def end_progress(recorders: list) -> None:
+    for recorder in recorders:
+        if isinstance(recorder, ProgressRecorder):
+            recorder.finish()
 
 
 def start_recorders(recorders: list, ctx: RunContext, summary: dict) -> None:
@@ -233,8 +254,9 @@ def finish(summary: dict, session: Session, recorders: list, devices) -> dict:
     summary.update(end_fields(update=session.update, batch_size=session.comp.ppo.batch_size, wall_s=session.train_wall,
                               steps=session.steps, seconds=session.seconds, final=session.recent.final(session.cfg.seeds),
                               devices=devices))
+    end_progress(recorders)  # before the recorders' last lines (a failure ends it here)
     for recorder in recorders:
         recorder.finish(summary)
-    for name, values in (summary.get("eval") or {}).items():
-        log.info("eval/%s per seed: %s", name, ", ".join(f"{v:.3f}" for v in values))
+    # The per-seed values are in summary.json; the console ends with what a user needs.
+    print_closing_summary(summary, session.run_dir, session.cfg)
     return summary

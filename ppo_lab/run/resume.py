@@ -41,6 +41,7 @@ FREE_KEYS = (
     "train.duration_min", "train.target_return", "train.patience", "train.return_window", "train.chunk_updates",
     "checkpoint", "logger", "eval", "health", "resume", ALLOW_KEY, "hydra",
     "env.scores",  # the returns that normalise scores in the analysis (rliable.json)
+    "tags",  # the user's own free-form keys (config_keys.USER_NAMESPACE): read by nothing
     "optimize",  # what a tuning sweeper reads from the summary (hydra/sweeper=optuna), not what is trained
     # where compiled code is cached and how device memory is taken: not what is computed
     "hardware.compilation_cache_dir", "hardware.preallocate", "hardware.mem_fraction", "hardware.allow_fallback",

@@ -59,7 +59,7 @@ def start_summary(cfg, comp, devices, resumed, loggers_disabled: list | None = N
         "status": "running", "stop_reason": None, "experiment": cfg.experiment, "env": cfg.env.name,
         "reward": cfg.reward.name, "seeds": cfg.seeds, "updates": resumed.start_update,
         "timesteps": resumed.start_update * comp.ppo.batch_size, "total_updates": comp.trainer.num_updates,
-        "wall_s": resumed.prior_wall, "compile_s": None, "sps": None, "final": {}, "eval": {},
+        "wall_s": resumed.prior_wall, "compile_s": None, "eval_s": None, "sps": None, "final": {}, "eval": {},
         "resumed_from": resumed.start_update if resumed.source is not None else None,
         "resume_source": str(resumed.source) if resumed.source is not None and not resumed.own else None,
         "checkpoints_damaged": list(resumed.damaged),  # skipped on resume (moved to checkpoints/damaged/)

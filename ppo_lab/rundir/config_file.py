@@ -60,4 +60,4 @@ def load_run_config(run_dir: Path, eval_episodes: int | None = None, determinist
         raw["eval"]["episodes"] = eval_episodes
     if deterministic is not None:
         raw["eval"]["deterministic"] = deterministic
-    return validate(raw)
+    return validate(raw, saved=True)

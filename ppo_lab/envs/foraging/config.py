@@ -118,10 +118,11 @@ def validate_reward_cfg(reward_cfg: Mapping) -> dict[str, Any]:
     return c
 
 
-def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
-    """conf/env/foraging.yaml's check: ConfigError naming the first bad key of either section."""
+def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> str:
+    """conf/env/foraging.yaml's check: ConfigError naming the first bad key of either section.
+    Returns the reward mode's name (`reward=default` is ground_truth), what a user is shown."""
     validate_env_cfg(env_cfg)
-    validate_reward_cfg(reward_cfg)
+    return validate_reward_cfg(reward_cfg)["name"]
 
 
 def read_sections(env_cfg: Mapping, reward_cfg: Mapping) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -1,15 +1,25 @@
-"""Live progress: a bar on a terminal, one plain line per chunk otherwise (SLURM logs)."""
+"""What a run shows on the console: live progress (a bar on a terminal, one plain line per
+chunk otherwise: SLURM logs), and the closing summary it ends with."""
 
 from __future__ import annotations
 
 import logging
 import math
+import shlex
 import shutil
 import sys
+from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from ppo_lab.analysis.closing import closing_lines
 
 log = logging.getLogger("ppo_lab.progress")
+# The bar shows training's own steps/s in its text; tqdm's rate would count compile time.
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
 
 
 def _fmt(x: float, spec: str = ".1f") -> str:
@@ -28,7 +38,10 @@ class Progress:
             # zero-width bar or none at all (it reads -1 rows): fall back to 120x24.
             size = shutil.get_terminal_size(fallback=(120, 24))
             self.bar = tqdm(total=total_timesteps, initial=start_timesteps, unit="step", unit_scale=True,
-                            ncols=size.columns or 120, nrows=size.lines or 24)
+                            ncols=size.columns or 120, nrows=size.lines or 24, bar_format=BAR_FORMAT)
+            # Log lines go above the bar (tqdm.write) instead of breaking into it.
+            self.redirect = logging_redirect_tqdm()
+            self.redirect.__enter__()
 
     def update(self, *, update: int, num_updates: int, timesteps: int, sps: float, mean_return: float, entropy: float) -> None:
         text = f"return {_fmt(mean_return)} | entropy {_fmt(entropy, '.3f')} | sps {_fmt(sps, ',.0f')}"
@@ -40,8 +53,11 @@ class Progress:
             log.info("update %d/%d | timesteps %d/%d (%.0f%%) | %s", update, num_updates, timesteps, self.total, pct, text)
 
     def close(self) -> None:
+        """End the bar once (a second call does nothing): when training ends, before evaluation."""
         if self.bar is not None:
             self.bar.close()
+            self.redirect.__exit__(None, None, None)
+            self.bar = None
 
 
 class ProgressRecorder:
@@ -66,6 +82,39 @@ class ProgressRecorder:
             entropy=sum(entropies) / len(entropies) if entropies else math.nan,
         )
 
-    def finish(self, summary: dict) -> None:
+    def finish(self, summary: dict | None = None) -> None:
+        """Called when training ends (run/loop.py) and again at the end: the bar ends once."""
         if self.progress is not None:
             self.progress.close()
+
+
+def resume_command(run_dir: Path) -> str | None:
+    """The command that continues this run: the same overrides into the same directory (a
+    relaunch into a run dir resumes from its newest checkpoint; the default run dir is a new
+    timestamp each time, so the same command alone would start over). For a sweep's job: the
+    sweep again into its own sweep dir (completed jobs are skipped)."""
+    if not HydraConfig.initialized():
+        return f"python launch.py <the same overrides> hydra.run.dir={shlex.quote(str(run_dir))}"
+    hc = HydraConfig.get()
+    args = [a for a in hc.overrides.task if not a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
+    if hc.mode == RunMode.MULTIRUN:
+        return f"the same multirun command with hydra.sweep.dir={shlex.quote(str(hc.sweep.dir))}"
+    return " ".join(["python launch.py", *map(shlex.quote, args), f"hydra.run.dir={shlex.quote(str(run_dir))}"])
+
+
+def shown_path(path: Path) -> Path:
+    """A path as short as it can be said: relative to the working directory when under it."""
+    path = Path(path)
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
+
+
+def print_closing_summary(summary: dict, run_dir: Path, cfg) -> None:
+    """The run's last lines on stdout (docs: README "What a run leaves behind")."""
+    run_dir = shown_path(run_dir)
+    lines = closing_lines(summary, run_dir, eval_mode="greedy" if cfg.eval.deterministic else "sampled",
+                          resume_command=resume_command(run_dir),
+                          results_file="benchmark.json" if cfg.benchmark else "summary.json")
+    print("\n".join(lines), flush=True)

@@ -70,7 +70,7 @@ class GreedyPolicy:
     recurrent one also maps (observations, state) to (actions, next state)."""
 
     def __init__(self, config: dict, params_msgpack: bytes):
-        cfg = validate(config)
+        cfg = validate(config, saved=True)  # the run's config as saved with the model
         env, env_params, network, self.action_names = build_env_and_network(cfg)
         self.obs_shape = tuple(env.observation_space(env_params).shape)
         self.num_actions = len(self.action_names)

@@ -60,6 +60,11 @@ from ppo_lab.rundir.atomic import write_json_atomic
 from ppo_lab.rundir.checkpoints import state_path
 
 log = logging.getLogger(__name__)
+# MLflow 3's UI opens an experiment by this tag: untagged ones open in the GenAI view (traces,
+# prompts), where a training run's metrics are a click away. "custom_model_development" is the
+# UI's "Model training" (mlflow/server/js: ExperimentKind.CUSTOM_MODEL_DEVELOPMENT).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING = "custom_model_development"
 
 STATE_FILE = "mlflow_runs.json"
 DEFAULTS = {
@@ -193,9 +198,12 @@ class MlflowRecorder:
                 if exp is not None:
                     if exp.lifecycle_stage == "deleted":
                         self.client.restore_experiment(exp.experiment_id)
+                    if EXPERIMENT_KIND_TAG not in exp.tags:  # made by an older lab; a user's own choice is kept
+                        self.client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
                     return exp.experiment_id
                 location = (artifact_root / re.sub(r"[^\w.-]+", "_", name)).as_uri() if artifact_root else None
-                return self.client.create_experiment(name, artifact_location=location)
+                return self.client.create_experiment(name, artifact_location=location,
+                                                     tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})
             except Exception as exc:  # noqa: BLE001 - e.g. two processes creating the tables at once
                 if attempt == 2:
                     raise

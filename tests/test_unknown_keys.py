@@ -1,0 +1,107 @@
+"""Unknown keys and group options are refused before anything compiles, naming the key meant;
+a user's own keys go under `tags`. Nothing here trains."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from omegaconf import OmegaConf
+
+from ppo_lab.config import env_options, validate
+from ppo_lab.config_keys import UnknownKeyError, UnknownOptionError, check_overrides, check_sections, group_options
+from ppo_lab.errors import ConfigError
+
+from conftest import ROOT, TINY, compose_config
+
+
+@pytest.mark.parametrize("override, meant", [
+    ("+ppo.lrr=0.1", "ppo.lr"),
+    ("ppo.lrr=0.1", "ppo.lr"),
+    ("+num_seed=2", "num_seeds"),
+    ("+lr=0.1", "ppo.lr"),
+    ("train.duration_mins=1", "train.duration_min"),
+    ("ppo.lrr=0.1,0.2", "ppo.lr"),  # a sweep
+    ("+logger.mlflow.tracking_url=x", "logger.mlflow.tracking_uri"),
+])
+def test_an_unknown_key_names_the_closest(override, meant):
+    with pytest.raises(UnknownKeyError) as err:
+        check_overrides([override])
+    assert meant in err.value.suggestions and f"did you mean {meant}" in str(err.value)
+
+
+def test_an_unknown_option_lists_the_choices():
+    with pytest.raises(UnknownOptionError, match="did you mean mlflow") as err:
+        check_overrides(["logger=[csv,mlfow]"])
+    assert "tensorboard" in str(err.value)
+    with pytest.raises(UnknownOptionError, match="cartpole"):
+        check_overrides(["env=cartpole,atari"])
+
+
+def test_known_keys_groups_and_own_tags_pass():
+    check_overrides(["+tags.owner=me", "experiment=cartpole", "env.id=x", "+fidelity=reference", "hydra/launcher=vmap",
+                     "logger.mlflow.tags={a:1}", "ppo.lr=1e-3,3e-4", "reward=proxy,ground_truth", "hydra.run.dir=x"])
+
+
+def test_validation_refuses_an_added_key_and_keeps_tags():
+    with pytest.raises(ConfigError, match="did you mean ppo.lr"):
+        validate(OmegaConf.to_container(compose_config([*TINY, "+ppo.lrr=0.1"]), resolve=True))
+    run = validate(OmegaConf.to_container(compose_config([*TINY, "+tags.owner=me"]), resolve=True))
+    assert run.tags == {"owner": "me"}
+    # A run dir's saved config is a record: a key a later lab dropped does not make it unreadable.
+    assert validate(OmegaConf.to_container(compose_config([*TINY, "+ppo.gone=1"]), resolve=True), saved=True).ppo.lr > 0
+
+
+@pytest.mark.parametrize("group", ["experiment", "env", "fidelity"])
+def test_every_shipped_config_has_only_known_keys(group):
+    """No false alarm: every experiment, env and fidelity cell of conf/ passes the key check."""
+    for option in group_options(group):
+        prefix = "+" if group == "fidelity" else ""
+        overrides = [f"{prefix}{group}={option}"] + (["env=foraging"] if group == "fidelity" else [])
+        check_sections(OmegaConf.to_container(compose_config(overrides), resolve=False))
+    assert env_options()
+
+
+@pytest.mark.parametrize("args", [
+    ["+ppo.lrr=0.1"],
+    ["ppo.lrr=0.1"],
+    ["-m", "+ppo.lrr=0.1,0.2"],
+])
+def test_launch_refuses_a_typo_with_exit_2_once(args, tmp_path):
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "launch.py", "experiment=cartpole", *args, f"hydra.run.dir={tmp_path}/run",
+                           f"hydra.sweep.dir={tmp_path}/sweep"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count("error:") == 1 and "did you mean ppo.lr" in proc.stderr
+    assert "Traceback" not in proc.stderr and "HYDRA_FULL_ERROR" not in proc.stderr
+    assert time.monotonic() - t0 < 20
+    assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
+
+
+def test_launch_refuses_an_unknown_group_option(tmp_path):
+    proc = subprocess.run([sys.executable, "launch.py", "env=atari", f"hydra.run.dir={tmp_path}/run"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("error:") == 1 and "cartpole" in proc.stderr
+
+
+def test_a_sweep_file_or_an_optuna_space_with_a_typo_launches_nothing():
+    """Keys from a sweep file's params are checked when the multirun starts, before any job;
+    the Optuna sweeper checks its search space too (a typo would tune nothing)."""
+    from ppo_lab.launching.callbacks import SweepCallback
+    from ppo_lab.launching.optuna_sweeper import search_space
+
+    config = OmegaConf.create({"hydra": {"sweep": {"dir": "x"}, "overrides": {"task": ["experiment=cartpole"]},
+                                         "sweeper": {"params": {"+ppo.lrr": "0.1,0.2"}}}})
+    with pytest.raises(UnknownKeyError, match="did you mean ppo.lr"):
+        SweepCallback(aggregate=False).on_multirun_start(config)
+    with pytest.raises(UnknownKeyError, match="did you mean ppo.lr"):
+        search_space({"ppo.lrr": "interval(1e-4, 1e-2)"}, [])
+
+
+def test_a_key_of_an_unselected_option_says_which_group(tmp_path):
+    proc = subprocess.run([sys.executable, "launch.py", "experiment=cartpole", "env.grid_size=8", f"hydra.run.dir={tmp_path}/run"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("error:") == 1
+    assert "env.grid_size is not in this config" in proc.stderr and "env=OPTION" in proc.stderr
