@@ -25,22 +25,30 @@ from ppo_lab.errors import ConfigError
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
+def traced():
+    """Marks a PPOConfig field as a traced hyperparameter: it changes no shape, so it is an
+    argument of the compiled chunk, one value per replica (ppo/hypers.py `Hypers`), and jobs of
+    a grid that differ only in such keys share one program (hydra/launcher=vmap). Adding one:
+    mark its field here and give its YAML default (conf/ppo/); the trainer reads it by name."""
+    return field(metadata={"traced": True})
+
+
 @dataclass(frozen=True)
 class PPOConfig:
-    lr: float
-    lr_final: float
+    lr: float = traced()
+    lr_final: float = traced()
     anneal_lr: bool
-    gamma: float
-    gae_lambda: float
-    clip_eps: float
-    clip_eps_final: float
+    gamma: float = traced()
+    gae_lambda: float = traced()
+    clip_eps: float = traced()
+    clip_eps_final: float = traced()
     clip_vloss: bool
-    vf_coef: float
-    ent_coef_initial: float
-    ent_coef_final: float
-    entropy_floor: float | None
-    entropy_floor_coef: float
-    max_grad_norm: float
+    vf_coef: float = traced()
+    ent_coef_initial: float = traced()
+    ent_coef_final: float = traced()
+    entropy_floor: float | None = traced()
+    entropy_floor_coef: float = traced()
+    max_grad_norm: float = traced()
     update_epochs: int
     num_minibatches: int
     normalize_advantages: bool
@@ -209,11 +217,9 @@ class RunConfig:
 
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
-# The PPO hyperparameters that change no shape: arguments of the compiled chunk, one value per
-# replica (ppo/hypers.py), so jobs of a grid that differ only in these share one program
-# (hydra/launcher=vmap). `entropy_floor` null or not is the program's choice, its value is not.
-TRACED_PPO_KEYS = ("lr", "lr_final", "ent_coef_initial", "ent_coef_final", "clip_eps", "clip_eps_final", "vf_coef",
-                   "max_grad_norm", "gamma", "gae_lambda", "entropy_floor", "entropy_floor_coef")
+# The PPO keys marked `traced()` in PPOConfig, in its order. `entropy_floor` null or not is the
+# program's choice, its value is not.
+TRACED_PPO_KEYS = tuple(f.name for f in dataclasses.fields(PPOConfig) if f.metadata.get("traced"))
 
 
 def shared_program_key(resolved: Mapping[str, Any]) -> str:

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 from ppo_lab.bench.configs import compose
 from ppo_lab.config import PRECISIONS, validate
 from ppo_lab.hardware import start_jax
-from ppo_lab.ppo import hypers as hyper_values
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.parallel import init_replicas, make_mesh, replica_sharding, sharded_chunk, start_update_arg
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.run.build import build
@@ -80,9 +80,9 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     trainer = make_trainer(ppo, comp.env, comp.env_params, comp.network, num_envs=layout.envs_per_replica,
                            chunk_updates=updates, grad_axis=layout.grad_axis)
     mesh = make_mesh(layout, devices)
-    hypers = hyper_values.replicated(ppo, layout.num_replicas)
+    hypers = Hypers.replicated(ppo, layout.num_replicas)
     state = init_replicas(trainer.init, layout, cfg.seeds, mesh, hypers)
-    hypers = hyper_values.sharded(hypers, replica_sharding(mesh))
+    hypers = hypers.sharded(replica_sharding(mesh))
     row = {"seeds": seeds, "precision": precision, "conv": comp.network.conv, "num_minibatches": ppo.num_minibatches,
            "num_envs": ppo.num_envs, "num_steps": ppo.num_steps, "layout": layout.as_dict()}
     t0 = time.perf_counter()

@@ -30,7 +30,7 @@ from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo import normalize, policies
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
-from ppo_lab.ppo import hypers as hyper_values
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, initial_memory, rollout
 from ppo_lab.ppo import value_norm as vn
@@ -75,19 +75,19 @@ class Transition(NamedTuple):
     weight: jax.Array | None = None
 
 
-def make_optimizer(ppo: PPOConfig, num_updates: int, hypers: dict | None = None) -> optax.GradientTransformation:
+def make_optimizer(ppo: PPOConfig, num_updates: int, hypers: Hypers | None = None) -> optax.GradientTransformation:
     """Adam with clipping and the learning-rate schedule; `hypers`: a replica's traced
     hyperparameters (ppo/hypers.py; None: `ppo`'s own, as constants). Pure functions either
     way: built inside the chunk, it closes over that replica's values; the state's structure
     never depends on them."""
-    hypers = hyper_values.of(ppo) if hypers is None else hypers
+    hypers = Hypers.of(ppo) if hypers is None else hypers
     # inject_hyperparams keeps the scheduled learning rate in the optimiser state, by name.
     steps_per_update = ppo.update_epochs * ppo.num_minibatches
     schedule = learning_rate_schedule(ppo, num_updates, steps_per_update, hypers)
     # separate_grad_clip: the policy's and the value function's gradients clipped apart.
     clip = clip_policy_and_value if ppo.separate_grad_clip else optax.clip_by_global_norm
     return optax.chain(
-        clip(hypers["max_grad_norm"]),
+        clip(hypers.max_grad_norm),
         optax.inject_hyperparams(optax.adam)(learning_rate=schedule, eps=ppo.adam_eps),
     )
 
@@ -123,7 +123,7 @@ def make_trainer(
     dist = policies.for_env(env, env_params, network.cfg.squash)
     batch_size = num_envs * ppo.num_steps
     minibatch_size = batch_size // ppo.num_minibatches
-    own_hypers = hyper_values.of(ppo)
+    own_hypers = Hypers.of(ppo)
     env_step = env_action_step(batched_step(env, env_params, num_envs), dist)
     # An env with `action_mask(state, params)`: masked sampling, log-probs and entropy.
     env_mask = batched_mask(env, env_params)
@@ -228,7 +228,7 @@ def make_trainer(
         no_reset = None if out.memory is None else (out.memory[0], jnp.zeros_like(out.memory[1]))
         last_final_value = state_value(params, last_final_obs, no_reset)
         final_value = jnp.concatenate([previous_final_value[1:], last_final_value[None]])
-        bootstrap = hypers["gamma"] * jax.lax.stop_gradient(read(final_value)) * cut_short
+        bootstrap = hypers.gamma * jax.lax.stop_gradient(read(final_value)) * cut_short
         traj, reward_norm = scale_rewards(state, traj, hypers)  # the env's rewards; the bootstrap is a value, already scaled
         return out._replace(obs=obs, records=traj._replace(reward=traj.reward + bootstrap), stats=(*out.stats, reward_norm))
 
@@ -237,7 +237,7 @@ def make_trainer(
         return (the statistics moved by this rollout); unchanged otherwise."""
         if state.reward_norm is None:
             return traj, None
-        reward, reward_norm = normalize.scale_rewards(state.reward_norm, traj.reward, traj.done, hypers["gamma"], grad_axis)
+        reward, reward_norm = normalize.scale_rewards(state.reward_norm, traj.reward, traj.done, hypers.gamma, grad_axis)
         return traj._replace(reward=reward), reward_norm
 
     def forward_step(params, obs, memory, extra_obs=None):
@@ -283,12 +283,12 @@ def make_trainer(
             returns,
             dist.entropy(logits, traj.action, traj.mask),
             clip_eps=clip_eps,
-            vf_coef=hypers["vf_coef"],
+            vf_coef=hypers.vf_coef,
             ent_coef=ent_coef,
             clip_vloss=ppo.clip_vloss,
             normalize_advantages=ppo.normalize_advantages,
-            entropy_floor=None if ppo.entropy_floor is None else hypers["entropy_floor"],
-            entropy_floor_coef=hypers["entropy_floor_coef"],
+            entropy_floor=None if ppo.entropy_floor is None else hypers.entropy_floor,
+            entropy_floor_coef=hypers.entropy_floor_coef,
             value_loss=ppo.value_loss,
             weights=traj.weight,
         )
@@ -331,8 +331,8 @@ def make_trainer(
         env_state, obs, (ep_return, ep_length, reward_norm), key, traj, memory = collect(state, hypers)
 
         last_value = vn.read(state.value_norm, state_value(params, obs, memory))
-        advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, hypers["gamma"], None,
-                                          gamma_lambda=hypers["gamma_lambda"])
+        advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, hypers.gamma, None,
+                                          gamma_lambda=hypers.gamma_lambda)
         params, opt_state, value_norm, fit_returns, fit_values = value_targets(state, params, returns, traj.value)
 
         batch = (traj._replace(value=fit_values, env_metrics={}, obs_cast=None), advantages, fit_returns)

@@ -13,7 +13,7 @@ from ppo_lab.config import PPOConfig, RunConfig
 from ppo_lab.errors import ConfigError
 from ppo_lab.envs.make import make_env
 from ppo_lab.networks import ActorCritic, conv_for_platform
-from ppo_lab.ppo import hypers as hyper_values
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.autoscale import apply_auto_scale
 from ppo_lab.ppo.parallel import AXIS, Layout, choose_layout
 from ppo_lab.ppo.policies import for_env
@@ -31,9 +31,9 @@ class Components:
     layout: Layout
     trainer: Trainer
     action_names: list[str]
-    # The replicas' traced hyperparameters ([replicas] per name, ppo/hypers.py): this config's,
+    # The replicas' traced hyperparameters (`Hypers`, [replicas] per field): this config's,
     # or, for a group of grid cells sharing the program, each cell's for its own replicas.
-    hypers: dict
+    hypers: Hypers
 
 
 def build_env_and_network(cfg: RunConfig):
@@ -82,5 +82,5 @@ def build(cfg: RunConfig, num_devices: int) -> Components:
         chunk_updates=min(cfg.train.chunk_updates, ppo.num_updates),
         grad_axis=layout.grad_axis,
     )
-    hypers = hyper_values.replicated(ppo, layout.num_replicas)
+    hypers = Hypers.replicated(ppo, layout.num_replicas)
     return Components(env, env_params, network, ppo, layout, trainer, action_names, hypers)

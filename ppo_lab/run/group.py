@@ -37,7 +37,6 @@ from ppo_lab import rundir
 from ppo_lab.config import RunConfig, shared_program_key, validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import start_jax
-from ppo_lab.ppo import hypers as hyper_values
 from ppo_lab.ppo.parallel import choose_layout, make_mesh, replica_sharding, sharded_chunk, start_update_arg
 from ppo_lab.run import resume
 from ppo_lab.run.build import Components, build
@@ -152,7 +151,7 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
     mesh = make_mesh(layout, devices)
     sharding = replica_sharding(mesh)
     state = jax.device_put(_stack([c.state for c in cells]), sharding)
-    hypers = hyper_values.sharded(_stack([c.comp.hypers for c in cells]), sharding)
+    hypers = _stack([c.comp.hypers for c in cells]).sharded(sharding)
     group = {"cells": len(cells), "replicas": replicas, "layout": layout.as_dict()}
     log.info("vmap group: %d cells x %d seeds = %d replicas over %d device(s), from update %d", len(cells), seeds,
              replicas, layout.num_devices, first.resumed.start_update)

@@ -19,7 +19,6 @@ import jax
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
-from ppo_lab.ppo import hypers as hyper_values
 from ppo_lab.ppo.parallel import make_mesh, replica_sharding, sharded_chunk, start_update_arg
 from ppo_lab.run import checkpoint, resume
 from ppo_lab.run.build import Components
@@ -70,7 +69,7 @@ class Session:
 
     def compile(self, mesh) -> float:
         t0 = time.perf_counter()
-        self.hypers = hyper_values.sharded(self.comp.hypers, replica_sharding(mesh))
+        self.hypers = self.comp.hypers.sharded(replica_sharding(mesh))
         self.compiled = sharded_chunk(self.comp.trainer.chunk, mesh).lower(self.state, start_update_arg(0), self.hypers).compile()
         compile_s = time.perf_counter() - t0
         log.info("compiled a chunk of %d updates in %.1f s", self.comp.trainer.chunk_updates, compile_s)
