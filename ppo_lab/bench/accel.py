@@ -40,6 +40,7 @@ from ppo_lab.config import PRECISIONS, validate
 from ppo_lab.hardware import start_jax
 from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.parallel import init_replicas, make_mesh, replica_sharding, sharded_chunk, start_update_arg
+from ppo_lab.ppo.rollout import policy_and_value
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.run.build import build
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
@@ -68,7 +69,7 @@ def matmul_rate(device, n: int) -> float:
 def forward_flops(network, obs) -> float:
     """FLOPs of the network on one observation, by XLA's cost analysis (no loops inside)."""
     params = jax.eval_shape(network.init, jax.random.PRNGKey(0), obs[:1])
-    cost = jax.jit(network.apply).lower(params, obs[:1]).compile().cost_analysis()
+    cost = jax.jit(lambda p, o: policy_and_value(network, p, o)).lower(params, obs[:1]).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     return float(cost.get("flops", 0.0))
 

@@ -101,6 +101,19 @@ def initial_memory(network, num_envs: int):
     return network.initial_carry(num_envs), jnp.zeros((num_envs,), bool)
 
 
+def policy_and_value(network, params, obs, memory=None, extra_obs=None):
+    """The network's one call per step, for training, evaluation, replay and the benchmark: the
+    policy output and values of a batch `obs` [B, ...] (`networks.PolicyValue`); a recurrent
+    network steps from `memory = (state, reset)` and hands back its new state (`.carry`);
+    `extra_obs`: their values too, in the same pass (the truncation bootstrap)."""
+    return network.apply(params, obs, memory, extra_obs, method="policy_and_value")
+
+
+def value_of(network, params, obs, memory=None):
+    """The values [B] of a batch of observations (a recurrent network: one step from `memory`)."""
+    return network.apply(params, obs, memory, method="value_of")
+
+
 def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps: int, *,
             record: Callable, stats=(), action_mask: Callable | None = None, memory=None) -> Rollout:
     """Run `num_steps` steps from `(env_state, obs)`; see the module docstring."""
@@ -128,19 +141,16 @@ def action_policy(network, params, deterministic: bool, dist=None) -> Callable:
     mean), or a sample, in the form the env takes (`ppo.policies`: clipped or squashed); never
     an action the mask forbids. `dist`: the env's `ppo.policies.for_env` (None: categorical).
     For a recurrent network, `policy(obs, key, mask, memory) -> (actions, policy output, state)`
-    (see `rollout`)."""
+    (see `rollout`): one function for both, over `policy_and_value`."""
     dist = dist or categorical(network.action_dim)
 
     def choose(out, key, mask):
         action = dist.greedy(out, mask) if deterministic else dist.sample(key, out, mask)
         return dist.env_action(action)
 
-    def policy(obs, key, mask=None):
-        out, _ = network.apply(params, obs)
-        return choose(out, key, mask), out
+    def policy(obs, key, mask=None, memory=None):
+        net = policy_and_value(network, params, obs, memory)
+        action = choose(net.policy, key, mask)
+        return (action, net.policy) if memory is None else (action, net.policy, net.carry)
 
-    def recurrent_policy(obs, key, mask, memory):
-        state, out, _ = network.apply(params, obs, *memory, method="step")
-        return choose(out, key, mask), out, state
-
-    return recurrent_policy if getattr(network, "recurrent", False) else policy
+    return policy
