@@ -59,8 +59,8 @@ class Rollout(NamedTuple):
 
 def batched_step(env, env_params, num_envs: int) -> Callable:
     """`env.step` over `num_envs` envs, one key each split from the step's key. A batched env
-    (`env.batched`: EnvPool, Gymnasium; `ppo_lab.envs.make`) steps the whole batch itself."""
-    if getattr(env, "batched", False):
+    (`env.batched`: EnvPool, Gymnasium; `ppo_lab.envs.base.Env`) steps the whole batch itself."""
+    if env.batched:
         return lambda key, env_state, action: env.step_batch(key, env_state, action, env_params)
     vstep = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
@@ -74,7 +74,7 @@ def batched_mask(env, env_params) -> Callable | None:
     """`mask(env_state)`: `env.action_mask` over a batch of envs (a state with no valid action
     allows every action, see `distributions.allow_all_if_none_valid`); None for an env without
     a mask."""
-    if not hasattr(env, "action_mask"):
+    if not env.has_action_mask:
         return None
 
     vmask = jax.vmap(env.action_mask, in_axes=(0, None))
@@ -83,7 +83,7 @@ def batched_mask(env, env_params) -> Callable | None:
 
 def batched_reset(env, env_params, key, num_envs: int):
     """`(obs, env_state)` of `num_envs` envs, one key each split from `key`."""
-    if getattr(env, "batched", False):
+    if env.batched:
         return env.reset_batch(key, env_params, num_envs)
     return jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, num_envs), env_params)
 
@@ -96,7 +96,7 @@ def episode_ended(terminated, truncated):
 def initial_memory(network, num_envs: int):
     """A recurrent network's memory at the start of `num_envs` episodes (zero state, no reset
     pending); None for a feed-forward network."""
-    if not getattr(network, "recurrent", False):
+    if not network.recurrent:
         return None
     return network.initial_carry(num_envs), jnp.zeros((num_envs,), bool)
 
