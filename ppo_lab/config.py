@@ -6,7 +6,10 @@ YAML names, `env.check`), and returns frozen dataclasses. Errors name the key, t
 what is valid, and are raised before XLA starts, anything compiles or the run writes anything.
 
 The values themselves live in one place, `conf/`: every key is read from the composed config
-(a missing key is an error that names it), never filled in from a second copy here.
+(a missing key is an error that names it), with five exceptions, defaults written in `validate`
+for keys a config saved by an older lab (or a hand-written one) may lack: `seed` (0), `reward`
+(the section `{name: default}`), `checkpoint.if_all_damaged` ("error"), `benchmark` (false) and
+`resume` (null). conf/ gives each the same value; nothing else is filled in here.
 """
 
 from __future__ import annotations

@@ -108,3 +108,39 @@ def test_the_worked_env_example_in_docs_builds_and_steps(tmp_path):
     for _ in range(3):
         obs, state, reward, terminated, truncated, info = step(jax.random.PRNGKey(1), state, jax.numpy.ones(3, int))
     assert obs.shape == (3, 4) and float(reward.sum()) == 3.0 and bool(terminated.all())
+
+
+def test_a_group_has_no_host_loop_of_its_own():
+    """run/group.py drives its cells with run/loop.py's loop: no `while` there, and no `for`
+    whose body runs a chunk."""
+    tree = ast.parse((PACKAGE / "run" / "group.py").read_text())
+    assert not [n.lineno for n in ast.walk(tree) if isinstance(n, ast.While)]
+    chunk_loops = [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor))
+                   and any(isinstance(c, ast.Attribute) and c.attr in ("next_chunk", "compiled", "chunk")
+                           for c in ast.walk(n))]
+    assert not chunk_loops, chunk_loops
+    assert "drive(" in (PACKAGE / "run" / "group.py").read_text()
+
+
+def named_in_architecture(module: Path, doc: str) -> bool:
+    """Whether docs/architecture.md names `module` (a path under ppo_lab/): by its path
+    (`run/loop.py`), or by its name on a table row of its folder (`bench/sidebyside.py`,
+    `purejaxrl_peer.py`; `envs/foraging/`: `config`, `world`); a package's `__init__.py` by
+    its folder's row."""
+    rel = module.relative_to(PACKAGE)
+    folder = rel.parent.as_posix()
+    if rel.name == "__init__.py":
+        return folder == "." or f"{folder}/`" in doc
+    parts = rel.parts
+    if f"ppo_lab/{rel.as_posix()}" in doc or any("/".join(parts[i:]) in doc for i in range(len(parts) - 1)):
+        return True
+    folders = ["/".join(parts[i:-1]) for i in range(len(parts) - 1)]  # run/recorders, recorders
+    rows = [line for line in doc.splitlines() if line.startswith("|")
+            and any(f"`{f}/" in line or f"ppo_lab/{f}/" in line for f in folders)]
+    return any(f"`{rel.name}`" in row or f"`{rel.stem}`" in row for row in rows)
+
+
+def test_every_module_is_named_in_the_architecture_doc():
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    missing = [path.relative_to(PACKAGE).as_posix() for path in modules() if not named_in_architecture(path, doc)]
+    assert not missing, "modules docs/architecture.md does not name (one line a module, its job): " + ", ".join(missing)
