@@ -278,23 +278,18 @@ def _optional(section: Mapping, prefix: str, name: str, kind=float):
     return None if section.get(name) is None else _number(section, prefix, name, kind)
 
 
+def _traced_values(s: Mapping) -> dict[str, float | None]:
+    """The traced keys of the `ppo` section: numbers (null too where the field allows None)."""
+    fields = [f for f in dataclasses.fields(PPOConfig) if f.name in TRACED_PPO_KEYS]
+    return {f.name: (_optional if "None" in str(f.type) else _number)(s, "ppo", f.name) for f in fields}
+
+
 def _ppo(s: Mapping) -> PPOConfig:
     n = lambda name, kind=float: _number(s, "ppo", name, kind)  # noqa: E731
     ppo = PPOConfig(
-        lr=n("lr"),
-        lr_final=n("lr_final"),
+        **_traced_values(s),
         anneal_lr=_flag(s, "ppo", "anneal_lr"),
-        gamma=n("gamma"),
-        gae_lambda=n("gae_lambda"),
-        clip_eps=n("clip_eps"),
-        clip_eps_final=n("clip_eps_final"),
         clip_vloss=_flag(s, "ppo", "clip_vloss"),
-        vf_coef=n("vf_coef"),
-        ent_coef_initial=n("ent_coef_initial"),
-        ent_coef_final=n("ent_coef_final"),
-        entropy_floor=_optional(s, "ppo", "entropy_floor"),
-        entropy_floor_coef=n("entropy_floor_coef"),
-        max_grad_norm=n("max_grad_norm"),
         update_epochs=n("update_epochs", int),
         num_minibatches=n("num_minibatches", int),
         normalize_advantages=_flag(s, "ppo", "normalize_advantages"),
