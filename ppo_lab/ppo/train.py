@@ -2,8 +2,15 @@
 
 Per replica (one seed, or one device's share of a seed's envs) training is a pure function
 of a PRNG key, built PureJaxRL-style from nested `lax.scan`s: updates -> rollout steps, and
-epochs -> minibatches. The host calls `train_chunk` repeatedly and logs, checkpoints and
+epochs -> minibatches. The host calls `Trainer.chunk` repeatedly and logs, checkpoints and
 checks stop conditions between chunks (the HackMatrix idea: jit a chunk, not the run).
+
+`Trainer` reads top to bottom in calling order: `init`; `chunk` -> `update` -> `collect` (the
+rollout: `policy`, `record`, the truncation bootstrap) -> `advantages` -> `epoch` ->
+`minibatch` -> `loss`. What flows between them is named: `Transition` (one step of the rollout),
+`PolicyStep` (the sampling policy's outputs), `RolloutStats` (the running episode counters),
+`Minibatch`; the traced hyperparameters are one struct (`ppo.hypers.Hypers`). The network is
+called per step through `ppo.rollout.policy_and_value`, as evaluation and replay call it.
 
 Replicas are laid out by `ppo_lab.ppo.parallel`: either one replica per seed (seeds sharded
 across devices) or, for a single seed on several devices, one replica per device with
