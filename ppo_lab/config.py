@@ -6,7 +6,10 @@ YAML names, `env.check`), and returns frozen dataclasses. Errors name the key, t
 what is valid, and are raised before XLA starts, anything compiles or the run writes anything.
 
 The values themselves live in one place, `conf/`: every key is read from the composed config
-(a missing key is an error that names it), never filled in from a second copy here.
+(a missing key is an error that names it), with five exceptions, defaults written in `validate`
+for keys a config saved by an older lab (or a hand-written one) may lack: `seed` (0), `reward`
+(the section `{name: default}`), `checkpoint.if_all_damaged` ("error"), `benchmark` (false) and
+`resume` (null). conf/ gives each the same value; nothing else is filled in here.
 """
 
 from __future__ import annotations
@@ -27,22 +30,30 @@ from ppo_lab.errors import ConfigError
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
+def traced():
+    """Marks a PPOConfig field as a traced hyperparameter: it changes no shape, so it is an
+    argument of the compiled chunk, one value per replica (ppo/hypers.py `Hypers`), and jobs of
+    a grid that differ only in such keys share one program (hydra/launcher=vmap). Adding one:
+    mark its field here and give its YAML default (conf/ppo/); the trainer reads it by name."""
+    return field(metadata={"traced": True})
+
+
 @dataclass(frozen=True)
 class PPOConfig:
-    lr: float
-    lr_final: float
+    lr: float = traced()
+    lr_final: float = traced()
     anneal_lr: bool
-    gamma: float
-    gae_lambda: float
-    clip_eps: float
-    clip_eps_final: float
+    gamma: float = traced()
+    gae_lambda: float = traced()
+    clip_eps: float = traced()
+    clip_eps_final: float = traced()
     clip_vloss: bool
-    vf_coef: float
-    ent_coef_initial: float
-    ent_coef_final: float
-    entropy_floor: float | None
-    entropy_floor_coef: float
-    max_grad_norm: float
+    vf_coef: float = traced()
+    ent_coef_initial: float = traced()
+    ent_coef_final: float = traced()
+    entropy_floor: float | None = traced()
+    entropy_floor_coef: float = traced()
+    max_grad_norm: float = traced()
     update_epochs: int
     num_minibatches: int
     normalize_advantages: bool
@@ -217,11 +228,9 @@ class RunConfig:
 
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
-# The PPO hyperparameters that change no shape: arguments of the compiled chunk, one value per
-# replica (ppo/hypers.py), so jobs of a grid that differ only in these share one program
-# (hydra/launcher=vmap). `entropy_floor` null or not is the program's choice, its value is not.
-TRACED_PPO_KEYS = ("lr", "lr_final", "ent_coef_initial", "ent_coef_final", "clip_eps", "clip_eps_final", "vf_coef",
-                   "max_grad_norm", "gamma", "gae_lambda", "entropy_floor", "entropy_floor_coef")
+# The PPO keys marked `traced()` in PPOConfig, in its order. `entropy_floor` null or not is the
+# program's choice, its value is not.
+TRACED_PPO_KEYS = tuple(f.name for f in dataclasses.fields(PPOConfig) if f.metadata.get("traced"))
 
 
 def shared_program_key(resolved: Mapping[str, Any]) -> str:
@@ -286,23 +295,18 @@ def _optional(section: Mapping, prefix: str, name: str, kind=float):
     return None if section.get(name) is None else _number(section, prefix, name, kind)
 
 
+def _traced_values(s: Mapping) -> dict[str, float | None]:
+    """The traced keys of the `ppo` section: numbers (null too where the field allows None)."""
+    fields = [f for f in dataclasses.fields(PPOConfig) if f.name in TRACED_PPO_KEYS]
+    return {f.name: (_optional if "None" in str(f.type) else _number)(s, "ppo", f.name) for f in fields}
+
+
 def _ppo(s: Mapping) -> PPOConfig:
     n = lambda name, kind=float: _number(s, "ppo", name, kind)  # noqa: E731
     ppo = PPOConfig(
-        lr=n("lr"),
-        lr_final=n("lr_final"),
+        **_traced_values(s),
         anneal_lr=_flag(s, "ppo", "anneal_lr"),
-        gamma=n("gamma"),
-        gae_lambda=n("gae_lambda"),
-        clip_eps=n("clip_eps"),
-        clip_eps_final=n("clip_eps_final"),
         clip_vloss=_flag(s, "ppo", "clip_vloss"),
-        vf_coef=n("vf_coef"),
-        ent_coef_initial=n("ent_coef_initial"),
-        ent_coef_final=n("ent_coef_final"),
-        entropy_floor=_optional(s, "ppo", "entropy_floor"),
-        entropy_floor_coef=n("entropy_floor_coef"),
-        max_grad_norm=n("max_grad_norm"),
         update_epochs=n("update_epochs", int),
         num_minibatches=n("num_minibatches", int),
         normalize_advantages=_flag(s, "ppo", "normalize_advantages"),

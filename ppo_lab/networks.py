@@ -30,7 +30,7 @@ initial values), so a checkpoint trained with one loads with the other:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
@@ -303,6 +303,15 @@ class ObsNorm(nn.Module):
         return ((obs.astype(jnp.float32) - mean) * jax.lax.rsqrt(var + 1e-8)).astype(obs.dtype)
 
 
+class PolicyValue(NamedTuple):
+    """One step of the network on a batch (`ActorCritic.policy_and_value`, called through
+    `ppo.rollout.policy_and_value` by training, evaluation, replay and the benchmark)."""
+    policy: Any  # logits, or a Gaussian's (mean, log_std)
+    value: jax.Array  # [B]
+    carry: Any = None  # a recurrent network's state after the step (None: feed-forward)
+    extra_value: jax.Array | None = None  # the values of `extra_obs` (None: none asked for)
+
+
 class ActorCritic(nn.Module):
     action_dim: int
     cfg: NetworkConfig
@@ -403,6 +412,25 @@ class ActorCritic(nn.Module):
         actor_features = self.actor_torso(self._actor_obs(obs))
         critic_features = self._critic_features(actor_features, obs)
         return self._policy(actor_features), self._values(critic_features)
+
+    def policy_and_value(self, obs, memory=None, extra_obs=None) -> PolicyValue:
+        """One step on a batch `obs` [B, ...]: the policy and values; a recurrent network starts
+        from `memory = (carry, reset)` (ppo.rollout.initial_memory) and hands back its carry.
+        `extra_obs` [B, ...]: their values too, in the same pass (`with_extra_values`)."""
+        if memory is None:
+            if extra_obs is None:
+                return PolicyValue(*self(obs))
+            policy, values, extra = self.with_extra_values(obs, extra_obs)
+            return PolicyValue(policy, values, None, extra)
+        if extra_obs is None:
+            carry, policy, values = self.step(obs, *memory)
+            return PolicyValue(policy, values, carry)
+        carry, policy, values, extra = self.step_with_extra_values(obs, *memory, extra_obs)
+        return PolicyValue(policy, values, carry, extra)
+
+    def value_of(self, obs, memory=None):
+        """The values [B] of `obs` [B, ...] (a recurrent network: one step from `memory`)."""
+        return self.value(obs) if memory is None else self.step_value(obs, *memory)
 
     def value(self, obs):
         obs = self._norm(obs)

@@ -9,6 +9,7 @@ import optax
 import pytest
 
 from ppo_lab.ppo import grad_clip, value_norm as vn
+from ppo_lab.envs.gymnax_envs import GymnaxEnv
 
 from conftest import network_config, ppo_config
 
@@ -100,6 +101,8 @@ def test_trainer_with_popart_and_separate_clipping_runs_and_tracks_returns():
     from ppo_lab.ppo.train import current_learning_rate, make_trainer
 
     env, env_params = gymnax.make("CartPole-v1")
+
+    env = GymnaxEnv(env)  # under the lab's env contract (envs/base.py)
     ppo = ppo_config(lr=1e-3, lr_final=1e-3, anneal_lr=False, gamma=0.99, gae_lambda=0.95, clip_eps=0.2,
                     clip_eps_final=0.2, clip_vloss=True, vf_coef=0.5, ent_coef_initial=0.01, ent_coef_final=0.01,
                     entropy_floor=0.5, entropy_floor_coef=0.05, max_grad_norm=0.5, update_epochs=2, num_minibatches=1,

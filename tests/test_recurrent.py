@@ -22,6 +22,7 @@ from ppo_lab.ppo.rollout import initial_memory
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.run import resume
 from ppo_lab.run.build import build
+from ppo_lab.envs.gymnax_envs import GymnaxEnv
 
 from conftest import TINY, compose_config, network_config, ppo_config
 
@@ -139,6 +140,7 @@ def test_a_cnn_torso_and_a_privileged_critic_take_a_cell_too():
 
 def _trainer(num_minibatches=2, lr=1e-3, cell="gru", shared=False, bootstrap=True):
     env, env_params = gymnax.make("CartPole-v1")
+    env = GymnaxEnv(env)  # under the lab's env contract (envs/base.py)
     env_params = env_params.replace(max_steps_in_episode=7)  # episodes end (truncated) inside a rollout
     ppo = ppo_config(num_envs=6, num_steps=20, total_timesteps=6 * 20 * 4, update_epochs=1, num_minibatches=num_minibatches,
                      lr=lr, lr_final=0.0, anneal_lr=False, auto_scale=False, bootstrap_truncation=bootstrap)
@@ -188,6 +190,7 @@ def test_the_first_minibatch_of_an_update_has_ratio_one():
 def test_a_feed_forward_network_has_no_memory():
     assert initial_memory(ActorCritic(2, network_config()), 3) is None
     env, env_params = gymnax.make("CartPole-v1")
+    env = GymnaxEnv(env)  # under the lab's env contract (envs/base.py)
     ff = make_trainer(ppo_config(num_envs=2, num_steps=4, total_timesteps=16, auto_scale=False, num_minibatches=2), env,
                       env_params, ActorCritic(2, network_config()), num_envs=2, chunk_updates=1)
     state = jax.jit(ff.init)(jax.random.PRNGKey(0), jax.random.PRNGKey(1))

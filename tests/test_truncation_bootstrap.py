@@ -13,6 +13,7 @@ from ppo_lab.ppo import value_norm as vn
 from ppo_lab.ppo.distributions import sample_action
 from ppo_lab.ppo.rollout import batched_step, rollout
 from ppo_lab.ppo.train import make_trainer
+from ppo_lab.envs.gymnax_envs import GymnaxEnv
 
 from conftest import network_config, ppo_config
 
@@ -49,6 +50,8 @@ def test_bootstrap_in_the_next_forward_pass_matches_the_two_call_version(shared_
     import gymnax
 
     env, env_params = gymnax.make("CartPole-v1")
+
+    env = GymnaxEnv(env)  # under the lab's env contract (envs/base.py)
     env_params = env_params.replace(max_steps_in_episode=5)  # most episodes end by the time limit
     ppo = _ppo(value_norm="popart" if popart else None, popart_beta_min=0.001)
     network = ActorCritic(2, network_config(kind="mlp", activation="tanh", hidden_sizes=(16, 16), shared_torso=shared_torso))
@@ -72,6 +75,8 @@ def test_bootstrap_off_leaves_rewards_as_the_env_pays():
     import gymnax
 
     env, env_params = gymnax.make("CartPole-v1")
+
+    env = GymnaxEnv(env)  # under the lab's env contract (envs/base.py)
     env_params = env_params.replace(max_steps_in_episode=5)
     ppo = _ppo(bootstrap_truncation=False)
     network = ActorCritic(2, network_config(kind="mlp", activation="tanh", hidden_sizes=(16,)))

@@ -17,7 +17,7 @@ from ppo_lab.config import shared_program_key, validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.launching.vmap_groups import check_max_replicas, plan_groups
 from ppo_lab.launching.vmap_launcher import announce
-from ppo_lab.ppo import hypers as hyper_values
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.run.build import build
 
 VMAP = ["hydra/launcher=vmap", *TINY, "num_seeds=2"]
@@ -36,7 +36,7 @@ def test_traced_hyperparameters_train_as_the_constants_did():
     trainer = build(cfg, 1).trainer
     state = jax.jit(trainer.init)(*jax.random.split(jax.random.PRNGKey(0)))
     _, constants = jax.jit(trainer.chunk)(state, 0)
-    _, traced = jax.jit(trainer.chunk)(state, 0, hyper_values.of(cfg.ppo))
+    _, traced = jax.jit(trainer.chunk)(state, 0, Hypers.of(cfg.ppo))
     for name in constants:
         np.testing.assert_allclose(traced[name], constants[name], rtol=1e-5, atol=1e-7, err_msg=name)
 

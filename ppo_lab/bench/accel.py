@@ -38,8 +38,9 @@ import jax.numpy as jnp
 from ppo_lab.bench.configs import compose
 from ppo_lab.config import PRECISIONS, validate
 from ppo_lab.hardware import start_jax
-from ppo_lab.ppo import hypers as hyper_values
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.parallel import init_replicas, make_mesh, replica_sharding, sharded_chunk, start_update_arg
+from ppo_lab.ppo.rollout import policy_and_value
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.run.build import build
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
@@ -68,7 +69,7 @@ def matmul_rate(device, n: int) -> float:
 def forward_flops(network, obs) -> float:
     """FLOPs of the network on one observation, by XLA's cost analysis (no loops inside)."""
     params = jax.eval_shape(network.init, jax.random.PRNGKey(0), obs[:1])
-    cost = jax.jit(network.apply).lower(params, obs[:1]).compile().cost_analysis()
+    cost = jax.jit(lambda p, o: policy_and_value(network, p, o)).lower(params, obs[:1]).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
     return float(cost.get("flops", 0.0))
 
@@ -80,9 +81,9 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     trainer = make_trainer(ppo, comp.env, comp.env_params, comp.network, num_envs=layout.envs_per_replica,
                            chunk_updates=updates, grad_axis=layout.grad_axis)
     mesh = make_mesh(layout, devices)
-    hypers = hyper_values.replicated(ppo, layout.num_replicas)
+    hypers = Hypers.replicated(ppo, layout.num_replicas)
     state = init_replicas(trainer.init, layout, cfg.seeds, mesh, hypers)
-    hypers = hyper_values.sharded(hypers, replica_sharding(mesh))
+    hypers = hypers.sharded(replica_sharding(mesh))
     row = {"seeds": seeds, "precision": precision, "conv": comp.network.conv, "num_minibatches": ppo.num_minibatches,
            "num_envs": ppo.num_envs, "num_steps": ppo.num_steps, "layout": layout.as_dict()}
     t0 = time.perf_counter()

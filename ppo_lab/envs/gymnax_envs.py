@@ -12,6 +12,7 @@ from typing import Mapping
 
 import gymnax
 
+from ppo_lab.envs.base import Env
 from ppo_lab.envs.gymnax_config import check_gymnax
 from ppo_lab.errors import ConfigError
 
@@ -22,6 +23,7 @@ def _make_gymnax(env_cfg: Mapping, reward_cfg: Mapping):
     if env_id not in gymnax.registered_envs:
         raise ConfigError("env.gymnax_id", env_id, f"a gymnax environment id, one of {sorted(gymnax.registered_envs)}")
     env, params = gymnax.make(env_id)
+    env = GymnaxEnv(env)
     overrides = dict(env_cfg.get("params") or {})
     if overrides:
         unknown = sorted(set(overrides) - set(params.__dataclass_fields__))
@@ -29,6 +31,38 @@ def _make_gymnax(env_cfg: Mapping, reward_cfg: Mapping):
             raise ConfigError(f"env.params.{unknown[0]}", overrides[unknown[0]], f"a field of {type(params).__name__}: {sorted(params.__dataclass_fields__)}")
         params = params.replace(**overrides)
     return env, params
+
+
+class GymnaxEnv(Env):
+    """One of gymnax's own envs under the lab's contract (`envs.base.Env`): gymnax's API
+    passed through, the optional members at their defaults."""
+
+    def __init__(self, env):
+        self.gymnax_env = env
+
+    @property
+    def name(self) -> str:
+        return self.gymnax_env.name
+
+    @property
+    def num_actions(self) -> int:
+        return self.gymnax_env.num_actions
+
+    @property
+    def default_params(self):
+        return self.gymnax_env.default_params
+
+    def reset(self, key, params=None):
+        return self.gymnax_env.reset(key, params)
+
+    def step(self, key, state, action, params=None):
+        return self.gymnax_env.step(key, state, action, params)
+
+    def action_space(self, params=None):
+        return self.gymnax_env.action_space(params)
+
+    def observation_space(self, params=None):
+        return self.gymnax_env.observation_space(params)
 
 
 def make_cartpole(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):

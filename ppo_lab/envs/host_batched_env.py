@@ -12,9 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import environment, spaces
 
+from ppo_lab.envs.base import Env
 
-class HostBatchedEnv:
+
+class HostBatchedEnv(Env):
     batched = True  # steps whole batches: reset_batch / step_batch (ppo.rollout.batched_step)
+    lives_outside_jax = True  # evaluates on a pool of its own: `for_evaluation()`
 
     @property
     def default_params(self) -> environment.EnvParams:

@@ -10,19 +10,10 @@ A builder takes the env's keys and the `reward` section (plain dicts) and the
 `step(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)`.
 A check takes the same two sections, raises ConfigError on a bad value and imports no jax.
 
-Optional extras an env may offer (the trainer uses them when present):
-- `info["metrics"]`: dict name -> per-step scalar; the trainer logs each one's mean over a
-  rollout under its own name (e.g. `reward/food`).
-- `env.action_names`: names for `actions/<name>` fractions (else the action index).
-- `env.actor_obs_channels`: if set, the actor sees only the first N observation channels
-  while the critic sees all of them (a privileged critic).
-- `env.action_mask(state, params) -> bool[num_actions]`: the actions valid in `state`. An env
-  may expose such a mask of valid actions; the trainer, evaluation and replay honour it: invalid
-  actions are never sampled nor chosen greedily, log-probs and entropy are over the valid
-  actions (`ppo_lab.ppo.distributions`), and every masked run logs `actions/invalid_frac`
-  (always 0). Envs without it (gymnax's own) train exactly as before.
-- An `info["metrics"]` value may be NaN on steps where it is undefined (e.g. a rate over rare
-  events): its rollout mean ignores those steps.
+The env itself derives from `ppo_lab.envs.base.Env`: the contract, with every optional
+member (batched stepping, an action mask, a privileged critic's channels, action names,
+placement on devices, evaluation envs, the `resetting` flag, `info["metrics"]`) and its
+default in one place. docs/envs.md adds an env, step by step.
 """
 
 from __future__ import annotations

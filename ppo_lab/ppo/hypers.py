@@ -1,55 +1,94 @@
-"""The traced hyperparameters of one replica: float32 scalars the chunk takes as arguments.
+"""`Hypers`: the traced hyperparameters of one replica (or of stacked replicas), one typed struct.
 
-The keys of `config.TRACED_PPO_KEYS` change no shape, so they need not be constants of the
-compiled program: passed per replica (vmapped with the seeds), one program trains a grid of
-them. The values are those the trainer computed from Python floats before, worked out here in
-float64 and rounded once, so a single run trains to the same bits: a linear schedule
-`start + (end - start) * progress` keeps its float64 difference (`*_delta`), and GAE's
-`gamma * gae_lambda` its float64 product.
+Its fields are the PPOConfig keys marked `traced()` in ppo_lab/config.py, under their config
+names (`config.TRACED_PPO_KEYS`): they change no shape, so they are arguments of the compiled
+chunk, not constants, and one program trains a grid (or a population) of them. The trainer
+reads them by name (`hypers.vf_coef`); a scheduled one (`<name>_final` beside `<name>` or
+`<name>_initial`) is read at an update as `hypers.scheduled("ent_coef", update, num_updates)`.
+
+    Hypers.of(ppo)                        a run's values
+    Hypers.from_values({"lr": 3e-4, ...})   any replica's values (a member of a population)
+    Hypers.stack([...]), .replicated(...)  [replicas] per field, the chunk's argument
+
+Two derived values are worked out on the host in float64 and rounded once to float32, so a run
+trains to the bits it trained to when these were Python constants: each schedule's span
+`end - start` (`spans`) and GAE's `gamma * gae_lambda` (`gamma_lambda`). They are not config
+keys and are never set by hand: the constructors compute them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any, Mapping
+
+import flax.struct
 import jax
 import numpy as np
 
-from ppo_lab.config import PPOConfig
+from ppo_lab.config import TRACED_PPO_KEYS, PPOConfig
 
-# The names `of` returns, in a fixed order (a checkpoint never holds them: each cell's config does).
-NAMES = ("lr", "lr_delta", "ent_coef", "ent_coef_delta", "clip_eps", "clip_eps_delta", "vf_coef", "max_grad_norm",
-         "gamma", "gamma_lambda", "entropy_floor", "entropy_floor_coef")
-
-
-def of(ppo: PPOConfig) -> dict[str, np.float32]:
-    """One replica's hyperparameters (a null entropy floor: 0, unused by the program)."""
-    values = {
-        "lr": ppo.lr,
-        "lr_delta": ppo.lr_final - ppo.lr,
-        "ent_coef": ppo.ent_coef_initial,
-        "ent_coef_delta": ppo.ent_coef_final - ppo.ent_coef_initial,
-        "clip_eps": ppo.clip_eps,
-        "clip_eps_delta": ppo.clip_eps_final - ppo.clip_eps,
-        "vf_coef": ppo.vf_coef,
-        "max_grad_norm": ppo.max_grad_norm,
-        "gamma": ppo.gamma,
-        "gamma_lambda": ppo.gamma * ppo.gae_lambda,
-        "entropy_floor": 0.0 if ppo.entropy_floor is None else ppo.entropy_floor,
-        "entropy_floor_coef": ppo.entropy_floor_coef,
-    }
-    return {name: np.float32(values[name]) for name in NAMES}
+# A traced key `<name>_final` schedules `<name>` linearly over training from `<name>` (or
+# `<name>_initial`): {scheduled name: (start key, end key)}.
+SCHEDULES = {
+    key[: -len("_final")]: (
+        key[: -len("_final")] if key[: -len("_final")] in TRACED_PPO_KEYS else key[: -len("_final")] + "_initial",
+        key,
+    )
+    for key in TRACED_PPO_KEYS
+    if key.endswith("_final")
+}
 
 
-def stacked(per_replica: list[PPOConfig]) -> dict[str, np.ndarray]:
-    """The hyperparameters of each replica, stacked along a leading replica axis."""
-    rows = [of(ppo) for ppo in per_replica]
-    return {name: np.stack([row[name] for row in rows]) for name in NAMES}
+class _HypersMethods:
+    """The methods of `Hypers` (its fields are made from config.TRACED_PPO_KEYS below)."""
+
+    def scheduled(self, name: str, update, num_updates: int):
+        """`name`'s value at update `update` (0-based): linear from its start at 0 to its end at
+        `num_updates`, e.g. `scheduled("ent_coef", ...)` from ent_coef_initial to ent_coef_final."""
+        start, _ = SCHEDULES[name]
+        return vars(self)[start] + self.spans[name] * (update / num_updates)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]):
+        """One replica's struct from its traced keys' values (floats; a null entropy floor: 0,
+        unused by a program without one)."""
+        values = {k: 0.0 if k == "entropy_floor" and values[k] is None else float(values[k]) for k in TRACED_PPO_KEYS}
+        spans = {name: np.float32(values[end] - values[start]) for name, (start, end) in SCHEDULES.items()}
+        return cls(**{k: np.float32(v) for k, v in values.items()}, spans=spans,
+                   gamma_lambda=np.float32(values["gamma"] * values["gae_lambda"]))
+
+    @classmethod
+    def of(cls, ppo: PPOConfig):
+        """A run's struct: its config's values."""
+        return cls.from_values(dataclasses.asdict(ppo))
+
+    @staticmethod
+    def stack(per_replica: list):
+        """Structs stacked along a leading replica axis ([replicas] per field)."""
+        return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *per_replica)
+
+    @classmethod
+    def replicated(cls, ppo: PPOConfig, num_replicas: int):
+        """One run's struct for each of its replicas (seeds, or one seed's device shares)."""
+        return cls.stack([cls.of(ppo)] * num_replicas)
+
+    def replica(self, index: int):
+        """Replica `index` of stacked structs."""
+        return jax.tree.map(lambda x: x[index], self)
+
+    def sharded(self, sharding):
+        """Stacked structs on the devices, laid out as the replicas' state is."""
+        return jax.device_put(self, sharding)
 
 
-def replicated(ppo: PPOConfig, num_replicas: int) -> dict[str, np.ndarray]:
-    """One run's hyperparameters for each of its replicas (seeds, or one seed's device shares)."""
-    return stacked([ppo] * num_replicas)
+Hypers = flax.struct.dataclass(type("Hypers", (_HypersMethods,), {
+    "__doc__": "A replica's traced hyperparameters: one field per `config.TRACED_PPO_KEYS` key, plus the "
+               "derived `spans` and `gamma_lambda` (see the module's docstring).",
+    "__module__": __name__,
+    "__annotations__": {**{k: Any for k in TRACED_PPO_KEYS}, "spans": dict, "gamma_lambda": Any},
+}))
 
 
-def sharded(hypers: dict, sharding):
-    """Stacked hyperparameters on the devices, laid out as the replicas' state is."""
-    return jax.device_put(hypers, sharding)
+def traced_keys() -> tuple[str, ...]:
+    """The traced keys (config names), e.g. those a population explores."""
+    return TRACED_PPO_KEYS

@@ -113,7 +113,7 @@ def replica_sharding(mesh: Mesh) -> NamedSharding:
 
 def sharded_chunk(chunk_fn, mesh: Mesh):
     """jit(shard_map(vmap(chunk))): replicas along axis 0, split across the mesh; each
-    replica's traced hyperparameters (ppo/hypers.py, [replicas] per name) along with it. A device
+    replica's traced hyperparameters (ppo.hypers.Hypers, [replicas] per field) along with it. A device
     with one replica runs the chunk unbatched: `vmap` over one replica still rewrites every op
     into its batched form, which cost 5% of PureJaxRL's speed on CartPole at 4 envs on a CPU
     (0.93x vs 0.98x, program alone, median of 12 interleaved rounds; docs/performance.md)."""
@@ -144,15 +144,15 @@ def replica_keys(layout: Layout, seeds: list[int]):
     return pairs
 
 
-def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers: dict | None = None):
+def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers=None):
     """Initialise each replica on its own, then stack and shard. `hypers`: the replicas'
-    stacked traced hyperparameters (None: the config's own).
+    stacked traced hyperparameters (`Hypers`; None: the config's own).
 
     Not `vmap(init)`: a batched orthogonal initialiser (a batched QR) can deadlock the 2-thread
     XLA CPU pool (docs/toolchain.md). One jitted init per replica keeps the QR unbatched.
     """
     init_one = jax.jit(init_fn)
-    row = lambda r: None if hypers is None else {k: v[r] for k, v in hypers.items()}  # noqa: E731
+    row = lambda r: None if hypers is None else hypers.replica(r)  # noqa: E731
     states = [jax.device_get(init_one(pk, ek, row(r))) for r, (pk, ek) in enumerate(replica_keys(layout, seeds))]
     stacked = jax.tree.map(lambda *xs: np.stack(xs), *states)
     return jax.device_put(stacked, replica_sharding(mesh))

@@ -100,7 +100,7 @@ def for_env(env, env_params, squash: str | None = None) -> ActionDistribution:
     space = env.action_space(env_params)
     if not is_continuous(space):
         return categorical(int(space.n))
-    if hasattr(env, "action_mask"):
+    if env.has_action_mask:
         raise ConfigError("env", type(env).__name__, "an env without an action mask: masks are a discrete notion, "
                           "and this env's actions are continuous")
     shape = tuple(space.shape)

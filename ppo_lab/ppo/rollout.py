@@ -59,8 +59,8 @@ class Rollout(NamedTuple):
 
 def batched_step(env, env_params, num_envs: int) -> Callable:
     """`env.step` over `num_envs` envs, one key each split from the step's key. A batched env
-    (`env.batched`: EnvPool, Gymnasium; `ppo_lab.envs.make`) steps the whole batch itself."""
-    if getattr(env, "batched", False):
+    (`env.batched`: EnvPool, Gymnasium; `ppo_lab.envs.base.Env`) steps the whole batch itself."""
+    if env.batched:
         return lambda key, env_state, action: env.step_batch(key, env_state, action, env_params)
     vstep = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
@@ -74,7 +74,7 @@ def batched_mask(env, env_params) -> Callable | None:
     """`mask(env_state)`: `env.action_mask` over a batch of envs (a state with no valid action
     allows every action, see `distributions.allow_all_if_none_valid`); None for an env without
     a mask."""
-    if not hasattr(env, "action_mask"):
+    if not env.has_action_mask:
         return None
 
     vmask = jax.vmap(env.action_mask, in_axes=(0, None))
@@ -83,7 +83,7 @@ def batched_mask(env, env_params) -> Callable | None:
 
 def batched_reset(env, env_params, key, num_envs: int):
     """`(obs, env_state)` of `num_envs` envs, one key each split from `key`."""
-    if getattr(env, "batched", False):
+    if env.batched:
         return env.reset_batch(key, env_params, num_envs)
     return jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, num_envs), env_params)
 
@@ -96,9 +96,22 @@ def episode_ended(terminated, truncated):
 def initial_memory(network, num_envs: int):
     """A recurrent network's memory at the start of `num_envs` episodes (zero state, no reset
     pending); None for a feed-forward network."""
-    if not getattr(network, "recurrent", False):
+    if not network.recurrent:
         return None
     return network.initial_carry(num_envs), jnp.zeros((num_envs,), bool)
+
+
+def policy_and_value(network, params, obs, memory=None, extra_obs=None):
+    """The network's one call per step, for training, evaluation, replay and the benchmark: the
+    policy output and values of a batch `obs` [B, ...] (`networks.PolicyValue`); a recurrent
+    network steps from `memory = (state, reset)` and hands back its new state (`.carry`);
+    `extra_obs`: their values too, in the same pass (the truncation bootstrap)."""
+    return network.apply(params, obs, memory, extra_obs, method="policy_and_value")
+
+
+def value_of(network, params, obs, memory=None):
+    """The values [B] of a batch of observations (a recurrent network: one step from `memory`)."""
+    return network.apply(params, obs, memory, method="value_of")
 
 
 def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps: int, *,
@@ -128,19 +141,16 @@ def action_policy(network, params, deterministic: bool, dist=None) -> Callable:
     mean), or a sample, in the form the env takes (`ppo.policies`: clipped or squashed); never
     an action the mask forbids. `dist`: the env's `ppo.policies.for_env` (None: categorical).
     For a recurrent network, `policy(obs, key, mask, memory) -> (actions, policy output, state)`
-    (see `rollout`)."""
+    (see `rollout`): one function for both, over `policy_and_value`."""
     dist = dist or categorical(network.action_dim)
 
     def choose(out, key, mask):
         action = dist.greedy(out, mask) if deterministic else dist.sample(key, out, mask)
         return dist.env_action(action)
 
-    def policy(obs, key, mask=None):
-        out, _ = network.apply(params, obs)
-        return choose(out, key, mask), out
+    def policy(obs, key, mask=None, memory=None):
+        net = policy_and_value(network, params, obs, memory)
+        action = choose(net.policy, key, mask)
+        return (action, net.policy) if memory is None else (action, net.policy, net.carry)
 
-    def recurrent_policy(obs, key, mask, memory):
-        state, out, _ = network.apply(params, obs, *memory, method="step")
-        return choose(out, key, mask), out, state
-
-    return recurrent_policy if getattr(network, "recurrent", False) else policy
+    return policy

@@ -2,8 +2,15 @@
 
 Per replica (one seed, or one device's share of a seed's envs) training is a pure function
 of a PRNG key, built PureJaxRL-style from nested `lax.scan`s: updates -> rollout steps, and
-epochs -> minibatches. The host calls `train_chunk` repeatedly and logs, checkpoints and
+epochs -> minibatches. The host calls `Trainer.chunk` repeatedly and logs, checkpoints and
 checks stop conditions between chunks (the HackMatrix idea: jit a chunk, not the run).
+
+`Trainer` reads top to bottom in calling order: `init`; `chunk` -> `update` -> `collect` (the
+rollout: `policy`, `record`, the truncation bootstrap) -> `advantages` -> `epoch` ->
+`minibatch` -> `loss`. What flows between them is named: `Transition` (one step of the rollout),
+`PolicyStep` (the sampling policy's outputs), `RolloutStats` (the running episode counters),
+`Minibatch`; the traced hyperparameters are one struct (`ppo.hypers.Hypers`). The network is
+called per step through `ppo.rollout.policy_and_value`, as evaluation and replay call it.
 
 Replicas are laid out by `ppo_lab.ppo.parallel`: either one replica per seed (seeds sharded
 across devices) or, for a single seed on several devices, one replica per device with
@@ -19,6 +26,8 @@ state each env started the rollout in, zeroed where the previous step ended an e
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from typing import Any, Callable, NamedTuple
 
 import flax.struct
@@ -30,9 +39,10 @@ from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo import normalize, policies
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
-from ppo_lab.ppo import hypers as hyper_values
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo import obs_storage
-from ppo_lab.ppo.rollout import Rollout, Step, batched_mask, batched_reset, batched_step, initial_memory, rollout
+from ppo_lab.ppo.rollout import (Rollout, Step, batched_mask, batched_reset, batched_step, initial_memory,
+                                  policy_and_value, rollout, value_of)
 from ppo_lab.ppo import value_norm as vn
 from ppo_lab.ppo.grad_clip import clip_policy_and_value
 from ppo_lab.ppo.schedules import learning_rate_schedule, schedule_values
@@ -73,21 +83,26 @@ class Transition(NamedTuple):
     # the step after an episode ends, ignoring the action): such a step weighs nothing in the
     # update. None: the env never does that.
     weight: jax.Array | None = None
+    # With ppo.bootstrap_truncation, during the rollout only (None in the update's batch): the
+    # step was cut short by a time limit (truncated, not terminated), and the value of the
+    # previous step's final observation, computed in this step's network pass.
+    cut_short: jax.Array | None = None
+    previous_final_value: jax.Array | None = None
 
 
-def make_optimizer(ppo: PPOConfig, num_updates: int, hypers: dict | None = None) -> optax.GradientTransformation:
+def make_optimizer(ppo: PPOConfig, num_updates: int, hypers: Hypers | None = None) -> optax.GradientTransformation:
     """Adam with clipping and the learning-rate schedule; `hypers`: a replica's traced
     hyperparameters (ppo/hypers.py; None: `ppo`'s own, as constants). Pure functions either
     way: built inside the chunk, it closes over that replica's values; the state's structure
     never depends on them."""
-    hypers = hyper_values.of(ppo) if hypers is None else hypers
+    hypers = Hypers.of(ppo) if hypers is None else hypers
     # inject_hyperparams keeps the scheduled learning rate in the optimiser state, by name.
     steps_per_update = ppo.update_epochs * ppo.num_minibatches
     schedule = learning_rate_schedule(ppo, num_updates, steps_per_update, hypers)
     # separate_grad_clip: the policy's and the value function's gradients clipped apart.
     clip = clip_policy_and_value if ppo.separate_grad_clip else optax.clip_by_global_norm
     return optax.chain(
-        clip(hypers["max_grad_norm"]),
+        clip(hypers.max_grad_norm),
         optax.inject_hyperparams(optax.adam)(learning_rate=schedule, eps=ppo.adam_eps),
     )
 
@@ -97,300 +112,323 @@ def current_learning_rate(opt_state) -> jax.Array:
     return optax.tree.get(opt_state, "learning_rate", filtering=lambda _, value: isinstance(value, jax.Array))
 
 
-class Trainer(NamedTuple):
-    # Each takes a last, optional `hypers`: the replica's traced hyperparameters (ppo/hypers.py;
-    # None: the config's own, as constants of the program).
-    init: Callable  # (key, env_key, hypers=None) -> LearnerState, one replica
-    rollout: Callable  # (state, hypers=None) -> ppo.rollout.Rollout of Transitions (the update's first half), one replica
-    chunk: Callable  # (state, start_update, hypers=None) -> (state, metrics[K]), one replica
-    num_updates: int
+class PolicyStep(NamedTuple):
+    """What the sampling policy hands `record` at each rollout step."""
+    log_prob: jax.Array
+    value: jax.Array  # in return units (PopArt read back)
+    previous_final_value: jax.Array | None  # bootstrap: the value of the previous step's final observation
+    reset: jax.Array | None  # recurrent: the state was zeroed before this step (None: feed-forward)
+
+
+class BootstrapObs(NamedTuple):
+    """The rollout's carried observation with `ppo.bootstrap_truncation`: the observation, and
+    the previous step's final observation (whose value this step's network pass computes)."""
+    obs: Any
+    final_obs: Any
+
+
+class RolloutStats(NamedTuple):
+    """Carried over the rollout's steps, then kept in the learner state."""
+    episode_return: jax.Array  # running return of each env's current episode
+    episode_length: jax.Array
+    reward_norm: Any = None  # the reward normaliser's statistics after the rollout (None: off)
+
+
+class Minibatch(NamedTuple):
+    """The update's batch, or one minibatch of it: steps [N, ...] (feed-forward), or env
+    sequences [T, B, ...] with the state each env started the rollout in (recurrent)."""
+    transitions: Transition
+    advantages: jax.Array
+    returns: jax.Array
+    start_state: Any = None  # recurrent: the carry [B, ...] the sequences start from; else None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Trainer:
+    """The per-replica PPO functions: the static parts of one replica's training, and its
+    methods in calling order: `init`; `chunk` -> `update` -> `collect` (the rollout) ->
+    `advantages` -> `epoch` -> `minibatch` (-> `loss`). Each takes a last, optional `hypers`:
+    the replica's traced hyperparameters (`ppo.hypers.Hypers`; None: the config's own, as
+    constants of the program). Built by `make_trainer`."""
+
+    ppo: PPOConfig
+    env: Any
+    env_params: Any
+    network: Any
+    num_envs: int  # this replica's share of `ppo.num_envs`
     chunk_updates: int  # K: updates per call of `chunk`
+    grad_axis: str | None  # the device axis one seed's gradients are averaged over (None: not split)
+    dist: policies.ActionDistribution  # categorical or diagonal Gaussian, by the env's action space
+    env_step: Callable  # batched, given the env's form of the policy's action
+    env_mask: Callable | None  # the batch's valid actions (None: the env has no mask)
+    own_hypers: Hypers
 
+    @property
+    def num_updates(self) -> int:
+        return self.ppo.num_updates
 
-def make_trainer(
-    ppo: PPOConfig,
-    env,
-    env_params,
-    network,
-    *,
-    num_envs: int,
-    chunk_updates: int,
-    grad_axis: str | None = None,
-) -> Trainer:
-    """Build the per-replica functions. `num_envs` is this replica's share of `ppo.num_envs`."""
-    num_updates = ppo.num_updates
-    # The policy's distribution: categorical or diagonal Gaussian, by the env's action space.
-    dist = policies.for_env(env, env_params, network.cfg.squash)
-    batch_size = num_envs * ppo.num_steps
-    minibatch_size = batch_size // ppo.num_minibatches
-    own_hypers = hyper_values.of(ppo)
-    env_step = env_action_step(batched_step(env, env_params, num_envs), dist)
-    # An env with `action_mask(state, params)`: masked sampling, log-probs and entropy.
-    env_mask = batched_mask(env, env_params)
-    # A privileged critic: the policy sees the first N channels, the critic all of them.
-    actor_channels = getattr(network, "actor_obs_channels", None)
-    # The critic's channels of the stored observation taken after the step (the reference's).
-    critic_after_step = ppo.privileged_view_after_step and actor_channels is not None
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.ppo.num_steps
 
-    def init(param_key, env_key, hypers=None) -> LearnerState:
-        tx = make_optimizer(ppo, num_updates, hypers)
-        obs, env_state = batched_reset(env, env_params, env_key, num_envs)
-        params = network.init_params(param_key, obs[:1])
+    @property
+    def actor_channels(self) -> int | None:
+        """A privileged critic: the policy sees the first N channels, the critic all of them."""
+        return self.network.actor_obs_channels
+
+    def init(self, param_key, env_key, hypers=None) -> LearnerState:
+        """One replica's state at update 0."""
+        ppo, num_envs = self.ppo, self.num_envs
+        obs, env_state = batched_reset(self.env, self.env_params, env_key, num_envs)
+        params = self.network.init_params(param_key, obs[:1])
         zeros = jnp.zeros((num_envs,), jnp.float32)
         return LearnerState(
             params=params,
-            opt_state=tx.init(params),
+            opt_state=make_optimizer(ppo, self.num_updates, hypers).init(params),
             env_state=env_state,
             obs=obs,
             episode_return=zeros,
             episode_length=zeros.astype(jnp.int32),
             key=jax.random.fold_in(env_key, 1),
             value_norm=vn.init() if ppo.value_norm == "popart" else None,
-            memory=initial_memory(network, num_envs),
+            memory=initial_memory(self.network, num_envs),
             reward_norm=normalize.init_reward_norm(num_envs) if ppo.normalize_reward else None,
         )
 
-    def collect(state: LearnerState, hypers=None) -> Rollout:
-        """One rollout of `ppo.num_steps` steps with the sampled policy: the transitions, and
-        the running episode counters carried over.
+    def chunk(self, state: LearnerState, start_update, hypers=None):
+        """K updates in one scan: `(state, metrics[K])`; updates past `num_updates` are skipped
+        (a cheap cond: `start_update` is the same for every replica, so the predicate is not batched)."""
+        hypers = self.own_hypers if hypers is None else hypers
+
+        def body(state, offset):
+            index = start_update + offset
+            return jax.lax.cond(index < self.num_updates, self.update, self.skip, state, index, hypers)
+
+        return jax.lax.scan(body, state, jnp.arange(self.chunk_updates))
+
+    def skip(self, state, index, hypers):
+        """`update`'s outputs (lax.cond needs matching branches) with the state unchanged and every metric NaN."""
+        shapes = jax.eval_shape(self.update, state, index, hypers)[1]
+        return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
+
+    def update(self, state: LearnerState, update_index, hypers):
+        """One PPO update: a rollout, its advantages, `update_epochs` epochs of minibatches."""
+        ppo = self.ppo
+        tx = make_optimizer(ppo, self.num_updates, hypers)
+        sched = schedule_values(ppo, update_index, self.num_updates, hypers)
+        out = self.collect(state, hypers)
+        traj, stats = out.records, out.stats
+        advantages, returns = self.advantages(state, out, hypers)
+        params, opt_state, value_norm, fit_returns, fit_values = self.value_targets(state, returns, traj.value)
+        batch = self.batch(state, traj._replace(value=fit_values), advantages, fit_returns)
+        (params, opt_state, key), terms = jax.lax.scan(
+            lambda carry, _: self.epoch(carry, batch, sched["clip_eps"], sched["ent_coef"], hypers, tx),
+            (params, opt_state, out.key), None, ppo.update_epochs,
+        )
+        if ppo.normalize_obs:  # after the epochs: they saw the statistics the rollout saw
+            params = normalize.update_obs_norm(params, obs_storage.load(traj.obs), self.grad_axis)
+        metrics = self.update_metrics(traj, returns, terms, opt_state, sched, value_norm)
+        new_state = LearnerState(params, opt_state, out.env_state, out.obs, stats.episode_return, stats.episode_length,
+                                 key, value_norm, out.memory, stats.reward_norm)
+        return new_state, metrics
+
+    def collect(self, state: LearnerState, hypers=None) -> Rollout:
+        """One rollout of `ppo.num_steps` steps with the sampled policy: the transitions
+        (`Rollout.records`), and the running episode counters carried over (`RolloutStats`).
 
         With `ppo.bootstrap_truncation` (a time limit is not a terminal state: a step cut short
         by the limit is credited gamma x the value of its final observation) the value of step
         t's final observation is computed in step t+1's forward pass, stacked with step t+1's
-        observations (`ActorCritic.with_extra_values`), and added to step t's reward after the
-        loop; the last step's comes from one extra pass. One network call per step instead of
-        two: the second call was 11% of a CartPole update at 4 envs on a CPU, and 36% of the
-        reference CNN's rollout on an H100 (docs/performance.md)."""
-        hypers = own_hypers if hypers is None else hypers
-        params = state.params
-        read = lambda value: vn.read(state.value_norm, value)  # noqa: E731
+        observations (`ActorCritic.policy_and_value`'s `extra_obs`), and added to step t's
+        reward after the loop; the last step's comes from one extra pass. One network call per
+        step instead of two: the second call was 11% of a CartPole update at 4 envs on a CPU,
+        and 36% of the reference CNN's rollout on an H100 (docs/performance.md)."""
+        hypers = self.own_hypers if hypers is None else hypers
+        bootstrap = self.ppo.bootstrap_truncation
+        stats = RolloutStats(state.episode_return, state.episode_length)
+        env_step = self.step_keeping_final_observation if bootstrap else self.env_step
+        obs = BootstrapObs(state.obs, state.obs) if bootstrap else state.obs  # no previous step yet: its value is dropped
+        out = rollout(env_step, functools.partial(self.policy, state), state.env_state, obs, state.key,
+                      self.ppo.num_steps, record=self.record, stats=stats, action_mask=self.env_mask, memory=state.memory)
+        traj, reward_norm = self.scale_rewards(state, out.records, hypers)  # the env's rewards
+        if bootstrap:  # the bootstrap is a value, already scaled
+            traj = traj._replace(reward=traj.reward + self.truncation_bootstrap(state, out, hypers))
+            out = out._replace(obs=out.obs.obs)
+        return out._replace(records=traj._replace(cut_short=None, previous_final_value=None),
+                            stats=out.stats._replace(reward_norm=reward_norm))
 
-        def policy(obs, key, mask, memory=None):
-            previous_final_obs = None
-            if ppo.bootstrap_truncation:
-                obs, previous_final_obs = obs
-            recurrent_state, out, value, previous_final_value = forward_step(params, obs, memory, previous_final_obs)
-            action = dist.sample(key, out, mask)
-            extras = (dist.log_prob(out, action, mask), read(value), previous_final_value,
-                      None if memory is None else memory[1])
-            if memory is None:
-                return action, extras
-            return action, extras, recurrent_state
+    def policy(self, state: LearnerState, obs, key, mask, memory=None):
+        """The rollout's sampling policy: the action, `PolicyStep` (and a recurrent network's state)."""
+        final_obs = None
+        if self.ppo.bootstrap_truncation:
+            obs, final_obs = obs
+        net = policy_and_value(self.network, state.params, obs, memory, final_obs)
+        action = self.dist.sample(key, net.policy, mask)
+        extras = PolicyStep(self.dist.log_prob(net.policy, action, mask), vn.read(state.value_norm, net.value),
+                            net.extra_value, None if memory is None else memory[1])
+        if memory is None:
+            return action, extras
+        return action, extras, net.carry
 
-        def record(counters, step: Step):
-            ep_return, ep_length = counters
-            reward = step.reward.astype(jnp.float32)
-            done = jnp.logical_or(step.terminated, step.truncated)
-            # A reset step (EnvPool's, `info["resetting"]`) belongs to no episode: it starts the
-            # counters afresh (an episode cut off by a resume's new envs is dropped, not counted).
-            resetting = step.info.get("resetting")
-            if resetting is not None:
-                ep_return, ep_length = jnp.where(resetting, 0.0, ep_return), jnp.where(resetting, -1, ep_length)
-            ep_return = ep_return + reward
-            ep_length = ep_length + 1
-            log_prob, value, previous_final_value, reset = step.extras
-            obs = step.obs[0] if ppo.bootstrap_truncation else step.obs
-            next_obs = step.next_obs[0] if ppo.bootstrap_truncation else step.next_obs
-            stored = obs_storage.store(obs, ppo.rollout_obs_dtype, actor_channels,
-                                       critic_from=next_obs if critic_after_step else None)
-            cast = None if ppo.rollout_obs_dtype == "float32" else obs_storage.cast_stats(obs, stored, actor_channels)
-            transition = Transition(
-                obs=stored,
-                action=step.action,
-                log_prob=log_prob,
-                value=value,
-                reward=reward,
-                done=done,
-                finished_return=jnp.where(done, ep_return, 0.0),
-                finished_length=jnp.where(done, ep_length, 0),
-                env_metrics=step.info.get("metrics", {}),
-                mask=step.mask,
-                obs_cast=cast,
-                reset=reset,
-                weight=None if resetting is None else 1.0 - resetting.astype(jnp.float32),
-            )
-            cut_short = jnp.logical_and(step.truncated, jnp.logical_not(step.terminated))
-            return (jnp.where(done, 0.0, ep_return), jnp.where(done, 0, ep_length)), (transition, cut_short, previous_final_value)
+    def record(self, stats: RolloutStats, step: Step):
+        """One step's `Transition`, and the running episode counters."""
+        ep_return, ep_length = stats.episode_return, stats.episode_length
+        reward = step.reward.astype(jnp.float32)
+        done = jnp.logical_or(step.terminated, step.truncated)
+        # A reset step (EnvPool's, `info["resetting"]`) belongs to no episode: it starts the
+        # counters afresh (an episode cut off by a resume's new envs is dropped, not counted).
+        resetting = step.info.get("resetting")
+        if resetting is not None:
+            ep_return, ep_length = jnp.where(resetting, 0.0, ep_return), jnp.where(resetting, -1, ep_length)
+        ep_return = ep_return + reward
+        ep_length = ep_length + 1
+        bootstrap = self.ppo.bootstrap_truncation
+        obs = step.obs.obs if bootstrap else step.obs
+        next_obs = step.next_obs.obs if bootstrap else step.next_obs
+        critic_after_step = self.ppo.privileged_view_after_step and self.actor_channels is not None
+        stored = obs_storage.store(obs, self.ppo.rollout_obs_dtype, self.actor_channels,
+                                   critic_from=next_obs if critic_after_step else None)
+        cast = None if self.ppo.rollout_obs_dtype == "float32" else obs_storage.cast_stats(obs, stored, self.actor_channels)
+        transition = Transition(
+            obs=stored, action=step.action, log_prob=step.extras.log_prob, value=step.extras.value, reward=reward,
+            done=done, finished_return=jnp.where(done, ep_return, 0.0), finished_length=jnp.where(done, ep_length, 0),
+            env_metrics=step.info.get("metrics", {}), mask=step.mask, obs_cast=cast, reset=step.extras.reset,
+            weight=None if resetting is None else 1.0 - resetting.astype(jnp.float32),
+            cut_short=jnp.logical_and(step.truncated, jnp.logical_not(step.terminated)) if bootstrap else None,
+            previous_final_value=step.extras.previous_final_value,
+        )
+        return RolloutStats(jnp.where(done, 0.0, ep_return), jnp.where(done, 0, ep_length)), transition
 
-        counters = (state.episode_return, state.episode_length)
-        if not ppo.bootstrap_truncation:
-            out = rollout(env_step, policy, state.env_state, state.obs, state.key, ppo.num_steps, record=record,
-                          stats=counters, action_mask=env_mask, memory=state.memory)
-            traj, reward_norm = scale_rewards(state, out.records[0], hypers)
-            return out._replace(records=traj, stats=(*out.stats, reward_norm))
-        # The carried observation is the pair (observation, previous step's final observation);
-        # before the first step there is no previous step, and its value is dropped.
-        out = rollout(keep_final_observation, policy, state.env_state, (state.obs, state.obs), state.key, ppo.num_steps,
-                      record=record, stats=counters, action_mask=env_mask, memory=state.memory)
-        traj, cut_short, previous_final_value = out.records
-        obs, last_final_obs = out.obs
+    def step_keeping_final_observation(self, key, env_state, action):
+        """`env_step` whose observation is `BootstrapObs(next observation, final observation)`."""
+        obs, env_state, reward, terminated, truncated, info = self.env_step(key, env_state, action)
+        return BootstrapObs(obs, info["final_observation"]), env_state, reward, terminated, truncated, info
+
+    def truncation_bootstrap(self, state: LearnerState, out: Rollout, hypers):
+        """gamma x the value of each cut-short step's final observation: step t's comes from step
+        t+1's pass (`Transition.previous_final_value`), the last step's from one extra pass."""
+        traj = out.records
         # The last step's final observations continue its episodes: the state is not reset.
         no_reset = None if out.memory is None else (out.memory[0], jnp.zeros_like(out.memory[1]))
-        last_final_value = state_value(params, last_final_obs, no_reset)
-        final_value = jnp.concatenate([previous_final_value[1:], last_final_value[None]])
-        bootstrap = hypers["gamma"] * jax.lax.stop_gradient(read(final_value)) * cut_short
-        traj, reward_norm = scale_rewards(state, traj, hypers)  # the env's rewards; the bootstrap is a value, already scaled
-        return out._replace(obs=obs, records=traj._replace(reward=traj.reward + bootstrap), stats=(*out.stats, reward_norm))
+        last_final_value = value_of(self.network, state.params, out.obs.final_obs, no_reset)
+        final_value = jnp.concatenate([traj.previous_final_value[1:], last_final_value[None]])
+        return hypers.gamma * jax.lax.stop_gradient(vn.read(state.value_norm, final_value)) * traj.cut_short
 
-    def scale_rewards(state: LearnerState, traj: Transition, hypers):
+    def scale_rewards(self, state: LearnerState, traj: Transition, hypers):
         """`ppo.normalize_reward`: the rollout's rewards over the running std of the discounted
         return (the statistics moved by this rollout); unchanged otherwise."""
         if state.reward_norm is None:
             return traj, None
-        reward, reward_norm = normalize.scale_rewards(state.reward_norm, traj.reward, traj.done, hypers["gamma"], grad_axis)
+        reward, reward_norm = normalize.scale_rewards(state.reward_norm, traj.reward, traj.done, hypers.gamma,
+                                                      self.grad_axis)
         return traj._replace(reward=reward), reward_norm
 
-    def forward_step(params, obs, memory, extra_obs=None):
-        """One step of the network on a batch: `(recurrent state or None, logits, values,
-        values of extra_obs or None)`; a recurrent network starts from `memory`."""
-        if memory is None:
-            if extra_obs is None:
-                return (None, *network.apply(params, obs), None)
-            return (None, *network.apply(params, obs, extra_obs, method="with_extra_values"))
-        if extra_obs is None:
-            return (*network.apply(params, obs, *memory, method="step"), None)
-        return network.apply(params, obs, *memory, extra_obs, method="step_with_extra_values")
+    def advantages(self, state: LearnerState, out: Rollout, hypers):
+        """GAE's advantages and returns of the rollout, bootstrapped from its last observation's value."""
+        traj = out.records
+        last_value = vn.read(state.value_norm, value_of(self.network, state.params, out.obs, out.memory))
+        return compute_gae(traj.reward, traj.value, traj.done, last_value, hypers.gamma, None,
+                           gamma_lambda=hypers.gamma_lambda)
 
-    def state_value(params, obs, memory):
-        """The values of a batch of observations (a recurrent network: one step from `memory`)."""
-        if memory is None:
-            return network.apply(params, obs, method="value")
-        return network.apply(params, obs, *memory, method="step_value")
+    def value_targets(self, state: LearnerState, returns, values):
+        """The value loss's targets: returns and old values as they are, or, with PopArt, in the
+        units of statistics moved toward this batch (the head and its Adam moments rescaled so
+        its outputs in return units stay put). Returns (params, opt_state, stats, returns, values)."""
+        if state.value_norm is None:
+            return state.params, state.opt_state, None, returns, values
+        stats, params, opt_state, returns, values = vn.refit(state.value_norm, state.params, state.opt_state, returns,
+                                                             values, self.ppo.popart_beta_min, axis_name=self.grad_axis)
+        return params, opt_state, stats, returns, values
 
-    def forward_batch(params, traj: Transition, start_state):
-        """`(logits, values)` of a minibatch: of its steps (feed-forward), or of its env
-        sequences [T, B] re-run from the state they started from (recurrent)."""
-        obs = obs_storage.load(traj.obs)  # the stored observations, as float for the network
-        if start_state is None:
-            return network.apply(params, obs)
-        _, logits, values = network.apply(params, obs, start_state, traj.reset)
-        return logits, values
+    def batch(self, state: LearnerState, traj: Transition, advantages, returns) -> Minibatch:
+        """The update's batch: the steps flattened (feed-forward), or whole env sequences from
+        the state each env started the rollout in (recurrent)."""
+        batch = Minibatch(traj._replace(env_metrics={}, obs_cast=None), advantages, returns)
+        if state.memory is None:
+            return jax.tree.map(lambda x: x.reshape((self.batch_size,) + x.shape[2:]), batch)
+        return batch._replace(start_state=state.memory[0])
 
-    def keep_final_observation(key, env_state, action):
-        """`env_step` whose observation is the pair (next observation, final observation)."""
-        obs, env_state, reward, terminated, truncated, info = env_step(key, env_state, action)
-        return (obs, info["final_observation"]), env_state, reward, terminated, truncated, info
-
-    def loss_fn(params, minibatch, clip_eps, ent_coef, hypers):
-        traj, advantages, returns, start_state = minibatch
-        logits, value = forward_batch(params, traj, start_state)
-        terms = ppo_loss_terms(
-            dist.log_prob(logits, traj.action, traj.mask),
-            traj.log_prob,
-            advantages,
-            value,
-            traj.value,
-            returns,
-            dist.entropy(logits, traj.action, traj.mask),
-            clip_eps=clip_eps,
-            vf_coef=hypers["vf_coef"],
-            ent_coef=ent_coef,
-            clip_vloss=ppo.clip_vloss,
-            normalize_advantages=ppo.normalize_advantages,
-            entropy_floor=None if ppo.entropy_floor is None else hypers["entropy_floor"],
-            entropy_floor_coef=hypers["entropy_floor_coef"],
-            value_loss=ppo.value_loss,
-            weights=traj.weight,
+    def epoch(self, carry, batch: Minibatch, clip_eps, ent_coef, hypers, tx):
+        """One pass over the batch in shuffled minibatches: `((params, opt_state, key), loss terms [M])`."""
+        params, opt_state, key = carry
+        key, perm_key = jax.random.split(key)
+        (params, opt_state), terms = jax.lax.scan(
+            lambda carry, minibatch: self.minibatch(carry, minibatch, clip_eps, ent_coef, hypers, tx),
+            (params, opt_state), self.shuffle(perm_key, batch),
         )
-        return terms.total, terms
+        return (params, opt_state, key), terms
 
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-
-    def shuffle(key, batch):
+    def shuffle(self, key, batch: Minibatch) -> Minibatch:
         """Minibatches [num_minibatches, ...] of the batch: shuffled steps (feed-forward), or
         whole env sequences shuffled over envs, time kept in order (recurrent: the batch is
         [T, B] with the start state [B], and each minibatch has B / num_minibatches envs)."""
-        traj, _, _, start_state = batch
-        if start_state is None:
-            permutation = jax.random.permutation(key, batch_size)
-            return jax.tree.map(lambda x: x[permutation].reshape((ppo.num_minibatches, minibatch_size) + x.shape[1:]), batch)
-        envs = jax.random.permutation(key, num_envs).reshape(ppo.num_minibatches, -1)  # [M, B / M]
+        m = self.ppo.num_minibatches
+        if batch.start_state is None:
+            permutation = jax.random.permutation(key, self.batch_size)
+            return jax.tree.map(lambda x: x[permutation].reshape((m, self.batch_size // m) + x.shape[1:]), batch)
+        envs = jax.random.permutation(key, self.num_envs).reshape(m, -1)  # [M, B / M]
         sequences = jax.tree.map(lambda x: jnp.moveaxis(x[:, envs], 1, 0), batch[:3])  # [M, T, B / M, ...]
-        return (*sequences, jax.tree.map(lambda x: x[envs], start_state))
+        return Minibatch(*sequences, jax.tree.map(lambda x: x[envs], batch.start_state))
 
-    def epoch(carry, _, batch, clip_eps, ent_coef, hypers, tx):
-        params, opt_state, key = carry
-        key, perm_key = jax.random.split(key)
-        minibatches = shuffle(perm_key, batch)
+    def minibatch(self, carry, minibatch: Minibatch, clip_eps, ent_coef, hypers, tx):
+        """One gradient step (averaged across devices when one seed is split over them)."""
+        params, opt_state = carry
+        (_, terms), grads = jax.value_and_grad(self.loss, has_aux=True)(params, minibatch, clip_eps, ent_coef, hypers)
+        if self.grad_axis is not None:
+            grads = jax.lax.pmean(grads, self.grad_axis)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), terms
 
-        def minibatch_step(carry, minibatch):
-            params, opt_state = carry
-            (_, terms), grads = grad_fn(params, minibatch, clip_eps, ent_coef, hypers)
-            if grad_axis is not None:
-                grads = jax.lax.pmean(grads, grad_axis)
-            updates, opt_state = tx.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), terms
-
-        (params, opt_state), terms = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
-        return (params, opt_state, key), terms
-
-    def update(state: LearnerState, update_index, hypers):
-        tx = make_optimizer(ppo, num_updates, hypers)
-        sched = schedule_values(ppo, update_index, num_updates, hypers)
-        params = state.params
-        env_state, obs, (ep_return, ep_length, reward_norm), key, traj, memory = collect(state, hypers)
-
-        last_value = vn.read(state.value_norm, state_value(params, obs, memory))
-        advantages, returns = compute_gae(traj.reward, traj.value, traj.done, last_value, hypers["gamma"], None,
-                                          gamma_lambda=hypers["gamma_lambda"])
-        params, opt_state, value_norm, fit_returns, fit_values = value_targets(state, params, returns, traj.value)
-
-        batch = (traj._replace(value=fit_values, env_metrics={}, obs_cast=None), advantages, fit_returns)
-        if memory is None:
-            flatten = lambda x: x.reshape((batch_size,) + x.shape[2:])  # noqa: E731
-            batch = (*jax.tree.map(flatten, batch), None)
-        else:  # whole sequences from the state each env started the rollout in
-            batch = (*batch, state.memory[0])
-        (params, opt_state, key), terms = jax.lax.scan(
-            lambda c, x: epoch(c, x, batch, sched["clip_eps"], sched["ent_coef"], hypers, tx),
-            (params, opt_state, key),
-            None,
-            ppo.update_epochs,
+    def loss(self, params, minibatch: Minibatch, clip_eps, ent_coef, hypers):
+        """The PPO loss of a minibatch: `(total, its terms)`."""
+        ppo, dist, traj = self.ppo, self.dist, minibatch.transitions
+        logits, value = self.forward_minibatch(params, minibatch)
+        terms = ppo_loss_terms(
+            dist.log_prob(logits, traj.action, traj.mask), traj.log_prob, minibatch.advantages, value, traj.value,
+            minibatch.returns, dist.entropy(logits, traj.action, traj.mask),
+            clip_eps=clip_eps, vf_coef=hypers.vf_coef, ent_coef=ent_coef, clip_vloss=ppo.clip_vloss,
+            normalize_advantages=ppo.normalize_advantages,
+            entropy_floor=None if ppo.entropy_floor is None else hypers.entropy_floor,
+            entropy_floor_coef=hypers.entropy_floor_coef, value_loss=ppo.value_loss, weights=traj.weight,
         )
+        return terms.total, terms
 
-        if ppo.normalize_obs:  # after the epochs: they saw the statistics the rollout saw
-            params = normalize.update_obs_norm(params, obs_storage.load(traj.obs), grad_axis)
-        metrics = rollout_metrics(traj, dist)
+    def forward_minibatch(self, params, minibatch: Minibatch):
+        """`(logits, values)` of a minibatch: of its steps (feed-forward), or of its env
+        sequences [T, B] re-run from the state they started from (recurrent)."""
+        traj = minibatch.transitions
+        obs = obs_storage.load(traj.obs)  # the stored observations, as float for the network
+        if minibatch.start_state is None:
+            return self.network.apply(params, obs)
+        _, logits, values = self.network.apply(params, obs, minibatch.start_state, traj.reset)
+        return logits, values
+
+    def update_metrics(self, traj: Transition, returns, terms, opt_state, sched: dict, value_norm) -> dict:
+        """The update's row of metrics (means over the rollout, its episodes and the minibatches)."""
+        metrics = rollout_metrics(traj, self.dist)
         metrics.update({f"train/{name}": jnp.mean(value) for name, value in terms._asdict().items() if name != "total"})
         metrics["train/explained_variance"] = explained_variance(traj.value, returns)
         metrics["train/learning_rate"] = current_learning_rate(opt_state).astype(jnp.float32)
         metrics.update({f"train/{name}": jnp.asarray(value, jnp.float32) for name, value in sched.items()})
-        if grad_axis is not None:
-            metrics = combine_across_devices(metrics, grad_axis)
+        if self.grad_axis is not None:
+            metrics = combine_across_devices(metrics, self.grad_axis)
         metrics = finish_episode_metrics(metrics)
         if value_norm is not None:
             metrics.update({"train/popart_mean": value_norm.mean, "train/popart_std": value_norm.std})
-        new_state = LearnerState(params, opt_state, env_state, obs, ep_return, ep_length, key, value_norm, memory,
-                                 reward_norm)
-        return new_state, metrics
+        return metrics
 
-    def value_targets(state: LearnerState, params, returns, values):
-        """The value loss's targets: returns and old values as they are, or, with PopArt, in the
-        units of statistics moved toward this batch (the head and its Adam moments rescaled so
-        its outputs in return units stay put)."""
-        if state.value_norm is None:
-            return params, state.opt_state, None, returns, values
-        stats, params, opt_state, returns, values = vn.refit(state.value_norm, params, state.opt_state, returns, values,
-                                                             ppo.popart_beta_min, axis_name=grad_axis)
-        return params, opt_state, stats, returns, values
+    # The rollout's first half of an update, as the tests and the benchmark call it.
+    rollout = collect
 
-    def chunk(state: LearnerState, start_update, hypers=None):
-        """K updates in one scan; updates past `num_updates` are skipped (a cheap cond:
-        `start_update` is the same for every replica, so the predicate is not batched)."""
-        hypers = own_hypers if hypers is None else hypers
 
-        def body(state, offset):
-            index = start_update + offset
-            return jax.lax.cond(index < num_updates, update, skip, state, index, hypers)
-
-        return jax.lax.scan(body, state, jnp.arange(chunk_updates))
-
-    def skip(state, index, hypers):
-        # Same outputs as `update` (lax.cond needs matching branches), metrics all NaN.
-        shapes = jax.eval_shape(update, state, index, hypers)[1]
-        return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
-
-    return Trainer(init=init, rollout=collect, chunk=chunk, num_updates=num_updates, chunk_updates=chunk_updates)
+def make_trainer(ppo: PPOConfig, env, env_params, network, *, num_envs: int, chunk_updates: int,
+                 grad_axis: str | None = None) -> Trainer:
+    """Build one replica's trainer. `num_envs` is this replica's share of `ppo.num_envs`."""
+    dist = policies.for_env(env, env_params, network.cfg.squash)
+    return Trainer(ppo=ppo, env=env, env_params=env_params, network=network, num_envs=num_envs,
+                   chunk_updates=chunk_updates, grad_axis=grad_axis, dist=dist,
+                   env_step=env_action_step(batched_step(env, env_params, num_envs), dist),
+                   env_mask=batched_mask(env, env_params), own_hypers=Hypers.of(ppo))
 
 
 def env_action_step(env_step: Callable, dist) -> Callable:

@@ -13,7 +13,7 @@ from ppo_lab.config import PPOConfig, RunConfig
 from ppo_lab.errors import ConfigError
 from ppo_lab.envs.make import make_env
 from ppo_lab.networks import ActorCritic, conv_for_platform
-from ppo_lab.ppo import hypers as hyper_values
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.autoscale import apply_auto_scale
 from ppo_lab.ppo.parallel import AXIS, Layout, choose_layout
 from ppo_lab.ppo.policies import for_env
@@ -31,9 +31,9 @@ class Components:
     layout: Layout
     trainer: Trainer
     action_names: list[str]
-    # The replicas' traced hyperparameters ([replicas] per name, ppo/hypers.py): this config's,
+    # The replicas' traced hyperparameters (`Hypers`, [replicas] per field): this config's,
     # or, for a group of grid cells sharing the program, each cell's for its own replicas.
-    hypers: dict
+    hypers: Hypers
 
 
 def build_env_and_network(cfg: RunConfig):
@@ -42,13 +42,13 @@ def build_env_and_network(cfg: RunConfig):
     if dist.continuous:
         check_continuous(cfg, env, env_params)
     conv = conv_for_platform(jax.devices()[0].platform, cfg.hardware.conv)
-    network = ActorCritic(dist.action_dim, cfg.network, getattr(env, "actor_obs_channels", None),
+    network = ActorCritic(dist.action_dim, cfg.network, env.actor_obs_channels,
                           conv=conv, precision=cfg.hardware.precision, continuous=dist.continuous,
                           normalize_obs=cfg.ppo.normalize_obs)
     if dist.continuous:  # actions/mean_<i>, actions/std_<i> are named by the trainer
         names = [str(i) for i in range(dist.action_dim)]
     else:
-        names = list(getattr(env, "action_names", None) or [str(i) for i in range(dist.action_dim)])
+        names = list(env.action_names or [str(i) for i in range(dist.action_dim)])
     return env, env_params, network, names
 
 
@@ -67,8 +67,7 @@ def build(cfg: RunConfig, num_devices: int) -> Components:
     ppo = apply_auto_scale(cfg.ppo)
     recurrent = cfg.network.is_recurrent
     layout = choose_layout(cfg.num_seeds, ppo, num_devices, cfg.hardware.layout, sequences=recurrent)
-    if hasattr(env, "place"):  # EnvPool, Gymnasium: envs outside JAX, one pool per device of the layout
-        env.place(layout.num_devices, AXIS)
+    env.place(layout.num_devices, AXIS)  # EnvPool, Gymnasium: envs outside JAX, one pool per device of the layout
     if recurrent and layout.envs_per_replica % ppo.num_minibatches:
         # Before any compile: a recurrent policy's minibatches are whole env sequences.
         raise ConfigError("ppo.num_minibatches", ppo.num_minibatches,
@@ -82,5 +81,5 @@ def build(cfg: RunConfig, num_devices: int) -> Components:
         chunk_updates=min(cfg.train.chunk_updates, ppo.num_updates),
         grad_axis=layout.grad_axis,
     )
-    hypers = hyper_values.replicated(ppo, layout.num_replicas)
+    hypers = Hypers.replicated(ppo, layout.num_replicas)
     return Components(env, env_params, network, ppo, layout, trainer, action_names, hypers)

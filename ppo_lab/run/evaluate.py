@@ -62,25 +62,20 @@ def eval_key(seed: int):
     return jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_KEY_SALT)
 
 
-def episode_cap(cfg, env_params) -> int:
+def episode_cap(cfg, env, env_params) -> int:
     if cfg.eval.max_steps is not None:
         return cfg.eval.max_steps
-    cap = getattr(env_params, "max_steps_in_episode", None) or getattr(env_params, "max_steps", None)
+    cap = env.episode_limit(env_params)
     if cap is None:
         raise ValueError("the env has no episode limit; set eval.max_steps")
     return int(cap)
 
 
-def lives_outside_jax(env) -> bool:
-    """An env whose state is in a C++ or Python simulator (EnvPool, Gymnasium), not in arrays."""
-    return hasattr(env, "for_evaluation")
-
-
 def episode_runner(cfg, env, env_params, network):
     """The jitted episodic evaluation of one seed's parameters: `(params, key) -> metrics`. An
     env whose envs live outside JAX (EnvPool) evaluates on envs of its own (`env.for_evaluation()`)."""
-    cap = episode_cap(cfg, env_params)
-    env = env.for_evaluation() if lives_outside_jax(env) else env
+    cap = episode_cap(cfg, env, env_params)
+    env = env.for_evaluation()  # an env outside JAX (EnvPool, Gymnasium): a pool of its own
     dist = for_env(env, env_params, cfg.network.squash)  # greedy: argmax, or the Gaussian's mean
 
     def episodes(params, key):
@@ -95,7 +90,7 @@ def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=Non
     """metric -> one value per seed (in the order of `cfg.seeds`). `run`: an `episode_runner`
     for the same env, network and eval settings, compiled once for many runs (a vmap group)."""
     run = episode_runner(cfg, env, env_params, network) if run is None else run
-    outside_jax = lives_outside_jax(env)
+    outside_jax = env.lives_outside_jax
     extras = [parts.load(f"env.evaluations.{name}", path) for name, path in cfg.env.evaluations.items()]
     results: dict[str, list[float]] = {}
     for seed, params in zip(cfg.seeds, params_per_seed):

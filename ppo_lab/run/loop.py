@@ -19,7 +19,6 @@ import jax
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
-from ppo_lab.ppo import hypers as hyper_values
 from ppo_lab.ppo.parallel import make_mesh, replica_sharding, sharded_chunk, start_update_arg
 from ppo_lab.run import checkpoint, resume
 from ppo_lab.run.build import Components
@@ -63,12 +62,53 @@ def rounded_budget(cfg: RunConfig, comp: Components) -> str:
     return f" = {steps:,} steps per seed (ppo.total_timesteps={asked:,} rounded down to whole batches of {batch:,})"
 
 
-class Session:
-    """The loop's state across chunks: learner state, update counter, timing, windowed return.
-    A benchmark session neither checkpoints nor evaluates."""
+class Replicas:
+    """The replicas one compiled chunk trains (a run's seeds, a vmap group's cells x seeds,
+    next a population's members) and their learner state: the one place that state lives.
+    `next_chunk` runs the program one chunk further.
 
-    def __init__(self, cfg: RunConfig, comp: Components, run_dir: Path, state, resumed: resume.Resumed):
-        self.cfg, self.comp, self.run_dir, self.state = cfg, comp, run_dir, state
+    Pipelined: the next chunk is dispatched (JAX runs it asynchronously) before this one's
+    metrics are pulled, so the device computes while the host writes rows, checkpoints and
+    checks stop conditions. A run that stops drops the chunk in flight: `state` is always the
+    state after the last chunk whose metrics were returned (what a checkpoint saves), exactly
+    as without pipelining."""
+
+    def __init__(self, chunk_fn, mesh, state, hypers, start_update: int, num_updates: int, chunk_updates: int):
+        t0 = time.perf_counter()
+        self.hypers = hypers
+        self.compiled = sharded_chunk(chunk_fn, mesh).lower(state, start_update_arg(0), hypers).compile()
+        self.compile_s = time.perf_counter() - t0
+        log.info("compiled one chunk of %d updates for %d replicas in %.1f s", chunk_updates,
+                 jax.tree.leaves(state)[0].shape[0], self.compile_s)
+        self.state, self.update = state, start_update
+        self.num_updates, self.chunk_updates = num_updates, chunk_updates
+        self.in_flight = None  # (state, metrics) of the chunk dispatched after `self.state`
+
+    def next_chunk(self) -> tuple[dict, int, float]:
+        """Run one chunk: its metrics (host arrays [replica, K, ...]), its update count, its wall time."""
+        t0 = time.perf_counter()
+        if self.in_flight is None:
+            self.in_flight = self.compiled(self.state, start_update_arg(self.update), self.hypers)
+        new_state, metrics = self.in_flight
+        count = min(self.chunk_updates, self.num_updates - self.update)
+        following = self.update + count
+        self.in_flight = self.compiled(new_state, start_update_arg(following), self.hypers) if following < self.num_updates else None
+        metrics = jax.device_get(metrics)
+        self.state, self.update = new_state, following
+        return metrics, count, time.perf_counter() - t0
+
+    def part(self, replicas: slice | None):
+        """The state of `replicas` (None: all of them, as they are)."""
+        return self.state if replicas is None else jax.tree.map(lambda x: x[replicas], self.state)
+
+
+class Session:
+    """One run on the host across chunks: its replicas (a slice of a `Replicas`, all of it for
+    a run alone), update counter, timing, windowed return, recorders, stop conditions and
+    summary. A benchmark session neither checkpoints nor evaluates."""
+
+    def __init__(self, cfg: RunConfig, comp: Components, run_dir: Path, resumed: resume.Resumed):
+        self.cfg, self.comp, self.run_dir = cfg, comp, run_dir
         self.keeps_results = not cfg.benchmark
         self.update, self.num_updates = resumed.start_update, comp.trainer.num_updates
         self.prior_wall = self.train_wall = resumed.prior_wall
@@ -76,51 +116,33 @@ class Session:
         self.early = EarlyStopping(cfg.train.target_return, cfg.train.patience)
         self.early.restore(resumed.early_stopping)
         self.steps, self.seconds = 0, 0.0  # env steps and loop wall time of this session (for sps)
-        self.compiled = None
-        self.in_flight = None  # (state, metrics) of the chunk dispatched after `self.state`
+        self.replicas: Replicas | None = None
+        self.part: slice | None = None  # this run's replicas in `self.replicas` (None: all)
         self.eval_runner = None  # evaluate.episode_runner shared with other runs (a vmap group), or None
+        self.summary: dict = {}
+        self.recorders: list = []
+        self.stops: StopConditions | None = None
+        self.error: BaseException | None = None  # what ended the run, if not its own end
+        self.loop_start = time.monotonic()
 
-    def compile(self, mesh) -> float:
-        t0 = time.perf_counter()
-        self.hypers = hyper_values.sharded(self.comp.hypers, replica_sharding(mesh))
-        self.compiled = sharded_chunk(self.comp.trainer.chunk, mesh).lower(self.state, start_update_arg(0), self.hypers).compile()
-        compile_s = time.perf_counter() - t0
-        log.info("compiled a chunk of %d updates in %.1f s", self.comp.trainer.chunk_updates, compile_s)
-        hw, ppo = self.cfg.hardware, self.comp.ppo  # before the first step: numbers and knobs, not RESOURCE_EXHAUSTED
-        check_fits(self.compiled, list(mesh.devices.flat), hw.memory_limit_gb, num_seeds=self.cfg.num_seeds,
-                   num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=hw.precision)
+    @property
+    def state(self):
+        """This run's learner state (its replicas of the program's)."""
+        return self.replicas.part(self.part)
+
+    def start_loop(self) -> None:
         # Training wall time = prior sessions + this loop from here on (host work included).
         self.loop_start = time.monotonic()
-        return compile_s
 
-    def chunk(self) -> list[dict]:
-        """Run one chunk, pull its metrics to the host once, return its rows.
-
-        Pipelined: the next chunk is dispatched (JAX runs it asynchronously) before this one's
-        metrics are pulled, so the device computes while the host writes rows, checkpoints and
-        checks stop conditions. A run that stops drops the chunk in flight: `self.state` is
-        always the state after the last chunk whose rows were returned (what a checkpoint
-        saves), exactly as without pipelining."""
-        t0 = time.perf_counter()
-        if self.in_flight is None:
-            self.in_flight = self.compiled(self.state, start_update_arg(self.update), self.hypers)
-        new_state, metrics = self.in_flight
-        count = min(self.comp.trainer.chunk_updates, self.num_updates - self.update)
-        next_update = self.update + count
-        self.in_flight = self.compiled(new_state, start_update_arg(next_update), self.hypers) if next_update < self.num_updates else None
-        metrics = jax.device_get(metrics)
-        return self.take(new_state, metrics, count, time.perf_counter() - t0)
-
-    def take(self, new_state, metrics: dict, count: int, elapsed: float) -> list[dict]:
-        """Account for a chunk of `count` updates that took `elapsed` s and left `new_state`;
-        its rows from `metrics` (host arrays [this run's replicas, K, ...]). A run of a group
-        (run/group.py) is handed its replicas' metrics, the group's state held elsewhere."""
+    def take(self, metrics: dict, count: int, elapsed: float) -> list[dict]:
+        """Account for a chunk of `count` updates that took `elapsed` s; its rows from `metrics`
+        (host arrays [this run's replicas, K, ...])."""
         steps = count * self.comp.ppo.batch_size * self.cfg.num_seeds
         # sps: env steps over the loop's wall time, host work between chunks included.
         self.steps, self.seconds = self.steps + steps, time.monotonic() - self.loop_start
         self.train_wall = self.prior_wall + time.monotonic() - self.loop_start
         rows = rows_from_chunk(metrics, self.comp, self.cfg, self.update, count, self.train_wall, steps / elapsed)
-        self.state, self.update = new_state, self.update + count
+        self.update += count
         self.recent.add(rows)
         return rows
 
@@ -157,37 +179,33 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     run_dir.mkdir(parents=True, exist_ok=True)
     rundir.write_config(run_dir, cfg.resolved)
     write_run_manifest(run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
-    session = Session(cfg, comp, run_dir, state, resumed)
+    session = Session(cfg, comp, run_dir, resumed)
     session.recent.add(resume.keep_rows(plan, resumed, run_dir, cfg.train.return_window))
 
-    summary = start_summary(cfg, comp, devices, resumed, loggers_disabled)
-    recorders = choose_recorders(cfg)
-    start_recorders(recorders, RunContext(run_dir, cfg, summary, resumed.start_update, session.num_updates, comp.ppo.batch_size,
-                                 session.recent.mean), summary)
+    session.summary = summary = start_summary(cfg, comp, devices, resumed, loggers_disabled)
+    session.recorders = choose_recorders(cfg)
+    start_recorders(session.recorders, RunContext(run_dir, cfg, summary, resumed.start_update, session.num_updates,
+                                                  comp.ppo.batch_size, session.recent.mean), summary)
     try:
-        summary["compile_s"] = round(session.compile(mesh), 3)
+        session.replicas = Replicas(comp.trainer.chunk, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
+                                    resumed.start_update, session.num_updates, comp.trainer.chunk_updates)
+        summary["compile_s"] = round(session.replicas.compile_s, 3)
+        hw, ppo = cfg.hardware, comp.ppo  # before the first step: numbers and knobs, not RESOURCE_EXHAUSTED
+        check_fits(session.replicas.compiled, list(mesh.devices.flat), hw.memory_limit_gb, num_seeds=cfg.num_seeds,
+                   num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=hw.precision)
     except ChunkTooLarge as exc:
         summary.update(status="failed", stop_reason="memory", error=str(exc))
-        finish(summary, session, recorders, devices)
+        finish(summary, session, session.recorders, devices)
         raise
+    session.start_loop()
+    drive(session.replicas, [session], devices, reraise=True)
+    return summary
 
-    signals = StopSignals()
-    stops = StopConditions(run_dir, cfg.train.duration_min, session.early, signals, elapsed_s=resumed.prior_wall)
-    try:
-        with signals.installed():
-            status, reason = _loop(session, recorders, stops)
-            end_progress(recorders)  # the bar ends once, before evaluation (its time is not training's)
-            exit_if_requeued(status, signals, session)
-            session.save_checkpoint()
-            t0 = time.monotonic()
-            evaluation = session.evaluate()
-            summary.update(status=status, stop_reason=reason, eval=evaluation,
-                           eval_s=round(time.monotonic() - t0, 3) if session.keeps_results else None)
-    except BaseException as exc:
-        record_failure(exc, session, summary, signals)
-        finish(summary, session, recorders, devices)
-        raise
-    return finish(summary, session, recorders, devices)
+
+def end_progress(recorders: list) -> None:
+    for recorder in recorders:
+        if isinstance(recorder, ProgressRecorder):
+            recorder.finish()
 
 
 def end_progress(recorders: list) -> None:
@@ -210,22 +228,64 @@ def start_recorders(recorders: list, ctx: RunContext, summary: dict) -> None:
         raise
 
 
-def _loop(session: Session, recorders: list, stops: StopConditions) -> tuple[str, str]:
-    """Chunks until the budget is used or a stop condition holds: (status, stop_reason)."""
-    every_s = session.cfg.checkpoint_every_min * 60
+def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -> None:
+    """The host loop, for a run and for a group of runs sharing one program alike: chunks until
+    the budget is used or every run has stopped; each chunk's rows to each run's recorders,
+    checkpoints when due (every run together: a killed group resumes every run from one
+    update), stop conditions per run. Each run ends as a run: final checkpoint, evaluation,
+    summary (`conclude`). On an error or a signal every run still going checkpoints and says
+    why it ended; the error is raised again if `reraise` (else only a signal or an exit is:
+    each run's summary holds its error)."""
+    active = list(sessions)
+    signals = StopSignals()
+    for session in sessions:
+        session.stops = StopConditions(session.run_dir, session.cfg.train.duration_min, session.early, signals,
+                                       elapsed_s=session.prior_wall)
+    every_s = sessions[0].cfg.checkpoint_every_min * 60
     last_checkpoint = time.monotonic()
-    while session.update < session.num_updates:
-        rows = session.chunk()
-        for recorder in recorders:
-            recorder.log_rows(rows)
-        if time.monotonic() - last_checkpoint >= every_s:
-            session.save_checkpoint()
-            last_checkpoint = time.monotonic()
-        stop = stops.check(session.recent.mean())
-        if stop is not None and session.update < session.num_updates:
-            log.warning("stopping at update %d/%d: %s", session.update, session.num_updates, stop[1])
-            return stop
-    return "completed", "total_timesteps reached"
+    try:
+        with signals.installed():
+            while active and replicas.update < replicas.num_updates:
+                metrics, count, elapsed = replicas.next_chunk()
+                for session in active:
+                    part = session.part if session.part is not None else slice(None)
+                    rows = session.take({k: v[part] for k, v in metrics.items()}, count, elapsed)
+                    for recorder in session.recorders:
+                        recorder.log_rows(rows)
+                if time.monotonic() - last_checkpoint >= every_s:
+                    for session in active:
+                        session.save_checkpoint()
+                    last_checkpoint = time.monotonic()
+                for session in list(active):
+                    stop = session.stops.check(session.recent.mean())
+                    if stop is not None and replicas.update < replicas.num_updates:
+                        log.warning("%s: stopping at update %d/%d: %s", session.run_dir, session.update,
+                                    session.num_updates, stop[1])
+                        conclude(session, *stop, signals, devices)
+                        active.remove(session)
+            while active:
+                conclude(active[0], "completed", "total_timesteps reached", signals, devices)
+                active.pop(0)
+    except BaseException as exc:
+        for session in active:
+            session.error = exc
+            record_failure(exc, session, session.summary, signals)
+            finish(session.summary, session, session.recorders, devices)
+        if reraise or not isinstance(exc, Exception):
+            raise
+
+
+def conclude(session: Session, status: str, reason: str, signals: StopSignals, devices) -> dict:
+    """The end of one run: its last checkpoint, evaluation and summary (none of it when SLURM
+    requeues the job: it resumes from the checkpoint)."""
+    end_progress(session.recorders)  # the bar ends once, before evaluation (its time is not training's)
+    exit_if_requeued(status, signals, session)
+    session.save_checkpoint()
+    t0 = time.monotonic()
+    evaluation = session.evaluate()
+    session.summary.update(status=status, stop_reason=reason, eval=evaluation,
+                           eval_s=round(time.monotonic() - t0, 3) if session.keeps_results else None)
+    return finish(session.summary, session, session.recorders, devices)
 
 
 def exit_if_requeued(status: str, signals: StopSignals, session: Session) -> None:

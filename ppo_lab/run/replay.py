@@ -61,7 +61,7 @@ from PIL import Image, ImageDraw, ImageFont
 from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import HardwareError
 from ppo_lab.ppo.distributions import greedy_action, sample_action
-from ppo_lab.ppo.rollout import initial_memory, rollout
+from ppo_lab.ppo.rollout import initial_memory, policy_and_value, rollout
 from ppo_lab.run.evaluate import params_per_seed
 from ppo_lab.run.trained import load_trained  # applies the run's hardware, then imports jax
 from ppo_lab.rundir import checkpoints, read_config
@@ -135,16 +135,14 @@ def run_episode(env, env_params, network, params, key, max_steps: int, determini
             action = greedy_action(logits, mask) if deterministic else sample_action(k, logits, mask)
             return action, jax.nn.softmax(logits)
 
-        def policy(obs, k, mask=None):
-            # One env, unbatched; `mask` (None here: the foraging world has none) as ppo.rollout passes it.
-            return choose(network.apply(p, obs[None])[0][0], k, mask)
+        def policy(obs, k, mask=None, memory=None):
+            # One env, unbatched; `mask` (None here: the foraging world has none) as ppo.rollout
+            # passes it; a recurrent agent's state carried from frame to frame (a batch of one env).
+            net = policy_and_value(network, p, obs[None], None if memory is None else (memory[0], memory[1][None]))
+            action, probs = choose(net.policy[0], k, mask)
+            return (action, probs) if memory is None else (action, probs, net.carry)
 
-        def recurrent_policy(obs, k, mask, memory):
-            # The agent's recurrent state carried from frame to frame (a batch of one env).
-            state, logits, _ = network.apply(p, obs[None], memory[0], memory[1][None], method="step")
-            return (*choose(logits[0], k, mask), state)
-
-        return recurrent_policy if getattr(network, "recurrent", False) else policy
+        return policy
 
     def env_step(k, state, action):
         # The step without auto-reset, so the frame of the final state is the real one.
@@ -164,7 +162,7 @@ def run_episode(env, env_params, network, params, key, max_steps: int, determini
         if memory is not None:  # one env, unbatched: its reset flag is a scalar, as the env's done
             memory = (memory[0], memory[1][0])
         out = rollout(env_step, policy_of(p), state, obs, key, max_steps, record=record, memory=memory)
-        last = policy_of(p)(out.obs, key) if memory is None else policy_of(p)(out.obs, key, None, out.memory)
+        last = policy_of(p)(out.obs, key, None, out.memory)
         return state, out.records, last[1]  # the last frame's policy
 
     first, steps, last_probs = jax.device_get(play(params, key))

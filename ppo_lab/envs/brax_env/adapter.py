@@ -28,6 +28,7 @@ import jax.numpy as jnp
 from brax.envs.wrappers.training import EpisodeWrapper
 from gymnax.environments import spaces
 
+from ppo_lab.envs.base import Env
 from ppo_lab.envs.brax_env.config import check_config
 from ppo_lab.errors import ConfigError
 
@@ -37,7 +38,7 @@ class BraxParams:
     max_steps_in_episode: int = flax.struct.field(pytree_node=False, default=1000)
 
 
-class BraxEnv:
+class BraxEnv(Env):
     """One Brax env (unbatched), speaking gymnax 1.0's `reset` and six-value `step`."""
 
     def __init__(self, env, env_id: str, max_steps: int):

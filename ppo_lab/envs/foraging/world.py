@@ -95,6 +95,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from ppo_lab.envs.base import Env
 from ppo_lab.envs.foraging.config import OBS_TABLES, mode_defaults, read_sections
 
 ACTION_NAMES = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]
@@ -208,7 +209,7 @@ def _distinct_cells(key: jax.Array, n: int, n_cells: int) -> jax.Array:
     return cells
 
 
-class Foraging(environment.Environment[EnvState, EnvParams]):
+class Foraging(environment.Environment[EnvState, EnvParams], Env):
     """Torus foraging world. Shapes (grid, view, slots, channels) are static; the rest is data."""
 
     def __init__(self, grid_size: int = 128, view_range: int = 5, food_slots: int = 256,

@@ -33,6 +33,7 @@ import jumanji
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from ppo_lab.envs.base import Env
 from ppo_lab.envs.jumanji_env.config import check_config, read_config
 from ppo_lab.errors import ConfigError
 
@@ -61,7 +62,7 @@ def _symlog(x):
     return jnp.sign(x) * jnp.log1p(jnp.abs(x))
 
 
-class JumanjiEnv:
+class JumanjiEnv(Env):
     """A Jumanji env with the gymnax 1.0 API; see the module docstring."""
 
     def __init__(self, env, env_id: str, observation: str = "flat", obs_transform: str = "none",

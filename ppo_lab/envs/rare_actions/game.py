@@ -57,6 +57,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from ppo_lab.envs.base import Env
 from ppo_lab.envs.rare_actions.config import PARAM_DEFAULTS, check_config, read_config
 from ppo_lab.errors import ConfigError
 
@@ -110,7 +111,7 @@ def _manhattan(cells: jax.Array, cell: jax.Array) -> jax.Array:
     return jnp.sum(jnp.abs(cells - cell), axis=-1)
 
 
-class RareActions(environment.Environment[EnvState, EnvParams]):
+class RareActions(environment.Environment[EnvState, EnvParams], Env):
     """The game above. Static: grid side and number of data items; the rest is EnvParams."""
 
     def __init__(self, grid_size: int = 5, n_data: int = 3):

@@ -1,0 +1,65 @@
+"""`Env`: the contract every env of the lab derives from (as gymnax's `Environment` is the
+contract of gymnax's envs), with its optional members and their defaults in one place.
+
+Required (gymnax 1.0's API; our own JAX envs get them by deriving from gymnax's `Environment`
+too, the builders of gymnax's own envs wrap them in `envs.gymnax_envs.GymnaxEnv`):
+- `reset(key, params) -> (obs, state)`;
+- `step(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)`,
+  auto-reset included, `info["final_observation"]` the observation the step ended on;
+- `action_space(params)`, `observation_space(params)`, `default_params`.
+
+Optional, with the defaults below (an env overrides what it offers):
+- `batched`: the env steps whole batches itself (`reset_batch(key, params, n)`,
+  `step_batch(key, state, action, params)`; EnvPool, Gymnasium: `HostBatchedEnv`);
+- `action_mask(state, params) -> bool[num_actions]`: the actions valid in `state`
+  (`has_action_mask` says whether the env defines one);
+- `actor_obs_channels`: the actor sees only the first N observation channels, the critic all
+  of them (a privileged critic); None: both see everything;
+- `action_names`: names for the `actions/<name>` fractions (None: the action index);
+- `place(num_devices, axis_name)`: called once the device layout is known (envs outside JAX
+  keep one simulator per device);
+- `lives_outside_jax` and `for_evaluation()`: an env whose state lives in a simulator outside
+  JAX evaluates on envs of its own;
+- `episode_limit(params)`: the most steps of an episode (evaluation's cap);
+- `info[RESETTING]` (bool per env): the step only reset the env (EnvPool resets on the step
+  after an episode ends, ignoring the action); it weighs nothing in the update;
+- `info["metrics"]`: dict name -> per-step scalar, logged as its mean over a rollout.
+
+docs/envs.md adds an env with a worked example.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+class Env:
+    """The optional members of an env, and their defaults (see the module docstring)."""
+
+    RESETTING = "resetting"  # the info key of a step that only reset the env
+
+    batched: bool = False
+    actor_obs_channels: int | None = None
+    action_names: Sequence[str] | None = None
+    lives_outside_jax: bool = False
+
+    @property
+    def has_action_mask(self) -> bool:
+        """Whether the env defines `action_mask` (the trainer, evaluation and replay honour it)."""
+        return type(self).action_mask is not Env.action_mask
+
+    def action_mask(self, state, params):
+        """The actions valid in `state` (bool [num_actions]); an env without a mask has none."""
+        raise NotImplementedError(f"{type(self).__name__} has no action mask (has_action_mask is False)")
+
+    def place(self, num_devices: int, axis_name: str) -> None:
+        """Set up for `num_devices` devices along the mesh axis `axis_name` (default: nothing to do)."""
+
+    def for_evaluation(self) -> "Env":
+        """The env to evaluate on (default: this one)."""
+        return self
+
+    def episode_limit(self, params) -> int | None:
+        """The most steps of an episode under `params` (None: no limit known)."""
+        limit = getattr(params, "max_steps_in_episode", None) or getattr(params, "max_steps", None)
+        return None if limit is None else int(limit)

@@ -1,0 +1,87 @@
+"""Nothing changes for users, bit for bit: five tiny configs train to the metrics.csv and final
+evaluation recorded in tests/fixtures/bitwise/ before the core refactor (issue #30).
+
+Every column of every row is compared exactly, except the wall-clock ones. To record anew
+(only when a change of numbers is intended and explained):
+
+    PPO_LAB_RECORD_BITWISE=1 python -m pytest tests/test_bitwise.py
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY, compose_config, read_summary, train_run
+from ppo_lab.run.group import train_group
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "bitwise"
+RECORD = os.environ.get("PPO_LAB_RECORD_BITWISE") == "1"
+
+SMALL = ["ppo.num_envs=4", "ppo.num_steps=16", "ppo.num_minibatches=2", "ppo.update_epochs=2",
+         "train.chunk_updates=4", "hardware.host_devices=1"]
+
+RUNS = {
+    "cartpole": ["experiment=cartpole", *TINY],
+    "foraging": ["env=foraging", "env.grid_size=16", "env.food_min=4", "env.food_max=8", "env.poison_min=4",
+                 "env.poison_max=8", "env.max_steps=32", *SMALL, "ppo.total_timesteps=512", "eval.episodes=2",
+                 "++eval.survival_envs=4", "++eval.survival_steps=32"],
+    "memory_chain_gru": ["experiment=memory_chain", *SMALL, "ppo.total_timesteps=768", "num_seeds=2",
+                         "eval.episodes=4"],
+    "pendulum_normalized": ["experiment=pendulum", *SMALL, "ppo.total_timesteps=1024", "ppo.normalize_obs=true",
+                            "ppo.normalize_reward=true", "eval.episodes=2", "eval.max_steps=50"],
+}
+# The rare-action grid as hydra/launcher=vmap trains it: two cells (learning rates) x 2 seeds in one program.
+GRID = ["experiment=rare_actions", *SMALL, "ppo.auto_scale_reference_batch=64", "ppo.total_timesteps=1024",
+        "num_seeds=2", "eval.episodes=4"]
+GRID_CELLS = {"rare_actions_grid_lr5e-4": ["ppo.lr=5e-4"], "rare_actions_grid_lr2e-3": ["ppo.lr=2e-3"]}
+
+
+def _is_wall(column: str) -> bool:
+    return column.startswith("perf/") or "wall" in column
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open(newline="") as f:
+        return [{k: v for k, v in row.items() if not _is_wall(k)} for row in csv.DictReader(f)]
+
+
+def _check(name: str, run_dir: Path) -> None:
+    rows, final_eval = _rows(run_dir / "metrics.csv"), read_summary(run_dir)["eval"]
+    target = FIXTURES / name
+    if RECORD:
+        target.mkdir(parents=True, exist_ok=True)
+        with (target / "metrics.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        (target / "eval.json").write_text(json.dumps(final_eval, indent=1, sort_keys=True) + "\n")
+        return
+    expected = _rows(target / "metrics.csv")
+    assert list(rows[0]) == list(expected[0]), f"{name}: columns differ"
+    assert len(rows) == len(expected), f"{name}: {len(rows)} rows, recorded {len(expected)}"
+    for i, (row, want) in enumerate(zip(rows, expected)):
+        diff = {k: (row[k], want[k]) for k in want if row[k] != want[k]}
+        assert not diff, f"{name}: row {i} (update {want.get('update')}, seed {want.get('seed')}) differs: {diff}"
+    assert final_eval == json.loads((target / "eval.json").read_text()), f"{name}: final evaluation differs"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", list(RUNS))
+def test_a_run_trains_as_recorded(name, tmp_path):
+    train_run(RUNS[name], tmp_path / name)
+    _check(name, tmp_path / name)
+
+
+@pytest.mark.timeout(600)
+def test_the_rare_action_grid_trains_as_recorded(tmp_path):
+    names = list(GRID_CELLS)
+    cfgs = [compose_config([*GRID, *GRID_CELLS[n]]) for n in names]
+    results = train_group(cfgs, [tmp_path / n for n in names])
+    for name, result in zip(names, results):
+        assert isinstance(result, dict) and result["status"] == "completed", result
+        _check(name, tmp_path / name)
