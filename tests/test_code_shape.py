@@ -52,6 +52,7 @@ NOT_ENV_OR_NETWORK = {
     "file_writer": "tensorboardX's FileWriter internals",
     "events": "tensorboardX's EventFileWriter internals",
     "model_input": "an MLflow pyfunc input (a DataFrame or an array)",
+    "jax.config": "jax's own options, read by name for the reproducibility record (run/manifest.py)",
 }
 
 
