@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
+import struct
+import termios
 import subprocess
 import sys
 import threading
@@ -118,16 +121,20 @@ def test_watch_key_stops_the_selected_run_cleanly(tmp_path, tiny):
             assert trainer.poll() is None and time.time() < deadline, (tmp_path / "train.log").read_text()[-3000:]
             time.sleep(0.3)
         master, slave = pty.openpty()
+        # A terminal large enough for the whole dashboard: in the default 80x24 the key line is
+        # cut off, and the wait below for it ran into its deadline (90 s) on every run.
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 60, 200, 0, 0))
         screen = []
         ui = subprocess.Popen([sys.executable, "-m", "ppo_lab.cli", "watch", str(tmp_path), "--interval", "0.5"],
-                              cwd=ROOT, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+                              cwd=ROOT, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                              env={**os.environ, "LINES": "60", "COLUMNS": "200"})  # what rich reads first
         os.close(slave)
         threading.Thread(target=_drain, args=(master, screen), daemon=True).start()
         # Keys only once the dashboard is drawn (its key line is on screen): on a loaded
         # machine importing the UI alone can take longer than any fixed wait.
         deadline = time.time() + 90
-        while b"keys:" not in b"".join(screen) and time.time() < deadline:
-            assert ui.poll() is None, b"".join(screen)[-3000:]
+        while b"keys:" not in b"".join(screen):
+            assert ui.poll() is None and time.time() < deadline, b"".join(screen)[-3000:]
             time.sleep(0.2)
         os.write(master, b"s")
         time.sleep(0.5)
