@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from pathlib import Path
 
 import jax
@@ -51,12 +52,16 @@ def _draw(rng: np.random.Generator, low: float, high: float, log_scale: bool) ->
     return float(rng.uniform(low, high))
 
 
+@jax.jit
+def _gather(state, index):
+    return jax.tree.map(lambda x: x[index], state).replace(key=state.key)
+
+
 def gather(state, source: np.ndarray):
-    """Each replica's state replaced by that of replica `source[i]`, on the device; every copy
-    keeps its own PRNG key."""
-    index = jnp.asarray(source)
-    copied = jax.tree.map(lambda x: x[index], state)
-    return copied.replace(key=state.key)
+    """Each replica's state replaced by that of replica `source[i]`, on the device, in one
+    program (compiled once per run, not one small program per leaf); every copy keeps its
+    own PRNG key."""
+    return _gather(state, jnp.asarray(source, dtype=jnp.int32))
 
 
 def lineage(steps: list[dict], member: int, end_update: int) -> list[dict]:
@@ -168,6 +173,7 @@ class Population:
 
     def step(self, update: int, state):
         """The step at `update`: (new state, new stacked Hypers), and its line in pbt.jsonl."""
+        t0 = time.perf_counter()
         rng = np.random.default_rng([self.seed, update])
         fitness = self.fitness()
         copied = self.choose(fitness, rng)
@@ -183,8 +189,8 @@ class Population:
             "update": update, "fitness": self.last_fitness, "hypers": members, "copied": copied,
             "exploit": self.pbt.exploit})
         self.window, self.last_step = [[] for _ in members], update
-        log.info("pbt step at update %d: %s", update, ", ".join(
-            f"{m}<-{s}" for m, s in enumerate(copied) if s is not None) or "nothing copied")
+        log.info("pbt step at update %d: %s (%.3f s)", update, ", ".join(
+            f"{m}<-{s}" for m, s in enumerate(copied) if s is not None) or "nothing copied", time.perf_counter() - t0)
         return state, self.hypers()
 
     # -- the end ------------------------------------------------------------------------

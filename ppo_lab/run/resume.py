@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 ALLOW_KEY = "allow_config_change"
 # Keys whose change makes a checkpoint unusable (shapes or meaning of the saved state):
 # refused even with allow_config_change=true.
-RESUME_MUST_MATCH = ("seed", "num_seeds", "env", "reward", "network", "ppo.num_envs", "ppo.num_steps")
+RESUME_MUST_MATCH = ("seed", "num_seeds", "env", "reward", "network", "ppo.num_envs", "ppo.num_steps",
+                     "pbt.population")
 # Keys (and sections) that do not change what is trained: they may differ freely on a relaunch.
 FREE_KEYS = (
     "train.duration_min", "train.target_return", "train.patience", "train.return_window", "train.chunk_updates",
