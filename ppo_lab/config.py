@@ -198,6 +198,31 @@ class LoggerSpec:
 
 
 @dataclass(frozen=True)
+class ExploredKey:
+    """One hyperparameter a population explores (`pbt.hypers.<key>`): its range and scale."""
+    low: float
+    high: float
+    log: bool
+
+
+@dataclass(frozen=True)
+class PBTConfig:
+    """`conf/pbt/default.yaml`: population-based training (ppo_lab/run/population.py, docs/pbt.md)."""
+    population: int  # members; 0: off
+    interval_updates: int
+    fraction: float
+    fitness: str
+    exploit: bool
+    hypers: Mapping[str, ExploredKey]  # traced key (config.TRACED_PPO_KEYS) -> its range
+    factors: tuple[float, ...]
+    resample_prob: float
+
+    @property
+    def on(self) -> bool:
+        return self.population > 0
+
+
+@dataclass(frozen=True)
 class RunConfig:
     seed: int
     num_seeds: int
@@ -214,6 +239,7 @@ class RunConfig:
     checkpoint_every_min: float
     hardware: HardwareConfig
     logger: Mapping[str, LoggerSpec]
+    pbt: PBTConfig | None = None  # None: no population (pbt.population=0)
     extra: Mapping[str, Any] = field(default_factory=dict)
     # The user's own keys (`+tags.owner=me`): recorded in config.yaml and the loggers' params,
     # read by nothing; the one place an unknown key is allowed (config_keys.USER_NAMESPACE).
@@ -451,6 +477,47 @@ def _eval(s: Mapping) -> EvalConfig:
     return e
 
 
+def _explored(key: str, s) -> ExploredKey:
+    prefix = f"pbt.hypers.{key}"
+    _require(key in TRACED_PPO_KEYS and key != "entropy_floor", prefix, s,
+             f"an explorable key, one of {[k for k in TRACED_PPO_KEYS if k != 'entropy_floor']} (traced: they "
+             f"change no shape, so one compiled program trains every member)")
+    _require(isinstance(s, Mapping) and set(s) == {"low", "high", "log"}, prefix, s, "{low: NUMBER, high: NUMBER, log: BOOL}")
+    low, high = _number(s, prefix, "low"), _number(s, prefix, "high")
+    log = _flag(s, prefix, "log")
+    _require(low < high, f"{prefix}.low", low, f"a value below high ({high})")
+    _require(not log or low > 0, f"{prefix}.low", low, "a value > 0 with log: true (a log-uniform range)")
+    return ExploredKey(low, high, log)
+
+
+def _pbt(s: Mapping | None, num_seeds: int) -> PBTConfig | None:
+    """The `pbt` section (None: off). Members share one program, so only traced keys are explored."""
+    s = dict(s or {"population": 0})
+    population = _number(s, "pbt", "population", int)
+    if population == 0:
+        return None
+    _require(population >= 2, "pbt.population", population, "0 (off) or an integer >= 2")
+    _require(num_seeds == 1, "num_seeds", num_seeds, f"1 with pbt.population={population} (member m trains seed "
+             f"seed+m; several populations: -m seed=0,{population},{2 * population},...)")
+    interval = _number(s, "pbt", "interval_updates", int)
+    _require(interval >= 1, "pbt.interval_updates", interval, "an integer >= 1")
+    fraction = _number(s, "pbt", "fraction")
+    _require(0 < fraction <= 0.5, "pbt.fraction", fraction, "a fraction in (0, 0.5]")
+    fitness = s.get("fitness")
+    _require(isinstance(fitness, str) and "/" in fitness, "pbt.fitness", fitness, "a logged metric, e.g. train/mean_episode_return")
+    hypers = {str(k).removeprefix("ppo."): v for k, v in dict(s.get("hypers") or {}).items()}
+    _require(bool(hypers), "pbt.hypers", hypers, "at least one explored key: {KEY: {low, high, log}}")
+    perturb = dict(s.get("perturb") or {})
+    factors = perturb.get("factors")
+    _require(isinstance(factors, (list, tuple)) and factors and all(
+        isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 for f in factors),
+        "pbt.perturb.factors", factors, "a list of factors > 0, e.g. [0.8, 1.25]")
+    resample = _number(perturb, "pbt.perturb", "resample_prob")
+    _require(0 <= resample <= 1, "pbt.perturb.resample_prob", resample, "a probability in [0, 1]")
+    return PBTConfig(population, interval, fraction, fitness, _flag(s, "pbt", "exploit"),
+                     {k: _explored(k, v) for k, v in hypers.items()}, tuple(float(f) for f in factors), resample)
+
+
 def _health(s: Mapping) -> HealthConfig:
     return HealthConfig(**{k: _number(s, "health", k) for k in ("entropy_min", "kl_min", "kl_max", "clip_frac_max")})
 
@@ -566,9 +633,11 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
     known.discard("resolved")
     tags = cfg.get("tags") or {}
     _require(isinstance(tags, Mapping), "tags", tags, "a mapping of your own keys (+tags.NAME=VALUE)")
+    pbt = _pbt(cfg.get("pbt"), num_seeds)
     return RunConfig(
         seed=seed,
-        num_seeds=num_seeds,
+        # A population's members are its seeds seed..seed+population-1 (one replica each).
+        num_seeds=pbt.population if pbt else num_seeds,
         experiment=str(cfg.get("experiment")),
         resume=resume,
         benchmark=benchmark,
@@ -582,6 +651,7 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
         checkpoint_every_min=every,
         hardware=validate_hardware(cfg["hardware"]),
         logger=logger,
+        pbt=pbt,
         extra={k: v for k, v in cfg.items() if k not in known},
         tags=dict(tags),
         resolved=dict(cfg),

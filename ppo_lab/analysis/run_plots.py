@@ -23,6 +23,7 @@ from ppo_lab import rundir
 from ppo_lab.analysis.action_columns import continuous_dimensions, discrete_shares
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.goodhart import PAID, TRUE, draw_goodhart
+from ppo_lab.analysis.pbt_plots import plot_population
 
 PANELS = [
     ("train/mean_episode_return", "episode return"),
@@ -157,6 +158,8 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {out}")
+    if (args.run_dir / rundir.PBT_LOG).exists():  # a population run: its schedules and fitness too
+        print(f"wrote {plot_population(args.run_dir, out.parent / 'pbt.png')}")
     return 0
 
 

@@ -60,6 +60,16 @@ def check_continuous(cfg: RunConfig, env, env_params) -> None:
                           f"(shape {obs_shape}), not images a CNN could take")
 
 
+def chunk_updates(cfg: RunConfig, ppo: PPOConfig) -> int:
+    """Updates per chunk: train.chunk_updates (at most the run's); a population's, the largest
+    divisor of pbt.interval_updates at most that (its steps fall between chunks)."""
+    chunk = min(cfg.train.chunk_updates, ppo.num_updates)
+    if cfg.pbt is None:
+        return chunk
+    interval = cfg.pbt.interval_updates
+    return max(d for d in range(1, min(chunk, interval) + 1) if interval % d == 0)
+
+
 def build(cfg: RunConfig, num_devices: int) -> Components:
     env, env_params, network, action_names = build_env_and_network(cfg)
     for name, path in cfg.env.evaluations.items():  # load now: a missing one fails before any compile
@@ -78,7 +88,7 @@ def build(cfg: RunConfig, num_devices: int) -> Components:
     trainer = make_trainer(
         ppo, env, env_params, network,
         num_envs=layout.envs_per_replica,
-        chunk_updates=min(cfg.train.chunk_updates, ppo.num_updates),
+        chunk_updates=chunk_updates(cfg, ppo),
         grad_axis=layout.grad_axis,
     )
     hypers = Hypers.replicated(ppo, layout.num_replicas)

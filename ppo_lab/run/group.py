@@ -121,6 +121,9 @@ def _checked(index: int, cfg: Mapping, run_dir: Path, results: list) -> Cell | N
     if run_cfg.hardware.layout == "envs":
         raise ConfigError("hardware.layout", "envs", "auto, seeds or single with hydra/launcher=vmap (a group lays "
                                                      "its replicas out as seeds; hydra/launcher=basic splits one seed's envs)")
+    if run_cfg.pbt is not None:
+        raise ConfigError("pbt.population", run_cfg.pbt.population, "0 with hydra/launcher=vmap (a population is "
+                                                                   "one run: hydra/launcher=basic)")
     disabled = []
     if not run_cfg.benchmark:
         loggers, disabled = check_stores(run_cfg.logger)

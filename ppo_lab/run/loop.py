@@ -25,6 +25,7 @@ from ppo_lab.run.build import Components
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
 from ppo_lab.run.manifest import write_run_manifest
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
+from ppo_lab.run.population import Population
 from ppo_lab.run.recorders import RunContext, choose_recorders
 from ppo_lab.run.recorders.console import ProgressRecorder, print_closing_summary
 from ppo_lab.run.stopping import EarlyStopping, RecentReturns, StopConditions, StopSignals
@@ -83,6 +84,7 @@ class Replicas:
         self.state, self.update = state, start_update
         self.num_updates, self.chunk_updates = num_updates, chunk_updates
         self.in_flight = None  # (state, metrics) of the chunk dispatched after `self.state`
+        self.hold_every: int | None = None  # a population: no chunk dispatched past a multiple of this (its step)
 
     def next_chunk(self) -> tuple[dict, int, float]:
         """Run one chunk: its metrics (host arrays [replica, K, ...]), its update count, its wall time."""
@@ -92,10 +94,19 @@ class Replicas:
         new_state, metrics = self.in_flight
         count = min(self.chunk_updates, self.num_updates - self.update)
         following = self.update + count
-        self.in_flight = self.compiled(new_state, start_update_arg(following), self.hypers) if following < self.num_updates else None
+        held = self.hold_every is not None and following % self.hold_every == 0
+        self.in_flight = (self.compiled(new_state, start_update_arg(following), self.hypers)
+                          if following < self.num_updates and not held else None)
         metrics = jax.device_get(metrics)
         self.state, self.update = new_state, following
         return metrics, count, time.perf_counter() - t0
+
+    def swap(self, state, hypers) -> None:
+        """New state and hyperparameters between chunks (a population's step; none in flight),
+        laid out over the devices as the old ones: the program is not compiled again."""
+        assert self.in_flight is None, "a chunk is in flight"
+        self.state = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), state, self.state)
+        self.hypers = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), hypers, self.hypers)
 
     def part(self, replicas: slice | None):
         """The state of `replicas` (None: all of them, as they are)."""
@@ -117,6 +128,7 @@ class Session:
         self.early.restore(resumed.early_stopping)
         self.steps, self.seconds = 0, 0.0  # env steps and loop wall time of this session (for sps)
         self.replicas: Replicas | None = None
+        self.population: Population | None = None  # a population run's members (run/population.py)
         self.part: slice | None = None  # this run's replicas in `self.replicas` (None: all)
         self.eval_runner = None  # evaluate.episode_runner shared with other runs (a vmap group), or None
         self.summary: dict = {}
@@ -143,6 +155,8 @@ class Session:
         self.train_wall = self.prior_wall + time.monotonic() - self.loop_start
         rows = rows_from_chunk(metrics, self.comp, self.cfg, self.update, count, self.train_wall, steps / elapsed)
         self.update += count
+        if self.population is not None:
+            self.population.annotate(rows)
         self.recent.add(rows)
         return rows
 
@@ -153,6 +167,7 @@ class Session:
             "update": self.update, "timesteps": self.update * self.comp.ppo.batch_size, "wall_s": self.train_wall,
             "layout": self.comp.layout.as_dict(), "seeds": self.cfg.seeds, "early_stopping": self.early.state(),
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **({"pbt": self.population.state()} if self.population is not None else {}),
         })
 
     def evaluate(self) -> dict:
@@ -175,11 +190,17 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     )
     mesh = make_mesh(comp.layout, devices)
     plan = resume.plan(cfg, run_dir)  # a refused resume or config change stops here, nothing written
+    population = Population(cfg, run_dir) if cfg.pbt is not None else None
+    comp = population.into(comp) if population else comp  # the members' drawn values for a fresh init
     state, resumed = resume.restore(plan, comp, cfg, mesh)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if population:  # the population at the checkpoint; pbt.jsonl cut back to it
+        population.resume(resumed)
+        comp = population.into(comp)
     rundir.write_config(run_dir, cfg.resolved)
     write_run_manifest(run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
     session = Session(cfg, comp, run_dir, resumed)
+    session.population = population
     session.recent.add(resume.keep_rows(plan, resumed, run_dir, cfg.train.return_window))
 
     session.summary = summary = start_summary(cfg, comp, devices, resumed, loggers_disabled)
@@ -190,6 +211,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
         session.replicas = Replicas(comp.trainer.chunk, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
                                     resumed.start_update, session.num_updates, comp.trainer.chunk_updates)
         summary["compile_s"] = round(session.replicas.compile_s, 3)
+        session.replicas.hold_every = cfg.pbt.interval_updates if population else None
         hw, ppo = cfg.hardware, comp.ppo  # before the first step: numbers and knobs, not RESOURCE_EXHAUSTED
         check_fits(session.replicas.compiled, list(mesh.devices.flat), hw.memory_limit_gb, num_seeds=cfg.num_seeds,
                    num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=hw.precision)
@@ -200,12 +222,6 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     session.start_loop()
     drive(session.replicas, [session], devices, reraise=True)
     return summary
-
-
-def end_progress(recorders: list) -> None:
-    for recorder in recorders:
-        if isinstance(recorder, ProgressRecorder):
-            recorder.finish()
 
 
 def end_progress(recorders: list) -> None:
@@ -252,6 +268,7 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
                     rows = session.take({k: v[part] for k, v in metrics.items()}, count, elapsed)
                     for recorder in session.recorders:
                         recorder.log_rows(rows)
+                population_steps(replicas, active)
                 if time.monotonic() - last_checkpoint >= every_s:
                     for session in active:
                         session.save_checkpoint()
@@ -273,6 +290,14 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
             finish(session.summary, session, session.recorders, devices)
         if reraise or not isinstance(exc, Exception):
             raise
+
+
+def population_steps(replicas: Replicas, sessions: list[Session]) -> None:
+    """A population's exploit/explore step when one is due (run/population.py): after the
+    chunk's rows, before a checkpoint, so a checkpoint holds the state after the step."""
+    for session in sessions:
+        if session.population is not None and session.population.due(replicas.update, replicas.num_updates):
+            replicas.swap(*session.population.step(replicas.update, replicas.state))
 
 
 def conclude(session: Session, status: str, reason: str, signals: StopSignals, devices) -> dict:
@@ -311,6 +336,8 @@ def record_failure(exc: BaseException, session: Session, summary: dict, signals:
 
 
 def finish(summary: dict, session: Session, recorders: list, devices) -> dict:
+    if session.population is not None:
+        summary["pbt"] = session.population.summary(session.update)
     summary.update(end_fields(update=session.update, batch_size=session.comp.ppo.batch_size, wall_s=session.train_wall,
                               steps=session.steps, seconds=session.seconds, final=session.recent.final(session.cfg.seeds),
                               devices=devices))

@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 ALLOW_KEY = "allow_config_change"
 # Keys whose change makes a checkpoint unusable (shapes or meaning of the saved state):
 # refused even with allow_config_change=true.
-RESUME_MUST_MATCH = ("seed", "num_seeds", "env", "reward", "network", "ppo.num_envs", "ppo.num_steps")
+RESUME_MUST_MATCH = ("seed", "num_seeds", "env", "reward", "network", "ppo.num_envs", "ppo.num_steps",
+                     "pbt.population")
 # Keys (and sections) that do not change what is trained: they may differ freely on a relaunch.
 FREE_KEYS = (
     "train.duration_min", "train.target_return", "train.patience", "train.return_window", "train.chunk_updates",
@@ -78,6 +79,8 @@ def _added_as_before(key: str, saved, now: dict) -> bool:
         return False
     if is_wiring(key):
         return True
+    if key.startswith("pbt."):  # the pbt section, added off: as before while no population trains
+        return now.get("pbt.population", 0) == 0
     if key == "network.recurrent_size":
         return now.get("network.recurrent", _UNSET) is None
     if key == "network.head_hidden_gain":  # the gain of a head layer that is not there
@@ -172,6 +175,7 @@ class Resumed:
     source: Path | None = None
     own: bool = False
     damaged: list = field(default_factory=list)  # "ckpt_<N>.json: why" of each checkpoint skipped as damaged
+    pbt: dict | None = None  # a population's state at the checkpoint (run/population.py), or None
 
 
 def start_over(run_dir: Path, why: str) -> None:
@@ -184,8 +188,6 @@ def start_over(run_dir: Path, why: str) -> None:
 
 def restore(p: Plan, comp, cfg, mesh):
     """(state, Resumed): a fresh init, or the source's latest checkpoint on this mesh."""
-
-
     if p.source is None:
         return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers), Resumed()
     template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
@@ -208,7 +210,7 @@ def restore(p: Plan, comp, cfg, mesh):
                           f"this run has {comp.layout.as_dict()}")
     state = jax.device_put(host_state, replica_sharding(mesh))
     resumed = Resumed(int(meta["update"]), float(meta.get("wall_s", 0.0)), meta.get("early_stopping"), p.source, p.own,
-                      [str(exc) for exc in loaded.damaged])
+                      [str(exc) for exc in loaded.damaged], meta.get("pbt"))
     return state, resumed
 
 

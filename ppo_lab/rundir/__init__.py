@@ -9,6 +9,7 @@ directory": contract):
     jsonfile     reading JSON files
     config_file  config.yaml, config_history.jsonl
     metrics      metrics.csv: the typed reader, the append-only writer, truncation on resume
+    pbt_log      pbt.jsonl: a population's exploit steps
     summary      summary.json, benchmark.json, error.txt
     checkpoints  which checkpoints exist (their pytree (de)serialisation: ppo_lab.run.checkpoint)
     manifest     manifest.json (the reproducibility record)
@@ -44,6 +45,7 @@ from ppo_lab.rundir.metrics import (
     read_recent_rows,
     read_seed_rows,
 )
+from ppo_lab.rundir.pbt_log import append_pbt_step, pbt_log_until, read_pbt_log
 from ppo_lab.rundir.paths import (
     AGGREGATE,
     BENCHMARK,
@@ -56,6 +58,7 @@ from ppo_lab.rundir.paths import (
     MANIFEST,
     KEY_COLUMNS,
     METRICS,
+    PBT_LOG,
     MULTIRUN,
     RUNS,
     STOP_FILE,
@@ -85,4 +88,5 @@ __all__ = [
     "stop_requested", "update_summary", "write_atomic", "write_benchmark", "write_config", "write_error",
     "MANIFEST", "manifest_differences", "read_manifest", "write_manifest",
     "write_jobs", "write_json_atomic", "write_table", "write_text_atomic",
+    "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",
 ]

@@ -1,0 +1,208 @@
+"""Population-based training on the host, between chunks (`pbt.*`, docs/pbt.md).
+
+A population of P members is a run of P replicas of one compiled program (`loop.Replicas`),
+member m training with seed `seed + m` and its own traced hyperparameters (`ppo.hypers.Hypers`,
+an argument of the chunk: changing them never recompiles).
+
+    Population(cfg, run_dir)      each member's explored keys drawn from the run's seed
+    .resume(resumed)              or taken from the checkpoint (members, window, last step)
+    .annotate(rows)               metrics.csv rows: `member` and each member's `pbt/<key>`;
+                                  the fitness metric collected per member since the last step
+    .step(update, state, hypers)  every `interval_updates` updates: rank by mean fitness; the
+                                  bottom fraction copy a top-fraction member's learner state
+                                  (gathered on the device) and hyperparameters, then perturb
+                                  them; one line to pbt.jsonl. With pbt.exploit=false nothing is
+                                  copied or perturbed (random search in the same program).
+
+Schedules: an explored key that starts a schedule (`lr`, `ent_coef_initial`, `clip_eps`)
+carries its end (`lr_final`, ...) with it at the config's ratio end/start, unless the end is
+explored itself: a perturbation scales the schedule's start and end together, and the schedule
+stays indexed by the run's update, so a copied member goes on from where the run is.
+
+The exploration PRNG of a step is `default_rng([seed, update])`: a function of the run's seed
+and the step's update, so a resumed run draws what the uninterrupted one drew with nothing but
+the update to keep. A copy keeps its own PRNG key (`LearnerState.key`): it does not replay its
+source's actions and env randomness.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ppo_lab import rundir
+from ppo_lab.config import RunConfig
+from ppo_lab.ppo.hypers import SCHEDULES, Hypers
+
+log = logging.getLogger(__name__)
+
+COLUMN = "pbt/"  # metrics.csv: each member's current value of an explored key, `pbt/lr`
+DRAW = 0  # the update whose PRNG draws the initial members (steps are at updates >= 1)
+
+
+def _draw(rng: np.random.Generator, low: float, high: float, log_scale: bool) -> float:
+    if log_scale:
+        return float(np.exp(rng.uniform(np.log(low), np.log(high))))
+    return float(rng.uniform(low, high))
+
+
+@jax.jit
+def _gather(state, index):
+    return jax.tree.map(lambda x: x[index], state).replace(key=state.key)
+
+
+def gather(state, source: np.ndarray):
+    """Each replica's state replaced by that of replica `source[i]`, on the device, in one
+    program (compiled once per run, not one small program per leaf); every copy keeps its
+    own PRNG key."""
+    return _gather(state, jnp.asarray(source, dtype=jnp.int32))
+
+
+def lineage(steps: list[dict], member: int, end_update: int) -> list[dict]:
+    """The segments of training that `member`'s final state went through, in time order:
+    [{member, from_update, until_update}] (it copied another at each segment's start)."""
+    segments, current, until = [], member, end_update
+    for step in reversed(steps):
+        source = step["copied"][current]
+        if source is not None:
+            segments.append({"member": current, "from_update": step["update"], "until_update": until})
+            current, until = source, step["update"]
+    segments.append({"member": current, "from_update": 0, "until_update": until})
+    return segments[::-1]
+
+
+class Population:
+    """The members' explored hyperparameters, fitness since the last step, and the steps."""
+
+    def __init__(self, cfg: RunConfig, run_dir: Path):
+        self.pbt, self.seed, self.run_dir = cfg.pbt, cfg.seed, Path(run_dir)
+        self.base = dataclasses.asdict(cfg.ppo)
+        rng = np.random.default_rng([cfg.seed, DRAW])
+        self.members = [{k: _draw(rng, r.low, r.high, r.log) for k, r in self.pbt.hypers.items()}
+                        for _ in range(self.pbt.population)]
+        self.window: list[list[float]] = [[] for _ in self.members]  # fitness per member since the last step
+        self.last_step = 0
+        self.last_fitness: list | None = None
+
+    # -- hyperparameters --------------------------------------------------------------
+    def values(self, member: int) -> dict:
+        """Member `member`'s traced keys: the config's, its explored ones, their schedules' ends."""
+        values = dict(self.base)
+        explored = self.members[member]
+        values.update(explored)
+        for start, end in SCHEDULES.values():
+            if start in explored and end not in self.pbt.hypers and self.base[start]:
+                values[end] = self.base[end] * explored[start] / self.base[start]
+        return values
+
+    def hypers(self):
+        """The members' stacked `Hypers` (the chunk's argument)."""
+        return Hypers.stack([Hypers.from_values(self.values(m)) for m in range(len(self.members))])
+
+    def into(self, comp):
+        """`comp` (run/build.py Components) with the members' hyperparameters."""
+        return dataclasses.replace(comp, hypers=self.hypers())
+
+    # -- resume ---------------------------------------------------------------------
+    def resume(self, resumed) -> None:
+        """Take the population at the checkpoint (a fresh run: as drawn); pbt.jsonl cut back to it."""
+        path = self.run_dir / rundir.PBT_LOG
+        source = resumed.source / rundir.PBT_LOG if resumed.source is not None else path
+        dropped = rundir.pbt_log_until(source, path, resumed.start_update if resumed.pbt is not None else 0)
+        if dropped:
+            log.info("pbt: dropped %d exploit step(s) written after the checkpoint", dropped)
+        if resumed.pbt is not None:
+            saved = resumed.pbt
+            self.members, self.window = saved["members"], saved["window"]
+            self.last_step, self.last_fitness = saved["last_step"], saved.get("last_fitness")
+
+    def state(self) -> dict:
+        """What the checkpoint keeps (JSON): the exploration PRNG is (seed, update), nothing to keep."""
+        return {"members": self.members, "window": self.window, "last_step": self.last_step,
+                "last_fitness": self.last_fitness}
+
+    # -- rows -------------------------------------------------------------------------
+    def annotate(self, rows: list[dict]) -> None:
+        """Each row's member and its current values; the fitness collected."""
+        for row in rows:
+            member = row["seed"] - self.seed
+            row["member"] = member
+            row.update({f"{COLUMN}{k}": v for k, v in self.members[member].items()})
+            if self.pbt.fitness not in row:
+                raise ValueError(f"pbt.fitness={self.pbt.fitness} is not a logged metric; logged: "
+                                 f"{sorted(k for k in row if '/' in k)}")
+            self.window[member].append(float(row[self.pbt.fitness]))
+
+    # -- the exploit/explore step -----------------------------------------------------
+    def due(self, update: int, num_updates: int) -> bool:
+        return update % self.pbt.interval_updates == 0 and self.last_step < update < num_updates
+
+    def fitness(self) -> np.ndarray:
+        """Mean fitness of each member since the last step (NaN where no episode ended)."""
+        means = [np.mean([v for v in w if np.isfinite(v)]) if any(np.isfinite(w)) else np.nan for w in self.window]
+        return np.asarray(means, dtype=np.float64)
+
+    def choose(self, fitness: np.ndarray, rng: np.random.Generator) -> list:
+        """Which member each copies (None: keeps its own): the bottom fraction a random top-fraction member."""
+        copied: list = [None] * len(self.members)
+        if not self.pbt.exploit:
+            return copied
+        ranked = np.argsort(np.where(np.isfinite(fitness), fitness, -np.inf), kind="stable")
+        count = max(1, int(len(self.members) * self.pbt.fraction))
+        top = [int(m) for m in ranked[-count:]]
+        for member in ranked[:count]:
+            copied[int(member)] = int(rng.choice(top))
+        return copied
+
+    def explore(self, values: dict, rng: np.random.Generator) -> dict:
+        """A copied member's explored keys perturbed: resampled, or scaled by a factor; kept in range."""
+        out = {}
+        for key, r in self.pbt.hypers.items():
+            if rng.random() < self.pbt.resample_prob:
+                value = _draw(rng, r.low, r.high, r.log)
+            else:
+                value = values[key] * float(rng.choice(self.pbt.factors))
+            out[key] = float(min(max(value, r.low), r.high))
+        return out
+
+    def step(self, update: int, state):
+        """The step at `update`: (new state, new stacked Hypers), and its line in pbt.jsonl."""
+        t0 = time.perf_counter()
+        rng = np.random.default_rng([self.seed, update])
+        fitness = self.fitness()
+        copied = self.choose(fitness, rng)
+        members = [dict(m) for m in self.members]
+        for member, source in enumerate(copied):
+            if source is not None:
+                members[member] = self.explore(self.members[source], rng)
+        self.members = members
+        if any(source is not None for source in copied):
+            state = gather(state, np.asarray([m if s is None else s for m, s in enumerate(copied)]))
+        self.last_fitness = [None if not np.isfinite(f) else float(f) for f in fitness]
+        rundir.append_pbt_step(self.run_dir / rundir.PBT_LOG, {
+            "update": update, "fitness": self.last_fitness, "hypers": members, "copied": copied,
+            "exploit": self.pbt.exploit})
+        self.window, self.last_step = [[] for _ in members], update
+        log.info("pbt step at update %d: %s (%.3f s)", update, ", ".join(
+            f"{m}<-{s}" for m, s in enumerate(copied) if s is not None) or "nothing copied", time.perf_counter() - t0)
+        return state, self.hypers()
+
+    # -- the end ------------------------------------------------------------------------
+    def summary(self, end_update: int) -> dict:
+        """summary.json's `pbt`: the best member (by fitness over the last interval), its
+        hyperparameters and lineage."""
+        fitness = self.fitness()
+        if not np.isfinite(fitness).any() and self.last_fitness is not None:
+            fitness = np.asarray([np.nan if f is None else f for f in self.last_fitness])
+        best = int(np.nanargmax(fitness)) if np.isfinite(fitness).any() else 0
+        steps = rundir.read_pbt_log(self.run_dir / rundir.PBT_LOG)
+        return {"population": len(self.members), "exploit": self.pbt.exploit, "steps": len(steps),
+                "best_member": best, "best_hypers": self.members[best],
+                "fitness": [None if not np.isfinite(f) else float(f) for f in fitness],
+                "lineage": lineage(steps, best, end_update)}

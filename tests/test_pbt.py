@@ -1,0 +1,156 @@
+"""Population-based training (pbt.*, docs/pbt.md): validation, one tiny population run that
+several tests read, the exploit step's state copy, and a SIGKILL + relaunch that resumes exactly."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from pathlib import Path
+
+import flax.struct
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import TINY, compose_config, launch, read_rows, read_summary, start_launch, train_run
+from ppo_lab.config import validate
+from ppo_lab.errors import ConfigError
+from ppo_lab.run.population import gather, lineage
+
+# 4 members, a step every 4 updates (chunks of 8 cut to 4), 64 updates: 15 steps.
+POPULATION = [*TINY, "pbt.population=4", "pbt.interval_updates=4", "ppo.total_timesteps=4096",
+              "checkpoint.every_min=0.0001"]
+
+
+def _validated(overrides):
+    return validate(OmegaConf.to_container(compose_config(overrides), resolve=True))
+
+
+def test_off_by_default():
+    assert _validated(TINY).pbt is None
+
+
+@pytest.mark.parametrize("override, key, says", [
+    ("+pbt.hypers.num_envs={low:1,high:8,log:false}", "pbt.hypers.num_envs", "an explorable key, one of ['lr'"),
+    ("pbt.hypers.lr.low=0.5", "pbt.hypers.lr.low", "a value below high (0.1)"),
+    ("pbt.hypers.lr.low=0", "pbt.hypers.lr.low", "a value > 0 with log: true"),
+    ("pbt.fraction=0.6", "pbt.fraction", "a fraction in (0, 0.5]"),
+    ("pbt.fraction=0", "pbt.fraction", "a fraction in (0, 0.5]"),
+    ("num_seeds=2", "num_seeds", "1 with pbt.population=4"),
+])
+def test_bad_population_refused_with_the_valid_range(override, key, says):
+    with pytest.raises(ConfigError) as err:
+        _validated([*TINY, "pbt.population=4", override])
+    assert err.value.key == key and says in str(err.value)
+
+
+def test_a_population_of_one_refused():
+    with pytest.raises(ConfigError, match="0 \\(off\\) or an integer >= 2"):
+        _validated([*TINY, "pbt.population=1"])
+
+
+def test_untraced_key_exits_2_before_compiling(tmp_path):
+    proc = launch([*TINY, "pbt.population=4", "+pbt.hypers.num_envs={low:1,high:8,log:false}"], tmp_path / "r", check=False)
+    assert proc.returncode == 2
+    assert "pbt.hypers.num_envs" in proc.stderr + proc.stdout and "ent_coef_initial" in proc.stderr + proc.stdout
+    assert not (tmp_path / "r" / "metrics.csv").exists()
+
+
+@flax.struct.dataclass
+class _State:
+    params: jnp.ndarray
+    key: jnp.ndarray
+
+
+def test_gather_copies_the_state_and_keeps_each_key():
+    state = _State(params=jnp.arange(4.0)[:, None] * jnp.ones((4, 3)), key=jnp.arange(4))
+    copied = gather(state, np.asarray([0, 3, 2, 3]))
+    assert np.asarray(copied.params)[:, 0].tolist() == [0, 3, 2, 3]
+    assert np.asarray(copied.key).tolist() == [0, 1, 2, 3]
+
+
+def test_lineage_follows_the_copies_back():
+    steps = [{"update": 4, "copied": [None, 0, None]}, {"update": 8, "copied": [1, None, None]}]
+    assert lineage(steps, 0, 12) == [{"member": 0, "from_update": 0, "until_update": 4},
+                                     {"member": 1, "from_update": 4, "until_update": 8},
+                                     {"member": 0, "from_update": 8, "until_update": 12}]
+
+
+@pytest.fixture(scope="module")
+def population_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("pbt") / "run"
+    train_run(POPULATION, run_dir)
+    return run_dir
+
+
+def _steps(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "pbt.jsonl").read_text().splitlines()]
+
+
+def test_rows_per_update_and_member_with_their_hyperparameters(population_run):
+    rows = read_rows(population_run)
+    assert Counter((r["update"], r["member"]) for r in rows) == {(str(u), str(m)): 1 for u in range(1, 65) for m in range(4)}
+    steps = _steps(population_run)
+    by_key = {(int(r["update"]), int(r["member"])): float(r["pbt/lr"]) for r in rows}
+    # A member trains the update after a step with the hyperparameters that step gave it.
+    for step in steps:
+        for member, values in enumerate(step["hypers"]):
+            assert by_key[(step["update"] + 1, member)] == pytest.approx(values["lr"], rel=1e-6)
+    assert np.asarray([float(r["train/learning_rate"]) > 0 for r in rows]).all()
+
+
+def test_one_line_per_exploit_step(population_run):
+    steps = _steps(population_run)
+    assert [s["update"] for s in steps] == list(range(4, 64, 4))
+    for step in steps:
+        copied = [c for c in step["copied"] if c is not None]
+        assert len(copied) == 1 and len(step["fitness"]) == 4  # a quarter of 4
+        top = int(np.nanargmax([np.nan if f is None else f for f in step["fitness"]]))
+        assert copied == [top]
+
+
+def test_summary_names_the_best_member_and_its_lineage(population_run):
+    s = read_summary(population_run)
+    assert s["status"] == "completed" and s["pbt"]["population"] == 4 and s["pbt"]["steps"] == 15
+    lineage = s["pbt"]["lineage"]
+    assert lineage[0]["from_update"] == 0 and lineage[-1]["until_update"] == 64
+    assert lineage[-1]["member"] == s["pbt"]["best_member"]
+
+
+def test_plots_draw_the_population(population_run):
+    from ppo_lab.analysis.run_plots import main
+    assert main([str(population_run)]) == 0
+    assert (population_run / "pbt.png").stat().st_size > 1000
+
+
+def test_random_search_copies_nothing(tmp_path):
+    run_dir = tmp_path / "random"
+    train_run([*POPULATION, "pbt.exploit=false"], run_dir)  # the fixture's program: compiled once
+    steps = _steps(run_dir)
+    assert len(steps) == 15 and all(c is None for s in steps for c in s["copied"])
+    assert all(s["hypers"] == steps[0]["hypers"] for s in steps)
+
+
+def test_sigkill_after_the_first_checkpoint_resumes_exactly(population_run, tmp_path):
+    run_dir = tmp_path / "killed"
+    proc = start_launch(POPULATION, run_dir)
+    deadline = time.monotonic() + 120
+    while not list((run_dir / "checkpoints").glob("ckpt_*.json")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=30)
+    assert read_summary(run_dir)["status"] == "running", "killed mid-run"
+    killed_at = max(int(p.stem.split("_")[1]) for p in (run_dir / "checkpoints").glob("ckpt_*.json"))
+    train_run(POPULATION, run_dir)
+    s = read_summary(run_dir)
+    assert s["status"] == "completed" and s["resumed_from"] is not None and s["resumed_from"] >= killed_at
+    rows = read_rows(run_dir)
+    assert max(Counter((r["update"], r["member"]) for r in rows).values()) == 1 and len(rows) == 64 * 4
+    steps = _steps(run_dir)
+    assert [st["update"] for st in steps] == list(range(4, 64, 4)), "no step twice, none missing"
+    # Exactly: the same steps, the same values, as the uninterrupted run.
+    assert steps == _steps(population_run)
+    pick = lambda rs: [(r["update"], r["member"], r["pbt/lr"], r["train/mean_episode_return"]) for r in rs]  # noqa: E731
+    assert sorted(pick(rows)) == sorted(pick(read_rows(population_run)))
