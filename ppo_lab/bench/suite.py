@@ -14,7 +14,7 @@ env's configured `ppo.num_envs`, timed after compilation:
 - `train_sps`: full PPO updates (the trainer's own jitted chunk);
 - their ratios and the time split of one training step: env / policy forward / update.
 
-- `recurrent`: the same three for the env's network with a GRU cell (`network.recurrent=gru`)
+- `recurrent`: the same three for the env's network with a GRU cell (`network.recurrent=gru`; `--quick`: the first env's only)
   against the feed-forward one measured above, in this process: what memory costs.
 
 Measured in fresh processes (`launch.py ... benchmark=true`, wall time from outside, i.e.
@@ -414,6 +414,8 @@ def main(argv=None) -> int:
                                           "env_sps_threads", "train_sps_threads") if k in r}
         if name in threaded:
             continue  # its network is an experiment's choice; the GRU comparison is CartPole's and foraging's
+        if args.quick and result.get("recurrent"):
+            continue  # --quick (the tests): the GRU comparison of the first env only, the same code
         print(f"[benchmark] {name}: the same with a GRU (network.recurrent=gru) ...", file=sys.stderr)
         result.setdefault("recurrent", {})[name] = measure_recurrent(name, r, list(args.overrides), size)
 
