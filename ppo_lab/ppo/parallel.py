@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from ppo_lab.config import LAYOUTS, PPOConfig
@@ -104,7 +105,25 @@ def choose_layout(num_seeds: int, ppo: PPOConfig, num_devices: int, requested: s
 
 
 def make_mesh(layout: Layout, devices) -> Mesh:
+    """The layout's devices: the first `num_devices` of `devices` (in a run of several
+    processes, the global devices ordered by process: each process holds a block of replicas)."""
     return Mesh(np.asarray(devices[: layout.num_devices]), (AXIS,))
+
+
+def put_replicas(tree, sharding: NamedSharding):
+    """Host arrays (the same on every process) laid out on `sharding`. In a run of several
+    processes the sharding spans them: each process places the slices its own devices hold."""
+    if jax.process_count() == 1:
+        return jax.device_put(tree, sharding)
+    return jax.tree.map(lambda x: jax.make_array_from_callback(np.shape(x), sharding, lambda idx: np.asarray(x)[idx]), tree)
+
+
+def to_host(tree):
+    """Host (numpy) copies of replica-stacked arrays, every replica on every process: in a run
+    of several processes a collective (`process_allgather`) that every process must call."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    return multihost_utils.process_allgather(tree, tiled=True)
 
 
 def replica_sharding(mesh: Mesh) -> NamedSharding:
@@ -155,7 +174,7 @@ def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers=
     row = lambda r: None if hypers is None else hypers.replica(r)  # noqa: E731
     states = [jax.device_get(init_one(pk, ek, row(r))) for r, (pk, ek) in enumerate(replica_keys(layout, seeds))]
     stacked = jax.tree.map(lambda *xs: np.stack(xs), *states)
-    return jax.device_put(stacked, replica_sharding(mesh))
+    return put_replicas(stacked, replica_sharding(mesh))
 
 
 def replica_template(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):

@@ -20,12 +20,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jax
 from omegaconf import OmegaConf
 
 from ppo_lab import rundir
 from ppo_lab.errors import ConfigError
-from ppo_lab.ppo.parallel import init_replicas, replica_sharding, replica_template
+from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
 from ppo_lab.run import checkpoint
 from ppo_lab.rundir.older_configs import KEYS_ADDED_AS_BEFORE, is_wiring
 from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
@@ -47,6 +46,8 @@ FREE_KEYS = (
     "hardware.compilation_cache_dir", "hardware.preallocate", "hardware.mem_fraction", "hardware.allow_fallback",
     # how the same computation is laid out and checked (a split of envs is refused by its own check)
     "hardware.layout", "hardware.conv", "hardware.memory_limit_gb",
+    # how many processes run it and where they meet (a seeds layout does not depend on it)
+    "hardware.coordinator_address", "hardware.num_processes", "hardware.process_id", "hardware.init_timeout_s",
 )
 _UNSET = "<unset>"
 
@@ -206,7 +207,7 @@ def restore(p: Plan, comp, cfg, mesh):
     if "envs" in (saved_layout.get("mode"), comp.layout.mode) and saved_layout != comp.layout.as_dict():
         raise ResumeError(f"cannot resume from {p.source}: saved with device layout {saved_layout}, "
                           f"this run has {comp.layout.as_dict()}")
-    state = jax.device_put(host_state, replica_sharding(mesh))
+    state = put_replicas(host_state, replica_sharding(mesh))
     resumed = Resumed(int(meta["update"]), float(meta.get("wall_s", 0.0)), meta.get("early_stopping"), p.source, p.own,
                       [str(exc) for exc in loaded.damaged])
     return state, resumed
