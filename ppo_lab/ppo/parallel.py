@@ -120,10 +120,42 @@ def put_replicas(tree, sharding: NamedSharding):
 
 def to_host(tree):
     """Host (numpy) copies of replica-stacked arrays, every replica on every process: in a run
-    of several processes a collective (`process_allgather`) that every process must call."""
+    of several processes one collective that every process must call (`gather_shards`)."""
     if jax.process_count() == 1:
         return jax.device_get(tree)
-    return multihost_utils.process_allgather(tree, tiled=True)
+    return gather_shards(tree)
+
+
+def _shards(x) -> list:
+    """(device, index) of every shard of `x`, in device-id order (the same in every process)."""
+    index_map = x.sharding.devices_indices_map(x.shape)
+    return [(d, index_map[d]) for d in sorted(index_map, key=lambda d: d.id)]
+
+
+def _shard_shape(index, shape) -> tuple:
+    return tuple(len(range(*sl.indices(n))) for sl, n in zip(index, shape)) + tuple(shape[len(index):])
+
+
+def gather_shards(tree):
+    """Every process's shards of every leaf, as full host arrays on every process, in one
+    all-gather of bytes (`process_allgather` per leaf would be one collective per leaf)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    me, order = jax.process_index(), [_shards(x) for x in leaves]
+    local = [{s.device: np.ascontiguousarray(np.asarray(s.data)) for s in x.addressable_shards} for x in leaves]
+    parts = [data[d].reshape(-1).view(np.uint8) for shards, data in zip(order, local) for d, _ in shards if d.process_index == me]
+    sizes = [sum(int(np.prod(_shard_shape(i, x.shape))) * x.dtype.itemsize for x, shards in zip(leaves, order)
+                 for d, i in shards if d.process_index == p) for p in range(jax.process_count())]
+    blob = np.zeros(max(sizes), np.uint8)
+    blob[: sizes[me]] = np.concatenate(parts) if parts else blob[:0]
+    gathered = np.asarray(multihost_utils.process_allgather(blob))  # [process, bytes]
+    out, offsets = [np.empty(x.shape, x.dtype) for x in leaves], [0] * jax.process_count()
+    for x, shards, full in zip(leaves, order, out):
+        for d, index in shards:
+            shape, p = _shard_shape(index, x.shape), d.process_index
+            n = int(np.prod(shape)) * x.dtype.itemsize
+            full[index] = gathered[p, offsets[p]: offsets[p] + n].view(x.dtype).reshape(shape)
+            offsets[p] += n
+    return jax.tree.unflatten(treedef, out)
 
 
 def replica_sharding(mesh: Mesh) -> NamedSharding:

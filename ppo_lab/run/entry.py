@@ -25,7 +25,7 @@ from ppo_lab.run.build import build
 from ppo_lab.run.completed import completed_summary
 from ppo_lab.run.loop import run
 from ppo_lab.run.memory import ChunkTooLarge
-from ppo_lab.run.processes import check_same_config
+from ppo_lab.run.processes import check_same_config, end_after_failure
 from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
 from ppo_lab.rundir import lock
@@ -52,9 +52,15 @@ def train(cfg: Mapping, run_dir: Path) -> dict:
     if done is not None:
         return done
     run_cfg = validate(resolved)  # every section, before anything starts or is written
-    # process 0 of a multi-process run holds the lock for all of them
-    with lock_run_dir(run_dir, run_cfg, process_index_before_start(run_cfg.hardware)):  # before any compile or write
-        return _train(run_cfg, run_dir)
+    try:
+        # process 0 of a multi-process run holds the lock for all of them
+        with lock_run_dir(run_dir, run_cfg, process_index_before_start(run_cfg.hardware)):  # before any compile or write
+            return _train(run_cfg, run_dir)
+    except USER_ERRORS:
+        raise
+    except Exception as exc:
+        end_after_failure(exc)  # several processes: ends this one now (a lost peer would hold its shutdown)
+        raise
 
 
 def lock_run_dir(run_dir: Path, run_cfg, process_index: int = 0):

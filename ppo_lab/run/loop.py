@@ -90,10 +90,12 @@ class Replicas:
         if self.in_flight is None:
             self.in_flight = self.compiled(self.state, start_update_arg(self.update), self.hypers)
         new_state, metrics = self.in_flight
+        if processes.several():  # gathered before the next chunk is dispatched: a collective queued behind it would wait for it
+            metrics = to_host(metrics)
         count = min(self.chunk_updates, self.num_updates - self.update)
         following = self.update + count
         self.in_flight = self.compiled(new_state, start_update_arg(following), self.hypers) if following < self.num_updates else None
-        metrics = to_host(metrics)  # every process gets every replica's (a collective in several)
+        metrics = jax.device_get(metrics)
         self.state, self.update = new_state, following
         return metrics, count, time.perf_counter() - t0
 

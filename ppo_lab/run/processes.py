@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 
 import jax
 import numpy as np
@@ -136,3 +138,17 @@ def kept_rows(keep, run_dir, window: int, resumed: bool) -> list[dict]:
     if writes() or not resumed:
         return rows
     return rundir.read_recent_rows(run_dir / rundir.METRICS, window)
+
+
+def end_after_failure(exc: BaseException) -> None:
+    """A run of several processes that failed (a lost process, most often: its collectives
+    failed) ends this process at once with exit 1, its summary already written: JAX's
+    distributed shutdown would wait for the lost process (up to hardware.init_timeout_s) and
+    then abort. One process: nothing (the error is raised as usual)."""
+    if not several():
+        return
+    log.error("ending process %d after the failure: %s", jax.process_index(), lost_process_note(exc), exc_info=exc)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)
