@@ -205,3 +205,16 @@ def test_processes_are_detected_from_a_slurm_step_of_several_tasks():
     assert distributed_settings(hw, {**step, "SLURM_STEP_NUM_TASKS": "1"}) is None  # one task: one process
     assert distributed_settings(hw, {}) is None
     assert _slurm_first_host("node3") == "node3"
+
+
+def test_a_basic_launcher_multirun_joins_once_and_runs_every_job_on_the_global_mesh(tmp_path):
+    sweep = tmp_path / "sweep"
+    procs = run_two(["-m", *TINY, "num_seeds=2", "seed=0,2", f"hydra.sweep.dir={sweep}"], tmp_path / "unused")
+    for proc in procs:
+        assert proc.code == 0, proc.output()[-3000:]
+        assert proc.output().count("joining 2 processes") == 1
+    for job, seeds in (("0", [0, 1]), ("1", [2, 3])):
+        assert_rows_once(sweep / job, seeds, 32)
+        assert read_summary(sweep / job)["devices"] == ["cpu:0", "cpu:2048"]
+    assert "process 0 aggregates the sweep" in procs[1].output()
+    assert "4 seed(s) (4 in the statistics)" in procs[0].output()
