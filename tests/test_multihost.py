@@ -218,3 +218,19 @@ def test_a_basic_launcher_multirun_joins_once_and_runs_every_job_on_the_global_m
         assert read_summary(sweep / job)["devices"] == ["cpu:0", "cpu:2048"]
     assert "process 0 aggregates the sweep" in procs[1].output()
     assert "4 seed(s) (4 in the statistics)" in procs[0].output()
+
+
+def test_one_seed_split_over_two_processes_equals_two_devices_of_one(tmp_path):
+    """hardware.layout=envs: one seed's envs on both processes, the gradient all-reduced across
+    them every minibatch (gloo), as the same split over two devices of one process."""
+    args = [*[a for a in TINY if not a.startswith("hardware.host_devices")], "num_seeds=1", "hardware.layout=envs"]
+    procs = run_two([*args, "hardware.host_devices=1"], tmp_path / "two")
+    assert [p.code for p in procs] == [0, 0], procs[0].output()[-3000:]
+    one = subprocess.run([sys.executable, "launch.py", *args, "hardware.host_devices=2", f"hydra.run.dir={tmp_path / 'one'}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert one.returncode == 0, one.stderr[-3000:]
+    ours, theirs = read_rows(tmp_path / "two"), read_rows(tmp_path / "one")
+    assert read_summary(tmp_path / "two")["layout"]["mode"] == "envs" and len(ours) == len(theirs) == 32
+    for k in (0, 31):
+        a, b = float(ours[k]["train/vf_loss"]), float(theirs[k]["train/vf_loss"])
+        assert abs(a - b) <= 1e-4 * abs(b)

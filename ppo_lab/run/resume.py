@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from ppo_lab import rundir
 from ppo_lab.errors import ConfigError
 from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
-from ppo_lab.run import checkpoint
+from ppo_lab.run import checkpoint, processes
 from ppo_lab.rundir.older_configs import KEYS_ADDED_AS_BEFORE, is_wiring
 from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
 
@@ -191,15 +191,18 @@ def restore(p: Plan, comp, cfg, mesh):
         return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers), Resumed()
     template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
     try:  # the newest checkpoint that verifies; damaged ones of this run's own dir are moved aside
-        loaded = checkpoint.load_verified(p.source / rundir.CHECKPOINTS, template, set_aside_damaged=p.own)
+        # process 0 alone moves damaged ones aside (one writer per run dir)
+        loaded = checkpoint.load_verified(p.source / rundir.CHECKPOINTS, template, set_aside_damaged=p.own and processes.writes())
     except NoValidCheckpoint as exc:
         if not p.own:
             raise
-        # Remembered: a relaunch must not take the now empty checkpoints/ for a fresh run.
-        remember_none_valid(p.source / rundir.CHECKPOINTS, str(exc))
+        if processes.writes():  # one writer per run dir; the others decide alike
+            # Remembered: a relaunch must not take the now empty checkpoints/ for a fresh run.
+            remember_none_valid(p.source / rundir.CHECKPOINTS, str(exc))
         if not _starts_over(cfg):
             raise
-        start_over(p.source, str(exc))
+        if processes.writes():
+            start_over(p.source, str(exc))
         return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers), Resumed()
     host_state, meta = loaded.state, loaded.meta
     saved_layout = meta.get("layout") or {}
