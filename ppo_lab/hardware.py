@@ -14,6 +14,8 @@ import logging
 import os
 import re
 import socket
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,7 +271,23 @@ def start_distributed(hw: HardwareConfig) -> None:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     log.info("joining %s processes (%s) at %s as process %s (timeout %d s)", procs.num_processes or "the slice's",
              procs.source, procs.coordinator_address or "the detected coordinator", procs.process_id, timeout)
-    jax.distributed.initialize(procs.coordinator_address, procs.num_processes, procs.process_id,
-                               initialization_timeout=timeout, heartbeat_timeout_seconds=timeout,
-                               shutdown_timeout_seconds=timeout)
+    # JAX's own wait ends the process with a C++ fatal error: ours ends it first, exit 2, saying why.
+    watchdog = threading.Timer(hw.init_timeout_s, _not_joined, (procs, hw.init_timeout_s))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        jax.distributed.initialize(procs.coordinator_address, procs.num_processes, procs.process_id,
+                                   initialization_timeout=timeout + 10, heartbeat_timeout_seconds=timeout,
+                                   shutdown_timeout_seconds=timeout)
+    finally:
+        watchdog.cancel()
     _DISTRIBUTED = procs
+
+
+def _not_joined(procs: Processes, timeout_s: float) -> None:
+    """The processes did not all meet within hardware.init_timeout_s: exit 2 naming where."""
+    print(f"error: hardware.init_timeout_s={timeout_s:g} s passed and the {procs.num_processes or ''} processes of this "
+          f"run did not all join the coordinator at {procs.coordinator_address or 'the detected address'} "
+          f"(this is process {procs.process_id}; {procs.source}): are the others running with the same "
+          f"hardware.coordinator_address?", file=sys.stderr, flush=True)
+    os._exit(2)

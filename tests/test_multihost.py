@@ -234,3 +234,16 @@ def test_one_seed_split_over_two_processes_equals_two_devices_of_one(tmp_path):
     for k in (0, 31):
         a, b = float(ours[k]["train/vf_loss"]), float(theirs[k]["train/vf_loss"])
         assert abs(a - b) <= 1e-4 * abs(b)
+
+
+def test_process_0_alone_stops_after_the_timeout_naming_the_address(tmp_path):
+    port = free_port()
+    t0 = time.monotonic()
+    proc = start([*TINY], tmp_path / "run", port, 0, timeout_s=3)
+    try:
+        code = wait_all([proc], 60)[0]
+    finally:
+        kill_all([proc])
+    assert code == 2, proc.output()[-3000:]
+    assert f"127.0.0.1:{port}" in proc.output() and "did not all join" in proc.output()
+    assert time.monotonic() - t0 < 45
