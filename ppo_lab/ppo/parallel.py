@@ -221,5 +221,11 @@ def replica_template(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):
         return init_replicas(init_fn, layout, seeds, mesh)
 
 
+def global_scalar(mesh: Mesh, update: int):
+    """`update` as an int32 replicated on every device of a mesh that spans processes."""
+    value = np.asarray(update, dtype=np.int32)
+    return jax.make_array_from_callback((), NamedSharding(mesh, P()), lambda index: value[index])
+
+
 def start_update_arg(update: int):
     return jnp.asarray(update, dtype=jnp.int32)

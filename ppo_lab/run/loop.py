@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from functools import partial
 from pathlib import Path
 
 import jax
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
-from ppo_lab.ppo.parallel import make_mesh, replica_sharding, sharded_chunk, start_update_arg, to_host
+from ppo_lab.ppo.parallel import global_scalar, make_mesh, replica_sharding, sharded_chunk, start_update_arg, to_host
 from ppo_lab.run import checkpoint, processes, resume
 from ppo_lab.run.build import Components
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
@@ -76,7 +77,9 @@ class Replicas:
     def __init__(self, chunk_fn, mesh, state, hypers, start_update: int, num_updates: int, chunk_updates: int):
         t0 = time.perf_counter()
         self.hypers = hypers
-        self.compiled = sharded_chunk(chunk_fn, mesh).lower(state, start_update_arg(0), hypers).compile()
+        # several processes: the update counter as a global array (a host scalar would be placed anew each call)
+        self.start_arg = partial(global_scalar, mesh) if processes.several() else start_update_arg
+        self.compiled = sharded_chunk(chunk_fn, mesh).lower(state, self.start_arg(0), hypers).compile()
         self.compile_s = time.perf_counter() - t0
         log.info("compiled one chunk of %d updates for %d replicas in %.1f s", chunk_updates,
                  jax.tree.leaves(state)[0].shape[0], self.compile_s)
@@ -88,13 +91,13 @@ class Replicas:
         """Run one chunk: its metrics (host arrays [replica, K, ...]), its update count, its wall time."""
         t0 = time.perf_counter()
         if self.in_flight is None:
-            self.in_flight = self.compiled(self.state, start_update_arg(self.update), self.hypers)
+            self.in_flight = self.compiled(self.state, self.start_arg(self.update), self.hypers)
         new_state, metrics = self.in_flight
         if processes.several():  # gathered before the next chunk is dispatched: a collective queued behind it would wait for it
             metrics = to_host(metrics)
         count = min(self.chunk_updates, self.num_updates - self.update)
         following = self.update + count
-        self.in_flight = self.compiled(new_state, start_update_arg(following), self.hypers) if following < self.num_updates else None
+        self.in_flight = self.compiled(new_state, self.start_arg(following), self.hypers) if following < self.num_updates else None
         metrics = jax.device_get(metrics)
         self.state, self.update = new_state, following
         return metrics, count, time.perf_counter() - t0
