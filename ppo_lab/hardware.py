@@ -130,6 +130,11 @@ def apply_deterministic(platform: str) -> None:
 def configure_jax(hw: HardwareConfig) -> None:
     """Settings that go through jax.config (before the first compile)."""
     path = cache_dir(hw)
+    if path is not None and _DISTRIBUTED is not None and hw.platform == "cpu":
+        # Measured here (docs/performance.md): a chunk loaded from the cache trained 7.7 s where
+        # the same chunk compiled afresh trained 5.5 s, in a run of 2 CPU processes (not in one).
+        log.info("the persistent compilation cache is off in a multi-process CPU run (its loaded chunks ran slower)")
+        path = None
     if path is not None:
         path.mkdir(parents=True, exist_ok=True)
         jax.config.update("jax_compilation_cache_dir", str(path))
