@@ -154,6 +154,11 @@ class HardwareConfig:
     memory_limit_gb: float | None
     conv: str
     deterministic: bool  # XLA's deterministic-ops flags where the backend has them (GPU): ppo_lab.hardware
+    # one run across processes (ppo_lab.hardware.distributed_settings): null = detected
+    coordinator_address: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None
+    init_timeout_s: float = 60
 
 
 class _KeysByName:
@@ -279,6 +284,8 @@ def config_hash(resolved: Mapping[str, Any], exclude: tuple[str, ...] = ("hydra"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+# hardware keys a config saved before multi-process runs lacks (defaults: one process)
+PROCESS_KEYS = ("coordinator_address", "num_processes", "process_id", "init_timeout_s")
 LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
 PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
@@ -528,12 +535,27 @@ def _known(s: Mapping, section: str, keys) -> None:
         raise ConfigError(f"{section}.{unknown[0]}", s[unknown[0]], f"one of the known keys {sorted(keys)}")
 
 
+def _validate_processes(s: Mapping) -> None:
+    addr, n, pid = (s.get(k) for k in ("coordinator_address", "num_processes", "process_id"))
+    wait = s.get("init_timeout_s", 60)
+    _require(addr is None or (isinstance(addr, str) and ":" in addr), "hardware.coordinator_address", addr, "null or host:port")
+    _require(n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 1), "hardware.num_processes", n,
+             "null or an integer >= 1")
+    _require(pid is None or (isinstance(pid, int) and not isinstance(pid, bool) and pid >= 0 and (n is None or pid < n)),
+             "hardware.process_id", pid, f"null or an integer in [0, {n})" if n else "null or an integer >= 0")
+    given = [k for k, v in (("coordinator_address", addr), ("num_processes", n), ("process_id", pid)) if v is not None]
+    _require(not given or len(given) == 3 or n == 1, "hardware." + given[0] if given else "hardware", None,
+             "coordinator_address, num_processes and process_id set together (or all null: detected)")
+    _require(isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0, "hardware.init_timeout_s", wait,
+             "a number of seconds > 0")
+
+
 def validate_hardware(s: Mapping) -> HardwareConfig:
     """Check the `hardware` section alone: launchers apply it before XLA's backend starts."""
     if isinstance(s, HardwareConfig):
         return s
     _known(s, "hardware", [f.name for f in dataclasses.fields(HardwareConfig)])
-    for key in [f.name for f in dataclasses.fields(HardwareConfig)]:
+    for key in [f.name for f in dataclasses.fields(HardwareConfig) if f.name not in PROCESS_KEYS]:
         _require(key in s, f"hardware.{key}", None, "a value (the key is missing)")
     platform = s["platform"]
     _require(platform in PLATFORMS, "hardware.platform", platform, f"one of {list(PLATFORMS)}")
@@ -556,7 +578,8 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
     _require(envs is None or (isinstance(envs, int) and envs >= 1), "hardware.num_envs", envs, "null or an integer >= 1")
     cache = s["compilation_cache_dir"]
     _require(cache is None or isinstance(cache, str), "hardware.compilation_cache_dir", cache, "null or a folder")
-    return HardwareConfig(**{f.name: s[f.name] for f in dataclasses.fields(HardwareConfig)})
+    _validate_processes(s)
+    return HardwareConfig(**{f.name: s[f.name] for f in dataclasses.fields(HardwareConfig) if f.name in s})
 
 
 # `scores`: the task -> {random, reference} returns that normalise scores across tasks in

@@ -13,6 +13,11 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -125,6 +130,11 @@ def apply_deterministic(platform: str) -> None:
 def configure_jax(hw: HardwareConfig) -> None:
     """Settings that go through jax.config (before the first compile)."""
     path = cache_dir(hw)
+    if path is not None and _DISTRIBUTED is not None and hw.platform == "cpu":
+        # Measured here (docs/performance.md): a chunk loaded from the cache trained 7.7 s where
+        # the same chunk compiled afresh trained 5.5 s, in a run of 2 CPU processes (not in one).
+        log.info("the persistent compilation cache is off in a multi-process CPU run (its loaded chunks ran slower)")
+        path = None
     if path is not None:
         path.mkdir(parents=True, exist_ok=True)
         jax.config.update("jax_compilation_cache_dir", str(path))
@@ -156,10 +166,133 @@ def check_devices(hw: HardwareConfig) -> list:
 
 def start_jax(hw: HardwareConfig | Mapping) -> list:
     """The one start-up every entry point makes: check the `hardware` section, set what XLA
-    reads when its backend starts, apply the jax.config settings and return the local devices
+    reads when its backend starts, join the other processes of a multi-process run
+    (`start_distributed`), apply the jax.config settings and return the devices: every
+    process's (global, ordered by process) in a multi-process run, this process's otherwise
     (a HardwareError if they are not what was asked for). Call before anything starts the
     backend (before an env is built)."""
     hw = hw if isinstance(hw, HardwareConfig) else validate_hardware(hw)
     apply_hardware(hw)
+    start_distributed(hw)
     configure_jax(hw)
-    return check_devices(hw)
+    check_devices(hw)
+    if jax.process_count() > 1:
+        log.info("processes: %d (this is process %d), %d global device(s), %d local",
+                 jax.process_count(), jax.process_index(), jax.device_count(), jax.local_device_count())
+    return jax.devices()
+
+
+# --- one run across processes (docs/multihost.md) ------------------------------------------
+
+@dataclass(frozen=True)
+class Processes:
+    """Where a multi-process run's processes meet, and which one this is."""
+    coordinator_address: str | None  # None: jax.distributed detects it (a TPU pod slice)
+    num_processes: int | None
+    process_id: int | None
+    source: str  # "hardware.*", "SLURM" or "TPU pod slice" (logged)
+
+
+def _slurm_first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list ("node[3-5,7],gpu1" -> "node3"), without scontrol."""
+    first = re.match(r"[^,\[]+(\[[^\]]*\])?", nodelist).group(0)
+    if "[" not in first:
+        return first
+    prefix, ranges = first.split("[", 1)
+    return prefix + ranges.rstrip("]").split(",")[0].split("-")[0]
+
+
+def _tpu_pod_slice() -> bool:
+    """A TPU VM host of a slice of several hosts (its worker list names more than one)."""
+    hosts = os.environ.get("TPU_WORKER_HOSTNAMES", "")
+    return len([h for h in hosts.split(",") if h]) > 1
+
+
+def distributed_settings(hw: HardwareConfig, environ: Mapping | None = None) -> Processes | None:
+    """The processes of this run (None: one process). `hardware.*` when set; else a SLURM job
+    step of several tasks (coordinator: the step's first node, port 12000 + job id % 20000);
+    else a TPU pod slice (jax.distributed detects everything itself). jax-free."""
+    env = os.environ if environ is None else environ
+    if hw.num_processes is not None:
+        if hw.num_processes == 1:
+            return None
+        return Processes(hw.coordinator_address, hw.num_processes, hw.process_id, "hardware.*")
+    tasks = env.get("SLURM_STEP_NUM_TASKS") or env.get("SLURM_NTASKS")
+    if tasks and tasks.isdigit() and int(tasks) > 1 and "SLURM_PROCID" in env and "SLURM_STEP_NODELIST" in env:
+        job = int(env.get("SLURM_JOB_ID", "0") or 0)
+        address = f"{_slurm_first_host(env['SLURM_STEP_NODELIST'])}:{12000 + job % 20000}"
+        return Processes(address, int(tasks), int(env["SLURM_PROCID"]), "SLURM")
+    if hw.platform == "tpu" and _tpu_pod_slice():
+        return Processes(None, None, None, "TPU pod slice")
+    return None
+
+
+def process_index_before_start(hw: HardwareConfig) -> int:
+    """This process's index, known before JAX starts (for the run-dir lock)."""
+    procs = distributed_settings(hw)
+    if procs is None:
+        return 0
+    if procs.process_id is None:
+        return int(os.environ.get("TPU_WORKER_ID", "0") or 0)
+    return procs.process_id
+
+
+def wait_for_coordinator(address: str, timeout_s: float) -> None:
+    """A HardwareError naming `address` unless its coordinator accepts a connection within
+    `timeout_s` (jax's own wait ends the process with a C++ fatal error, no message of ours)."""
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=min(5.0, timeout_s)):
+                return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise HardwareError(f"the coordinator at {address} (hardware.coordinator_address) did not answer within "
+                                    f"hardware.init_timeout_s={timeout_s:g} s ({exc}): is process 0 running there?") from exc
+            time.sleep(0.5)
+
+
+_DISTRIBUTED: Processes | None = None  # what this process joined (once per process: a multirun shares it)
+
+
+def start_distributed(hw: HardwareConfig) -> None:
+    """jax.distributed.initialize for a multi-process run, once per process, before the
+    backend starts; CPUs collect over gloo. Bounded: `hardware.init_timeout_s` to meet, and
+    a lost process is noticed within it (heartbeats)."""
+    global _DISTRIBUTED
+    procs = distributed_settings(hw)
+    if procs is None or _DISTRIBUTED is not None:
+        if procs is not None and procs != _DISTRIBUTED:
+            log.warning("this process already joined %s; %s cannot take effect here", _DISTRIBUTED, procs)
+        return
+    if backend_started():
+        raise HardwareError("a multi-process run must join its processes before XLA's backend starts "
+                            "(something started JAX before start_jax)")
+    timeout = int(max(1, round(hw.init_timeout_s)))
+    if procs.coordinator_address and procs.process_id:
+        wait_for_coordinator(procs.coordinator_address, hw.init_timeout_s)
+    if hw.platform == "cpu":
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    log.info("joining %s processes (%s) at %s as process %s (timeout %d s)", procs.num_processes or "the slice's",
+             procs.source, procs.coordinator_address or "the detected coordinator", procs.process_id, timeout)
+    # JAX's own wait ends the process with a C++ fatal error: ours ends it first, exit 2, saying why.
+    watchdog = threading.Timer(hw.init_timeout_s, _not_joined, (procs, hw.init_timeout_s))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        jax.distributed.initialize(procs.coordinator_address, procs.num_processes, procs.process_id,
+                                   initialization_timeout=timeout + 10, heartbeat_timeout_seconds=timeout,
+                                   shutdown_timeout_seconds=timeout)
+    finally:
+        watchdog.cancel()
+    _DISTRIBUTED = procs
+
+
+def _not_joined(procs: Processes, timeout_s: float) -> None:
+    """The processes did not all meet within hardware.init_timeout_s: exit 2 naming where."""
+    print(f"error: hardware.init_timeout_s={timeout_s:g} s passed and the {procs.num_processes or ''} processes of this "
+          f"run did not all join the coordinator at {procs.coordinator_address or 'the detected address'} "
+          f"(this is process {procs.process_id}; {procs.source}): are the others running with the same "
+          f"hardware.coordinator_address?", file=sys.stderr, flush=True)
+    os._exit(2)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,17 @@ def sweep_overrides(config: DictConfig) -> list[str]:
     return task + [f"{key}={value}" for key, value in params.items()]
 
 
+def process_id(config: DictConfig) -> int:
+    """This process's index in a run of several processes (docs/multihost.md), jax-free:
+    `hardware.process_id`, else a SLURM step's task of several, else a TPU VM worker's id."""
+    pid = OmegaConf.select(config, "hardware.process_id")
+    if pid is not None:
+        return int(pid)
+    if int(os.environ.get("SLURM_STEP_NUM_TASKS", "1") or 1) > 1:
+        return int(os.environ.get("SLURM_PROCID", "0") or 0)
+    return int(os.environ.get("TPU_WORKER_ID", "0") or 0) if OmegaConf.select(config, "hardware.platform") == "tpu" else 0
+
+
 class SweepCallback(Callback):
     """Aggregate the sweep dir at the end of every multirun, also when jobs failed."""
 
@@ -56,6 +68,9 @@ class SweepCallback(Callback):
         check_overrides(sweep_overrides(config))
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         self.done = False
+        if self.enabled and process_id(config) != 0:
+            log.info("process %d of a multi-process multirun: process 0 aggregates the sweep", process_id(config))
+            self.enabled = False
         if self.enabled:
             atexit.register(self._at_exit)
 

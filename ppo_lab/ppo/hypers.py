@@ -26,6 +26,7 @@ import jax
 import numpy as np
 
 from ppo_lab.config import TRACED_PPO_KEYS, PPOConfig
+from ppo_lab.ppo.parallel import put_replicas
 
 # A traced key `<name>_final` schedules `<name>` linearly over training from `<name>` (or
 # `<name>_initial`): {scheduled name: (start key, end key)}.
@@ -78,7 +79,7 @@ class _HypersMethods:
 
     def sharded(self, sharding):
         """Stacked structs on the devices, laid out as the replicas' state is."""
-        return jax.device_put(self, sharding)
+        return put_replicas(self, sharding)
 
 
 Hypers = flax.struct.dataclass(type("Hypers", (_HypersMethods,), {

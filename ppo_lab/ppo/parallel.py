@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from ppo_lab.config import LAYOUTS, PPOConfig
@@ -104,7 +105,57 @@ def choose_layout(num_seeds: int, ppo: PPOConfig, num_devices: int, requested: s
 
 
 def make_mesh(layout: Layout, devices) -> Mesh:
+    """The layout's devices: the first `num_devices` of `devices` (in a run of several
+    processes, the global devices ordered by process: each process holds a block of replicas)."""
     return Mesh(np.asarray(devices[: layout.num_devices]), (AXIS,))
+
+
+def put_replicas(tree, sharding: NamedSharding):
+    """Host arrays (the same on every process) laid out on `sharding`. In a run of several
+    processes the sharding spans them: each process places the slices its own devices hold."""
+    if jax.process_count() == 1:
+        return jax.device_put(tree, sharding)
+    return jax.tree.map(lambda x: jax.make_array_from_callback(np.shape(x), sharding, lambda idx: np.asarray(x)[idx]), tree)
+
+
+def to_host(tree):
+    """Host (numpy) copies of replica-stacked arrays, every replica on every process: in a run
+    of several processes one collective that every process must call (`gather_shards`)."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    return gather_shards(tree)
+
+
+def _shards(x) -> list:
+    """(device, index) of every shard of `x`, in device-id order (the same in every process)."""
+    index_map = x.sharding.devices_indices_map(x.shape)
+    return [(d, index_map[d]) for d in sorted(index_map, key=lambda d: d.id)]
+
+
+def _shard_shape(index, shape) -> tuple:
+    return tuple(len(range(*sl.indices(n))) for sl, n in zip(index, shape)) + tuple(shape[len(index):])
+
+
+def gather_shards(tree):
+    """Every process's shards of every leaf, as full host arrays on every process, in one
+    all-gather of bytes (`process_allgather` per leaf would be one collective per leaf)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    me, order = jax.process_index(), [_shards(x) for x in leaves]
+    local = [{s.device: np.ascontiguousarray(np.asarray(s.data)) for s in x.addressable_shards} for x in leaves]
+    parts = [data[d].reshape(-1).view(np.uint8) for shards, data in zip(order, local) for d, _ in shards if d.process_index == me]
+    sizes = [sum(int(np.prod(_shard_shape(i, x.shape))) * x.dtype.itemsize for x, shards in zip(leaves, order)
+                 for d, i in shards if d.process_index == p) for p in range(jax.process_count())]
+    blob = np.zeros(max(sizes), np.uint8)
+    blob[: sizes[me]] = np.concatenate(parts) if parts else blob[:0]
+    gathered = np.asarray(multihost_utils.process_allgather(blob))  # [process, bytes]
+    out, offsets = [np.empty(x.shape, x.dtype) for x in leaves], [0] * jax.process_count()
+    for x, shards, full in zip(leaves, order, out):
+        for d, index in shards:
+            shape, p = _shard_shape(index, x.shape), d.process_index
+            n = int(np.prod(shape)) * x.dtype.itemsize
+            full[index] = gathered[p, offsets[p]: offsets[p] + n].view(x.dtype).reshape(shape)
+            offsets[p] += n
+    return jax.tree.unflatten(treedef, out)
 
 
 def replica_sharding(mesh: Mesh) -> NamedSharding:
@@ -155,7 +206,7 @@ def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers=
     row = lambda r: None if hypers is None else hypers.replica(r)  # noqa: E731
     states = [jax.device_get(init_one(pk, ek, row(r))) for r, (pk, ek) in enumerate(replica_keys(layout, seeds))]
     stacked = jax.tree.map(lambda *xs: np.stack(xs), *states)
-    return jax.device_put(stacked, replica_sharding(mesh))
+    return put_replicas(stacked, replica_sharding(mesh))
 
 
 def replica_template(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):
@@ -168,6 +219,12 @@ def replica_template(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):
         return jax.tree.map(lambda s: np.zeros((layout.num_replicas, *s.shape), s.dtype), shapes)
     except TypeError:  # e.g. typed PRNG keys
         return init_replicas(init_fn, layout, seeds, mesh)
+
+
+def global_scalar(mesh: Mesh, update: int):
+    """`update` as an int32 replicated on every device of a mesh that spans processes."""
+    value = np.asarray(update, dtype=np.int32)
+    return jax.make_array_from_callback((), NamedSharding(mesh, P()), lambda index: value[index])
 
 
 def start_update_arg(update: int):

@@ -15,6 +15,12 @@ from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_
 log = logging.getLogger(__name__)
 
 
+def _same_run(config: dict) -> dict:
+    """A config less what differs between the processes of one run (process 0 saved its own)."""
+    hardware = {k: v for k, v in (config.get("hardware") or {}).items() if k != "process_id"}
+    return {**config, "hardware": hardware}
+
+
 def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
     """In a multirun, the summary of `run_dir` if it already completed with this exact
     resolved config (a relaunched sweep), else None (train, or resume from a checkpoint)."""
@@ -34,7 +40,7 @@ def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
     if summary.get("status") != "completed":
         return None
     now = OmegaConf.to_container(OmegaConf.create(resolved), resolve=True)
-    if saved != now:
+    if _same_run(saved) != _same_run(now):
         log.warning("%s completed before with a different config: running it again in place", run_dir)
         return None
     log.info("SKIPPING %s: already completed with the same config (updates %s)", run_dir, summary.get("updates"))

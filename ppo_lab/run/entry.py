@@ -20,11 +20,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
-from ppo_lab.hardware import HardwareError, start_jax
+from ppo_lab.hardware import HardwareError, process_index_before_start, start_jax
 from ppo_lab.run.build import build
 from ppo_lab.run.completed import completed_summary
 from ppo_lab.run.loop import run
 from ppo_lab.run.memory import ChunkTooLarge
+from ppo_lab.run.processes import check_same_config, end_after_failure
 from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
 from ppo_lab.rundir import lock
@@ -51,8 +52,15 @@ def train(cfg: Mapping, run_dir: Path) -> dict:
     if done is not None:
         return done
     run_cfg = validate(resolved)  # every section, before anything starts or is written
-    with lock_run_dir(run_dir, run_cfg):  # before any compile or write; released on every exit
-        return _train(run_cfg, run_dir)
+    try:
+        # process 0 of a multi-process run holds the lock for all of them
+        with lock_run_dir(run_dir, run_cfg, process_index_before_start(run_cfg.hardware)):  # before any compile or write
+            return _train(run_cfg, run_dir)
+    except USER_ERRORS:
+        raise
+    except Exception as exc:
+        end_after_failure(exc)  # several processes: ends this one now (a lost peer would hold its shutdown)
+        raise
 
 
 def lock_run_dir(run_dir: Path, run_cfg, process_index: int = 0):
@@ -69,5 +77,6 @@ def _train(run_cfg, run_dir: Path) -> dict:
         loggers, disabled = check_stores(run_cfg.logger)
         run_cfg = dataclasses.replace(run_cfg, logger=loggers)
     devices = start_jax(run_cfg.hardware)  # before anything starts XLA's backend (building the env may)
+    check_same_config(run_cfg.resolved, run_cfg.hardware.init_timeout_s)  # every process, the same run (else exit 2)
     components = build(run_cfg, len(devices))  # once; env-specific config errors surface here
     return run(run_cfg, components, run_dir, devices, loggers_disabled=disabled)

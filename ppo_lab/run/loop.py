@@ -13,14 +13,16 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from functools import partial
 from pathlib import Path
 
 import jax
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
-from ppo_lab.ppo.parallel import make_mesh, replica_sharding, sharded_chunk, start_update_arg
-from ppo_lab.run import checkpoint, resume
+from ppo_lab.errors import ConfigError
+from ppo_lab.ppo.parallel import global_scalar, make_mesh, replica_sharding, sharded_chunk, start_update_arg, to_host
+from ppo_lab.run import checkpoint, processes, resume
 from ppo_lab.run.build import Components
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
 from ppo_lab.run.manifest import write_run_manifest
@@ -77,7 +79,9 @@ class Replicas:
     def __init__(self, chunk_fn, mesh, state, hypers, start_update: int, num_updates: int, chunk_updates: int):
         t0 = time.perf_counter()
         self.hypers = hypers
-        self.compiled = sharded_chunk(chunk_fn, mesh).lower(state, start_update_arg(0), hypers).compile()
+        # several processes: the update counter as a global array (a host scalar would be placed anew each call)
+        self.start_arg = partial(global_scalar, mesh) if processes.several() else start_update_arg
+        self.compiled = sharded_chunk(chunk_fn, mesh).lower(state, self.start_arg(0), hypers).compile()
         self.compile_s = time.perf_counter() - t0
         log.info("compiled one chunk of %d updates for %d replicas in %.1f s", chunk_updates,
                  jax.tree.leaves(state)[0].shape[0], self.compile_s)
@@ -90,12 +94,14 @@ class Replicas:
         """Run one chunk: its metrics (host arrays [replica, K, ...]), its update count, its wall time."""
         t0 = time.perf_counter()
         if self.in_flight is None:
-            self.in_flight = self.compiled(self.state, start_update_arg(self.update), self.hypers)
+            self.in_flight = self.compiled(self.state, self.start_arg(self.update), self.hypers)
         new_state, metrics = self.in_flight
+        if processes.several():  # gathered before the next chunk is dispatched: a collective queued behind it would wait for it
+            metrics = to_host(metrics)
         count = min(self.chunk_updates, self.num_updates - self.update)
         following = self.update + count
         held = self.hold_every is not None and following % self.hold_every == 0
-        self.in_flight = (self.compiled(new_state, start_update_arg(following), self.hypers)
+        self.in_flight = (self.compiled(new_state, self.start_arg(following), self.hypers)
                           if following < self.num_updates and not held else None)
         metrics = jax.device_get(metrics)
         self.state, self.update = new_state, following
@@ -109,8 +115,10 @@ class Replicas:
         self.hypers = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), hypers, self.hypers)
 
     def part(self, replicas: slice | None):
-        """The state of `replicas` (None: all of them, as they are)."""
-        return self.state if replicas is None else jax.tree.map(lambda x: x[replicas], self.state)
+        """The state of `replicas` (None: all of them, as they are). Several processes: host
+        copies, every replica on every process (a collective: all processes call it together)."""
+        state = to_host(self.state) if processes.several() else self.state
+        return state if replicas is None else jax.tree.map(lambda x: x[replicas], state)
 
 
 class Session:
@@ -163,7 +171,10 @@ class Session:
     def save_checkpoint(self) -> None:
         if not self.keeps_results or self.update == 0:
             return
-        checkpoint.save(self.run_dir / rundir.CHECKPOINTS, self.state, {
+        state = self.state  # gathered to every process in a multi-process run; process 0 writes
+        if not processes.writes():
+            return
+        checkpoint.save(self.run_dir / rundir.CHECKPOINTS, state, {
             "update": self.update, "timesteps": self.update * self.comp.ppo.batch_size, "wall_s": self.train_wall,
             "layout": self.comp.layout.as_dict(), "seeds": self.cfg.seeds, "early_stopping": self.early.state(),
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -173,9 +184,11 @@ class Session:
     def evaluate(self) -> dict:
         if not self.keeps_results:
             return {}
-        cfg, comp = self.cfg, self.comp
+        cfg, comp, state = self.cfg, self.comp, self.state
+        if not processes.writes():  # process 0 evaluates every seed; the others only gathered the state
+            return {}
         log.info("evaluating (%s, %d episodes per seed)", "deterministic" if cfg.eval.deterministic else "sampled", cfg.eval.episodes)
-        return evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(self.state, comp.layout, cfg.num_seeds),
+        return evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(state, comp.layout, cfg.num_seeds),
                               run=self.eval_runner)
 
 
@@ -188,23 +201,30 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
         run_dir, cfg.env.name, cfg.reward.name, cfg.seeds, comp.layout.mode, comp.layout.num_devices,
         comp.ppo.num_envs, comp.ppo.num_steps, comp.trainer.num_updates, rounded_budget(cfg, comp),
     )
+    processes.check_layout(comp.layout, len(devices))
     mesh = make_mesh(comp.layout, devices)
     plan = resume.plan(cfg, run_dir)  # a refused resume or config change stops here, nothing written
+    if cfg.pbt is not None and processes.several():  # its steps and pbt.jsonl are one process's, for now
+        raise ConfigError("pbt.population", cfg.pbt.population, "0 (off) in a run of several processes: a population "
+                                                                "trains in one process (docs/pbt.md)")
     population = Population(cfg, run_dir) if cfg.pbt is not None else None
     comp = population.into(comp) if population else comp  # the members' drawn values for a fresh init
     state, resumed = resume.restore(plan, comp, cfg, mesh)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if processes.writes():  # one writer per run dir: process 0 of a multi-process run
+        run_dir.mkdir(parents=True, exist_ok=True)
     if population:  # the population at the checkpoint; pbt.jsonl cut back to it
         population.resume(resumed)
         comp = population.into(comp)
-    rundir.write_config(run_dir, cfg.resolved)
+    if processes.writes():
+        rundir.write_config(run_dir, cfg.resolved)
     write_run_manifest(run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
     session = Session(cfg, comp, run_dir, resumed)
     session.population = population
-    session.recent.add(resume.keep_rows(plan, resumed, run_dir, cfg.train.return_window))
+    session.recent.add(processes.kept_rows(lambda: resume.keep_rows(plan, resumed, run_dir, cfg.train.return_window),
+                                           run_dir, cfg.train.return_window, resumed.source is not None))
 
     session.summary = summary = start_summary(cfg, comp, devices, resumed, loggers_disabled)
-    session.recorders = choose_recorders(cfg)
+    session.recorders = choose_recorders(cfg) if processes.writes() else []
     start_recorders(session.recorders, RunContext(run_dir, cfg, summary, resumed.start_update, session.num_updates,
                                                   comp.ppo.batch_size, session.recent.mean), summary)
     try:
@@ -213,7 +233,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
         summary["compile_s"] = round(session.replicas.compile_s, 3)
         session.replicas.hold_every = cfg.pbt.interval_updates if population else None
         hw, ppo = cfg.hardware, comp.ppo  # before the first step: numbers and knobs, not RESOURCE_EXHAUSTED
-        check_fits(session.replicas.compiled, list(mesh.devices.flat), hw.memory_limit_gb, num_seeds=cfg.num_seeds,
+        check_fits(session.replicas.compiled, processes.local(mesh.devices.flat), hw.memory_limit_gb, num_seeds=cfg.num_seeds,
                    num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=hw.precision)
     except ChunkTooLarge as exc:
         summary.update(status="failed", stop_reason="memory", error=str(exc))
@@ -269,12 +289,14 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
                     for recorder in session.recorders:
                         recorder.log_rows(rows)
                 population_steps(replicas, active)
-                if time.monotonic() - last_checkpoint >= every_s:
+                # decided together in a run of several processes (processes.decide)
+                due, stops = processes.decide(time.monotonic() - last_checkpoint >= every_s,
+                                              [session.stops.check(session.recent.mean()) for session in active], signals)
+                if due:
                     for session in active:
                         session.save_checkpoint()
                     last_checkpoint = time.monotonic()
-                for session in list(active):
-                    stop = session.stops.check(session.recent.mean())
+                for session, stop in zip(list(active), stops):
                     if stop is not None and replicas.update < replicas.num_updates:
                         log.warning("%s: stopping at update %d/%d: %s", session.run_dir, session.update,
                                     session.num_updates, stop[1])
@@ -284,6 +306,8 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
                 conclude(active[0], "completed", "total_timesteps reached", signals, devices)
                 active.pop(0)
     except BaseException as exc:
+        if processes.several() and isinstance(exc, Exception):
+            log.error("%s", processes.lost_process_note(exc))
         for session in active:
             session.error = exc
             record_failure(exc, session, session.summary, signals)
@@ -345,5 +369,6 @@ def finish(summary: dict, session: Session, recorders: list, devices) -> dict:
     for recorder in recorders:
         recorder.finish(summary)
     # The per-seed values are in summary.json; the console ends with what a user needs.
-    print_closing_summary(summary, session.run_dir, session.cfg)
+    if processes.writes():
+        print_closing_summary(summary, session.run_dir, session.cfg)
     return summary

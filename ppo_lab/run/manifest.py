@@ -56,7 +56,7 @@ def package_versions() -> dict:
 
 
 def device_record(devices) -> dict:
-    local = list(devices)
+    local = [d for d in devices if d.process_index == jax.process_index()]  # a multi-process run passes every process's
     return {"platform": local[0].platform if local else None,
             "kinds": dict(Counter(d.device_kind for d in local)),
             "local_count": len(local), "global_count": jax.device_count()}

@@ -20,13 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jax
 from omegaconf import OmegaConf
 
 from ppo_lab import rundir
 from ppo_lab.errors import ConfigError
-from ppo_lab.ppo.parallel import init_replicas, replica_sharding, replica_template
-from ppo_lab.run import checkpoint
+from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
+from ppo_lab.run import checkpoint, processes
 from ppo_lab.rundir.older_configs import KEYS_ADDED_AS_BEFORE, is_wiring
 from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
 
@@ -48,6 +47,8 @@ FREE_KEYS = (
     "hardware.compilation_cache_dir", "hardware.preallocate", "hardware.mem_fraction", "hardware.allow_fallback",
     # how the same computation is laid out and checked (a split of envs is refused by its own check)
     "hardware.layout", "hardware.conv", "hardware.memory_limit_gb",
+    # how many processes run it and where they meet (a seeds layout does not depend on it)
+    "hardware.coordinator_address", "hardware.num_processes", "hardware.process_id", "hardware.init_timeout_s",
 )
 _UNSET = "<unset>"
 
@@ -192,15 +193,18 @@ def restore(p: Plan, comp, cfg, mesh):
         return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers), Resumed()
     template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
     try:  # the newest checkpoint that verifies; damaged ones of this run's own dir are moved aside
-        loaded = checkpoint.load_verified(p.source / rundir.CHECKPOINTS, template, set_aside_damaged=p.own)
+        # process 0 alone moves damaged ones aside (one writer per run dir)
+        loaded = checkpoint.load_verified(p.source / rundir.CHECKPOINTS, template, set_aside_damaged=p.own and processes.writes())
     except NoValidCheckpoint as exc:
         if not p.own:
             raise
-        # Remembered: a relaunch must not take the now empty checkpoints/ for a fresh run.
-        remember_none_valid(p.source / rundir.CHECKPOINTS, str(exc))
+        if processes.writes():  # one writer per run dir; the others decide alike
+            # Remembered: a relaunch must not take the now empty checkpoints/ for a fresh run.
+            remember_none_valid(p.source / rundir.CHECKPOINTS, str(exc))
         if not _starts_over(cfg):
             raise
-        start_over(p.source, str(exc))
+        if processes.writes():
+            start_over(p.source, str(exc))
         return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers), Resumed()
     host_state, meta = loaded.state, loaded.meta
     saved_layout = meta.get("layout") or {}
@@ -208,7 +212,7 @@ def restore(p: Plan, comp, cfg, mesh):
     if "envs" in (saved_layout.get("mode"), comp.layout.mode) and saved_layout != comp.layout.as_dict():
         raise ResumeError(f"cannot resume from {p.source}: saved with device layout {saved_layout}, "
                           f"this run has {comp.layout.as_dict()}")
-    state = jax.device_put(host_state, replica_sharding(mesh))
+    state = put_replicas(host_state, replica_sharding(mesh))
     resumed = Resumed(int(meta["update"]), float(meta.get("wall_s", 0.0)), meta.get("early_stopping"), p.source, p.own,
                       [str(exc) for exc in loaded.damaged], meta.get("pbt"))
     return state, resumed

@@ -1,0 +1,249 @@
+"""One run across processes (issue 36, docs/multihost.md), as users start it: two launch.py
+processes on this machine meeting at 127.0.0.1 (gloo collectives on CPU), one run dir.
+
+Every process a test starts is killed in a `finally`; every wait has a timeout."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import ROOT, TINY, compose_config, read_rows, read_summary
+from ppo_lab import rundir
+from ppo_lab.config import validate_hardware
+from ppo_lab.hardware import _slurm_first_host, distributed_settings
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args, run_dir: Path, port: int, process_id: int, num_processes: int = 2, timeout_s: int = 60) -> subprocess.Popen:
+    cmd = [sys.executable, "launch.py", *args, f"hardware.coordinator_address=127.0.0.1:{port}",
+           f"hardware.num_processes={num_processes}", f"hardware.process_id={process_id}",
+           f"hardware.init_timeout_s={timeout_s}", f"hydra.run.dir={run_dir}"]
+    log_path = Path(f"{run_dir}.p{process_id}.out")
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc.output = log_path.read_text
+    return proc
+
+
+def wait_all(procs, timeout: float) -> list[int]:
+    deadline = time.monotonic() + timeout
+    codes = []
+    for proc in procs:
+        try:
+            codes.append(proc.wait(timeout=max(1.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"a process hung:\n{proc.output()[-3000:]}") from None
+    return codes
+
+
+def kill_all(procs) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def run_two(args, run_dir: Path, timeout: float = 240, extra: tuple = ((), ())) -> list[subprocess.Popen]:
+    port = free_port()
+    procs = [start([*args, *extra[i]], run_dir, port, i) for i in range(2)]
+    try:
+        codes = wait_all(procs, timeout)
+    finally:
+        kill_all(procs)
+    for proc, code in zip(procs, codes):
+        proc.code = code
+    return procs
+
+
+def assert_rows_once(run_dir: Path, seeds: list[int], updates: int) -> list[dict]:
+    rows = read_rows(run_dir)
+    counts = Counter((int(r["update"]), int(r["seed"])) for r in rows)
+    assert set(counts) == {(u, s) for u in range(1, updates + 1) for s in seeds}
+    assert set(counts.values()) == {1}, "duplicate rows"
+    return rows
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("multihost") / "run"
+    procs = run_two([*TINY, "num_seeds=2"], run_dir)
+    return run_dir, procs
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("multihost") / "one"
+    args = [*[a for a in TINY if not a.startswith("hardware.host_devices")], "hardware.host_devices=2", "num_seeds=2"]
+    proc = subprocess.run([sys.executable, "launch.py", *args, f"hydra.run.dir={run_dir}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run_dir
+
+
+def test_two_processes_train_one_run_written_once(two_processes):
+    run_dir, procs = two_processes
+    assert [p.code for p in procs] == [0, 0], procs[0].output()[-3000:] + procs[1].output()[-3000:]
+    assert_rows_once(run_dir, [0, 1], 32)
+    summary = read_summary(run_dir)
+    assert summary["status"] == "completed" and len(summary["eval"]["episode_return"]) == 2
+    assert summary["devices"] == ["cpu:0", "cpu:2048"]  # one device of each process
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["process_count"] == 2 and manifest["process_index"] == 0
+    assert manifest["devices"]["global_count"] == 2 and manifest["devices"]["local_count"] == 1
+    # the log names the process count and layout; process 1 writes no closing summary
+    assert "processes: 2 (this is process 1)" in procs[1].output()
+    assert "layout: seeds over 2 device(s)" in procs[1].output()
+    assert "== completed" in procs[0].output() and "== completed" not in procs[1].output()
+
+
+def test_two_processes_equal_one_process_of_two_devices(two_processes, one_process):
+    run_dir, _ = two_processes
+    ours = {(r["update"], r["seed"]): r for r in read_rows(run_dir)}
+    theirs = {(r["update"], r["seed"]): r for r in read_rows(one_process)}
+    assert set(ours) == set(theirs)
+    for seed in ("0", "1"):
+        a, b = float(ours[("1", seed)]["train/vf_loss"]), float(theirs[("1", seed)]["train/vf_loss"])
+        assert abs(a - b) <= 1e-4 * abs(b)
+    assert read_summary(run_dir)["eval"] == read_summary(one_process)["eval"]
+
+
+def test_a_coordinator_that_does_not_answer_is_named_exit_2(tmp_path):
+    port = free_port()  # nobody listens there
+    t0 = time.monotonic()
+    proc = start([*TINY], tmp_path / "run", port, 1, timeout_s=3)
+    try:
+        code = wait_all([proc], 60)[0]
+    finally:
+        kill_all([proc])
+    assert code == 2, proc.output()[-3000:]
+    assert f"127.0.0.1:{port}" in proc.output() and "did not answer" in proc.output()
+    assert time.monotonic() - t0 < 45
+
+
+def test_processes_with_different_configs_all_stop_naming_the_key(tmp_path):
+    procs = run_two([*TINY, "num_seeds=2"], tmp_path / "run", timeout=120, extra=((), ("ppo.lr=0.001",)))
+    for proc in procs:
+        assert proc.code == 2, proc.output()[-3000:]
+        assert "ppo.lr" in proc.output()
+    assert not (tmp_path / "run" / "metrics.csv").exists()
+
+
+LONG = [*[a for a in TINY if not a.startswith("ppo.total_timesteps")], "ppo.total_timesteps=32768",
+        "num_seeds=2", "checkpoint.every_min=0.001"]  # 512 updates, a checkpoint about every chunk
+
+
+def wait_for_checkpoint(run_dir: Path, procs, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
+        assert all(p.poll() is None for p in procs), procs[0].output()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint"
+        time.sleep(0.2)
+
+
+def test_a_killed_process_stops_the_other_and_both_resume(tmp_path):
+    run_dir = tmp_path / "run"
+    port = free_port()
+    procs = [start(LONG, run_dir, port, i, timeout_s=20) for i in range(2)]
+    try:
+        wait_for_checkpoint(run_dir, procs)
+        procs[1].send_signal(signal.SIGKILL)
+        t0 = time.monotonic()
+        code = wait_all(procs[:1], 120)[0]
+        exit_s = time.monotonic() - t0
+    finally:
+        kill_all(procs)
+    print(f"\nprocess 1 killed: process 0 exited {code} after {exit_s:.1f} s")
+    assert code == 1 and exit_s < 30, (code, exit_s)
+    assert "was lost or failed" in procs[0].output(), procs[0].output()[-3000:]
+    relaunched = run_two(LONG, run_dir)
+    assert [p.code for p in relaunched] == [0, 0], relaunched[0].output()[-3000:] + relaunched[1].output()[-3000:]
+    assert read_summary(run_dir)["resumed_from"] > 0
+    assert_rows_once(run_dir, [0, 1], 512)
+
+
+def test_sigterm_to_one_process_stops_both_at_the_same_chunk(tmp_path):
+    run_dir = tmp_path / "run"
+    port = free_port()
+    procs = [start(LONG, run_dir, port, i) for i in range(2)]
+    try:
+        wait_for_checkpoint(run_dir, procs)
+        procs[1].send_signal(signal.SIGTERM)  # only one: the other stops with it
+        codes = wait_all(procs, 120)
+    finally:
+        kill_all(procs)
+    summary = read_summary(run_dir)
+    assert summary["status"] == "stopped" and summary["updates"] < 512, codes
+    assert "signal SIGTERM" in summary["stop_reason"] or "another process" in summary["stop_reason"]
+    assert int(read_rows(run_dir)[-1]["update"]) == summary["updates"]
+
+
+@pytest.mark.timeout(60)
+def test_processes_are_detected_from_a_slurm_step_of_several_tasks():
+    hw = validate_hardware(OmegaConf.to_container(compose_config([]).hardware, resolve=True))
+    step = {"SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "3", "SLURM_STEP_NODELIST": "gpu[07-08],cpu1", "SLURM_JOB_ID": "123"}
+    procs = distributed_settings(hw, step)
+    assert (procs.coordinator_address, procs.num_processes, procs.process_id) == ("gpu07:12123", 4, 3)
+    assert distributed_settings(hw, {**step, "SLURM_STEP_NUM_TASKS": "1"}) is None  # one task: one process
+    assert distributed_settings(hw, {}) is None
+    assert _slurm_first_host("node3") == "node3"
+
+
+def test_a_basic_launcher_multirun_joins_once_and_runs_every_job_on_the_global_mesh(tmp_path):
+    sweep = tmp_path / "sweep"
+    procs = run_two(["-m", *TINY, "num_seeds=2", "seed=0,2", f"hydra.sweep.dir={sweep}"], tmp_path / "unused")
+    for proc in procs:
+        assert proc.code == 0, proc.output()[-3000:]
+        assert proc.output().count("joining 2 processes") == 1
+    for job, seeds in (("0", [0, 1]), ("1", [2, 3])):
+        assert_rows_once(sweep / job, seeds, 32)
+        assert read_summary(sweep / job)["devices"] == ["cpu:0", "cpu:2048"]
+    assert "process 0 aggregates the sweep" in procs[1].output()
+    assert "4 seed(s) (4 in the statistics)" in procs[0].output()
+
+
+def test_one_seed_split_over_two_processes_equals_two_devices_of_one(tmp_path):
+    """hardware.layout=envs: one seed's envs on both processes, the gradient all-reduced across
+    them every minibatch (gloo), as the same split over two devices of one process."""
+    args = [*[a for a in TINY if not a.startswith("hardware.host_devices")], "num_seeds=1", "hardware.layout=envs"]
+    procs = run_two([*args, "hardware.host_devices=1"], tmp_path / "two")
+    assert [p.code for p in procs] == [0, 0], procs[0].output()[-3000:]
+    one = subprocess.run([sys.executable, "launch.py", *args, "hardware.host_devices=2", f"hydra.run.dir={tmp_path / 'one'}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert one.returncode == 0, one.stderr[-3000:]
+    ours, theirs = read_rows(tmp_path / "two"), read_rows(tmp_path / "one")
+    assert read_summary(tmp_path / "two")["layout"]["mode"] == "envs" and len(ours) == len(theirs) == 32
+    for k in (0, 31):
+        a, b = float(ours[k]["train/vf_loss"]), float(theirs[k]["train/vf_loss"])
+        assert abs(a - b) <= 1e-4 * abs(b)
+
+
+def test_process_0_alone_stops_after_the_timeout_naming_the_address(tmp_path):
+    port = free_port()
+    t0 = time.monotonic()
+    proc = start([*TINY], tmp_path / "run", port, 0, timeout_s=3)
+    try:
+        code = wait_all([proc], 60)[0]
+    finally:
+        kill_all([proc])
+    assert code == 2, proc.output()[-3000:]
+    assert f"127.0.0.1:{port}" in proc.output() and "did not all join" in proc.output()
+    assert time.monotonic() - t0 < 45
