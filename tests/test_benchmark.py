@@ -66,6 +66,7 @@ def test_timed_mode_stops_by_wall_time(tmp_path, tiny):
     assert summary["eval"]["episode_return"]  # evaluated like any other ending
 
 
+@pytest.mark.long  # fresh processes and cold compiles are what it measures (README "Tests")
 @pytest.mark.timeout(300)
 def test_performance_suite_quick(tmp_path):
     out = tmp_path / "bench.json"
