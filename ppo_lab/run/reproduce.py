@@ -23,10 +23,10 @@ from ppo_lab import rundir
 from ppo_lab.analysis.reproduction import compare_runs, format_comparison
 from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import HardwareError, start_jax
-from ppo_lab.ppo.parallel import make_mesh
+from ppo_lab.ppo.parallel import make_mesh, replica_sharding
 from ppo_lab.run import resume
 from ppo_lab.run.build import build
-from ppo_lab.run.loop import Session
+from ppo_lab.run.loop import Replicas, Session
 from ppo_lab.run.manifest import write_run_manifest
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,8 @@ def default_out(run_dir: Path) -> Path:
 def rerun(run_dir: Path, updates: int, out_dir: Path) -> int:
     """Train the first `updates` updates of `run_dir`'s config into `out_dir`; returns how many ran."""
     cfg = rundir.load_run_config(run_dir)
+    if cfg.pbt is not None:  # its members' exploit steps are not re-run here (yet)
+        raise ConfigError("pbt.population", cfg.pbt.population, "0: ppo-lab reproduce re-runs runs without a population")
     devices = start_jax(cfg.hardware)
     comp = build(cfg, len(devices))
     mesh = make_mesh(comp.layout, devices)
@@ -46,13 +48,15 @@ def rerun(run_dir: Path, updates: int, out_dir: Path) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     rundir.write_config(out_dir, cfg.resolved)
     write_run_manifest(out_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
-    session = Session(cfg, comp, out_dir, state, resumed)
+    session = Session(cfg, comp, out_dir, resumed)
     chunk = comp.trainer.chunk_updates
     session.num_updates = min(comp.trainer.num_updates, math.ceil(updates / chunk) * chunk)  # whole chunks
-    session.compile(mesh)
+    replicas = session.replicas = Replicas(comp.trainer.chunk, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
+                                           resumed.start_update, session.num_updates, chunk)
+    session.start_loop()
     rows = []
-    while session.update < session.num_updates:
-        rows += session.chunk()
+    while replicas.update < replicas.num_updates:  # the run's own loop, without its recorders and stops
+        rows += session.take(*replicas.next_chunk())
     rows = [r for r in rows if r["update"] <= updates]
     rundir.MetricsCSV(out_dir / rundir.METRICS).append(rows)
     return min(updates, session.update)
