@@ -6,6 +6,8 @@ import shutil
 import subprocess
 import time
 
+import pytest
+
 # Node states in which a job can still start (or queue) on this 2-core node.
 READY_STATES = {"idle", "mixed", "allocated"}
 
@@ -39,3 +41,12 @@ def wait_until(pred, timeout_s: float, what: str, poll_s: float = 0.2):
             return value
         time.sleep(poll_s)
     raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> None:
+    """Skip the module's tests, saying why, unless the local cluster takes jobs (imported by
+    each cluster test module: pytest finds a fixture in the module's namespace)."""
+    reason = cluster_not_ready_reason()
+    if reason:
+        pytest.skip(reason)

@@ -16,20 +16,13 @@ import os
 import time
 
 import pytest
-from slurm_helpers import cluster_not_ready_reason, run, wait_until
+from slurm_helpers import cluster, run, wait_until  # noqa: F401 - cluster: the skip-unless-ready fixture
 
 submitit = pytest.importorskip("submitit")
 
 pytestmark = pytest.mark.cluster
 
 PARTITION = "debug"
-@pytest.fixture(scope="module")
-def cluster() -> None:
-    reason = cluster_not_ready_reason()
-    if reason:
-        pytest.skip(reason)
-
-
 def _executor(folder) -> "submitit.AutoExecutor":
     ex = submitit.AutoExecutor(folder=str(folder / "%j"), cluster="slurm")
     ex.update_parameters(timeout_min=5, slurm_partition=PARTITION, cpus_per_task=1)

@@ -12,16 +12,9 @@ from collections import Counter
 import pytest
 
 from conftest import ROOT, TINY, read_rows, read_summary
-from slurm_helpers import cluster_not_ready_reason, run, wait_until
+from slurm_helpers import cluster, run, wait_until  # noqa: F401 - cluster: the skip-unless-ready fixture
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = cluster_not_ready_reason()
-    if reason:
-        pytest.skip(reason)
 
 
 def assert_one_run_of_two_processes(run_dir, updates: int = 32) -> None:

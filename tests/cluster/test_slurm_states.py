@@ -13,16 +13,9 @@ import time
 import pytest
 
 from ppo_lab.rundir import slurm_jobs
-from slurm_helpers import cluster_not_ready_reason, run, wait_until
+from slurm_helpers import cluster, run, wait_until  # noqa: F401 - cluster: the skip-unless-ready fixture
 
 pytestmark = pytest.mark.cluster
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = cluster_not_ready_reason()
-    if reason:
-        pytest.skip(reason)
 
 
 def sbatch(tmp_path, *args: str) -> str:

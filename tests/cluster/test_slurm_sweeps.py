@@ -20,20 +20,13 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TINY, read_rows, read_summary
-from slurm_helpers import cluster_not_ready_reason, run, wait_until
+from slurm_helpers import cluster, run, wait_until  # noqa: F401 - cluster: the skip-unless-ready fixture
 
 pytestmark = pytest.mark.cluster
 
 # Two jobs share this 2-core node at a time.
 SLURM = ["hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1", "hydra.launcher.poll_s=0.5"]
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    reason = cluster_not_ready_reason()
-    if reason:
-        pytest.skip(reason)
 
 
 def sacct(job_id: str, all_attempts: bool = False) -> list[dict]:
