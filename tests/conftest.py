@@ -184,6 +184,21 @@ def group_for_workers(items) -> None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """PPO_LAB_TEST_TIMELINE=FILE: one JSON line per test (worker, start, end, seconds), to see
+    where a suite run's time goes beyond `--durations` (which worker idles, what runs last):
+    `python scripts/test_timeline.py FILE`."""
+    path = os.environ.get("PPO_LAB_TEST_TIMELINE")
+    start = time.time()
+    yield
+    if path:
+        line = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                "start": start, "end": time.time()}
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
 # --- cluster tests: skipped with one reason where the cluster cannot run, never in CI --------
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook would run first)
