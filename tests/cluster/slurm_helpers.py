@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-# Node states in which a job can still start (or queue) on this 2-core node.
-READY_STATES = {"idle", "mixed", "allocated"}
+# Node states in which a job can still start (or queue) on this 2-core node. `completing`: the
+# node is cleaning up after the previous test's job (seconds on a loaded machine); a job queues.
+READY_STATES = {"idle", "mixed", "allocated", "completing"}
 
 
 def run(*cmd: str, timeout: float = 30) -> subprocess.CompletedProcess:
