@@ -27,14 +27,40 @@ FAMILIES = {
                  "eval.survival_envs=2", "eval.survival_steps=8"],
     "pendulum": ["experiment=pendulum", "ppo.total_timesteps=256"],
     "rare_actions": ["env=rare_actions", "ppo.total_timesteps=256"],
+    # A recurrent policy (the GRU's state carried through rollouts, reset where an episode ends),
+    # as test_recurrent_end_to_end's test_a_gru_forager_runs_the_survival_evaluation_and_replays trains it.
+    "gru": ["env=foraging", "reward=ground_truth", "network=mlp", "network.recurrent=gru", "network.recurrent_size=8",
+            "env.grid_size=16", "env.food_min=4", "env.food_max=8", "env.poison_min=4", "env.poison_max=8",
+            "env.max_steps=32", "ppo.num_envs=4", "ppo.num_steps=16", "ppo.total_timesteps=1024",
+            "ppo.num_minibatches=2", "train.chunk_updates=8", "eval.episodes=2", "hardware.host_devices=1",
+            "++eval.survival_envs=4", "++eval.survival_steps=32", "checkpoint.every_min=1000"],
+    # Masked actions (2048's invalid moves), as test_jumanji's test_game2048_trains_through_launch trains it.
+    "jumanji": ["env=jumanji", "env.id=Game2048-v1", "env.obs_transform=symlog", "ppo.num_envs=8", "ppo.num_steps=32",
+                "ppo.total_timesteps=1024", "train.chunk_updates=2", "eval.episodes=2", "eval.max_steps=64",
+                "hardware.host_devices=1", "checkpoint.every_min=1000"],
+    # The smallest Brax task and its fastest backend here, as test_continuous_end_to_end's
+    # test_brax_env_trains_and_evaluates trains it (AS_TESTED: no COMMON).
+    "brax": ["env=brax", "env.id=inverted_pendulum", "env.max_steps=50", "ppo.num_envs=4", "ppo.num_steps=8",
+             "ppo.total_timesteps=256", "ppo.num_minibatches=2", "ppo.update_epochs=1", "train.chunk_updates=8",
+             "eval.episodes=2", "hardware.host_devices=1", "ppo.normalize_obs=true", "checkpoint.every_min=1000"],
+    # Host-stepped: EnvPool's C++ pool and a Gymnasium vector env, each env seeded env.seed + k.
+    # Their programs hold addresses of this process (EnvPool's pool, Gymnasium's Python callback),
+    # so no other process's cached program matches them: nothing to share, hence COMMON.
+    "envpool": ["env=envpool", "env.id=CartPole-v1", "env.num_threads=1", "network.hidden_sizes=[16]",
+                "ppo.total_timesteps=256"],
+    "gymnasium": ["env=gymnasium", "env.id=CartPole-v1", "network.hidden_sizes=[16]", "ppo.total_timesteps=256"],
 }
+# Families recorded with the very config of another test's run, without COMMON: the suite's
+# compilation cache (tests/conftest.py) then compiles their programs once for both tests.
+AS_TESTED = {"gru", "jumanji", "brax"}
 KEEP = ("config.yaml", "metrics.csv", "manifest.json")
 
 
 def record(family: str, overrides: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
-        subprocess.run([sys.executable, "launch.py", *overrides, *COMMON, f"hydra.run.dir={run_dir}"], cwd=ROOT, check=True)
+        common = [] if family in AS_TESTED else COMMON
+        subprocess.run([sys.executable, "launch.py", *overrides, *common, f"hydra.run.dir={run_dir}"], cwd=ROOT, check=True)
         dest = OUT / family
         shutil.rmtree(dest, ignore_errors=True)
         dest.mkdir(parents=True)
