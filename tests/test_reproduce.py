@@ -56,6 +56,21 @@ def test_recorded_run_reproduces_bit_for_bit(family, tmp_path):
     assert manifest["packages"]["jax"] and "commit" in manifest["lab"] and "dirty" in manifest["lab"]
 
 
+def test_envpool_numbers_do_not_depend_on_its_thread_count(tmp_path):
+    """EnvPool steps its pool synchronously and each C++ env draws from its own generator
+    (seeded env.seed + k), so the recorded 1-thread run is reproduced by 2 threads; a run with
+    `env.num_threads: null` (all cores) may then move between machines without moving a number."""
+    pytest.importorskip("envpool", reason="needs the envpool extra: pip install -e '.[envpool]'")
+    run = _copy("envpool", tmp_path)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    assert cfg["env"]["num_threads"] == 1
+    cfg["env"]["num_threads"] = 2
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    ran = rerun(run, UPDATES, tmp_path / "again")
+    result = compare_runs(FIXTURES / "envpool", tmp_path / "again", ran)
+    assert result.identical, format_comparison(result, FIXTURES / "envpool", tmp_path / "again")
+
+
 def test_cli_names_the_first_difference_and_the_manifest_fields(tmp_path, capsys):
     run = _copy("cartpole", tmp_path)
     lines = (run / "metrics.csv").read_text().splitlines()
