@@ -25,6 +25,9 @@ from ppo_lab.run.reproduce import rerun
 
 FIXTURES = ROOT / "tests" / "fixtures" / "reproduce"
 FAMILIES = sorted(p.name for p in FIXTURES.iterdir())
+# Brax's program takes ~16 s of one core to compile cold; recorded with the config of the slow
+# test_brax_env_trains_and_evaluates, it loads from the suite's cache beside it (~2 s): slow too.
+SLOW = {"brax"}
 UPDATES = 4  # every recorded run has 4 updates (in chunks of 2)
 
 
@@ -42,7 +45,7 @@ def _copy(family: str, tmp_path: Path) -> Path:
     return dest
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.slow) if f in SLOW else f for f in FAMILIES])
 def test_recorded_run_reproduces_bit_for_bit(family, tmp_path):
     run = _copy(family, tmp_path)
     ran = rerun(run, UPDATES, tmp_path / "again")
