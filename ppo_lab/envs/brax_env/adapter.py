@@ -46,7 +46,7 @@ class BraxEnv(Env):
         self.name = env_id
         self.num_actions = env.action_size
         # Brax's `observation_size` runs a reset eagerly, op by op: about a hundred small
-        # compiles (7 s of a 2-core CPU for inverted_pendulum). Its shape alone costs a trace.
+        # compiles (inverted_pendulum: 2.0 s of CPU, against 0.15 s for this trace of its shape).
         self.obs_size = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1]
 
     @property
