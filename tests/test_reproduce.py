@@ -28,7 +28,7 @@ FAMILIES = sorted(p.name for p in FIXTURES.iterdir())
 # Brax's program takes ~16 s of one core to compile cold; recorded with the config of the slow
 # test_brax_env_trains_and_evaluates, it loads from the suite's cache beside it (~2 s): slow too.
 SLOW = {"brax"}
-UPDATES = 4  # every recorded run has 4 updates (in chunks of 2)
+UPDATES = 4  # every recorded run has at least 4 (the re-run trains whole chunks of its own size)
 
 
 def _copy(family: str, tmp_path: Path) -> Path:
