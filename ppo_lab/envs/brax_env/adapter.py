@@ -45,7 +45,9 @@ class BraxEnv(Env):
         self.env = EpisodeWrapper(env, episode_length=max_steps, action_repeat=1)
         self.name = env_id
         self.num_actions = env.action_size
-        self.obs_size = env.observation_size
+        # Brax's `observation_size` runs a reset eagerly, op by op: about a hundred small
+        # compiles (inverted_pendulum: 2.0 s of CPU, against 0.15 s for this trace of its shape).
+        self.obs_size = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1]
 
     @property
     def default_params(self) -> BraxParams:
