@@ -4,6 +4,7 @@ several tests read, the exploit step's state copy, and a SIGKILL + relaunch that
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import TINY, compose_config, launch, read_rows, read_summary, start_launch, train_run
+from ppo_lab.analysis.aggregate import run_aggregate
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.population import gather, lineage
@@ -125,12 +127,34 @@ def test_plots_draw_the_population(population_run):
     assert (population_run / "pbt.png").stat().st_size > 1000
 
 
-def test_random_search_copies_nothing(tmp_path):
+def _as_sweep_job(run_dir: Path, job: Path, overrides: list[str]) -> None:
+    """A copy of `run_dir` as a Hydra sweep job with these overrides (how aggregate groups runs)."""
+    shutil.copytree(run_dir, job)
+    (job / ".hydra").mkdir(exist_ok=True)
+    (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+
+
+def test_random_search_copies_nothing_and_aggregates_against_pbt(population_run, tmp_path):
     run_dir = tmp_path / "random"
     train_run([*POPULATION, "pbt.exploit=false"], run_dir)  # the fixture's program: compiled once
     steps = _steps(run_dir)
     assert len(steps) == 15 and all(c is None for s in steps for c in s["copied"])
     assert all(s["hypers"] == steps[0]["hypers"] for s in steps)
+    # `ppo-lab aggregate` over PBT and random search: populations.json, one population a side.
+    _as_sweep_job(population_run, tmp_path / "sweep" / "0", ["pbt.population=4", "pbt.exploit=true"])
+    _as_sweep_job(run_dir, tmp_path / "sweep" / "1", ["pbt.population=4", "pbt.exploit=false"])
+    result = run_aggregate([tmp_path / "sweep"], quiet=True, plot=False, reps=100)
+    report = json.loads(result["paths"]["populations"].read_text())
+    pbt, rs = report["groups"]["pbt.exploit=true"], report["groups"]["pbt.exploit=false"]
+    for group in (pbt, rs):
+        (pop,) = group["populations"]
+        assert len(pop["members"]) == 4 and pop["worst"] <= pop["median"] <= pop["best"]
+        assert group["median"]["point"] == pop["median"] and group["median"]["ci_low"] == pop["median"]
+        assert "criteria/kl_ok_frac" in group["criteria_median_member"]
+    a, b = pbt["median"]["point"], rs["median"]["point"]
+    p = report["improvement"]["pbt.exploit=true > pbt.exploit=false"]["median"]["point"]
+    assert p == (1.0 if a > b else 0.5 if a == b else 0.0)  # Mann-Whitney of one population against one
+    assert report["warning"] and "1 population" in report["warning"]
 
 
 def test_sigkill_after_the_first_checkpoint_resumes_exactly(population_run, tmp_path):
