@@ -82,8 +82,9 @@ def test_lineage_follows_the_copies_back():
 
 @pytest.fixture(scope="module")
 def population_run(tmp_path_factory) -> Path:
+    """The population run several tests read, with every logger on (local stores) to check them too."""
     run_dir = tmp_path_factory.mktemp("pbt") / "run"
-    train_run(POPULATION, run_dir)
+    train_run([*POPULATION, "logger=[csv,wandb,tensorboard,mlflow]", f"logger.mlflow.dir={run_dir.parent / 'mlflow'}"], run_dir)
     return run_dir
 
 
@@ -119,6 +120,37 @@ def test_summary_names_the_best_member_and_its_lineage(population_run):
     lineage = s["pbt"]["lineage"]
     assert lineage[0]["from_update"] == 0 and lineage[-1]["until_update"] == 64
     assert lineage[-1]["member"] == s["pbt"]["best_member"]
+
+
+def test_loggers_and_watch_tell_the_members_apart(population_run):
+    """Each member is a seed's run in W&B, MLflow and TensorBoard, tagged with its member
+    number, with its explored values as the `pbt/lr` series; `ppo-lab watch` shows them too."""
+    from mlflow import MlflowClient
+
+    from ppo_lab.analysis.watch import snapshot
+    from ppo_lab.run.recorders.tensorboard_logger import read_scalars
+    from ppo_lab.run.recorders.wandb_logger import read_offline_run
+
+    best = read_summary(population_run)["pbt"]["best_member"]
+    lr = {(int(r["member"]), int(r["update"])): float(r["pbt/lr"]) for r in read_rows(population_run)}
+    for member in range(4):
+        scalars = read_scalars(population_run / "tb" / f"seed_{member}")
+        assert [(s, pytest.approx(v, rel=1e-6)) for s, v in scalars["pbt/lr"]] == [(u, lr[member, u]) for u in range(1, 65)]
+        assert "charts/member" not in scalars  # an identity, not a series
+    wandb_runs = [read_offline_run(p) for p in sorted((population_run / "wandb").glob("offline-run-*/run-*.wandb"))]
+    assert sorted(r["config"]["member"] for r in wandb_runs) == [0, 1, 2, 3]
+    for r in wandb_runs:
+        assert [h["pbt/lr"] for h in r["history"]] == pytest.approx([lr[r["config"]["member"], u] for u in range(1, 65)])
+        assert r["summary"]["pbt/best_member"] is (r["config"]["member"] == best)
+    uri = f"sqlite:///{population_run.parent / 'mlflow' / 'mlflow.db'}"
+    client = MlflowClient(tracking_uri=uri)
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    tags = {r.data.tags["ppo_lab.member"]: r for r in runs if "ppo_lab.member" in r.data.tags}
+    assert sorted(tags) == ["0", "1", "2", "3"]
+    assert [m for m, r in tags.items() if r.data.tags["ppo_lab.pbt_best_member"] == "true"] == [str(best)]
+    assert len(client.get_metric_history(tags["1"].info.run_id, "pbt/lr")) == 64
+    text = snapshot(population_run, width=200)
+    assert "pbt/lr" in text and f"pbt: best member {best}" in text
 
 
 def test_plots_draw_the_population(population_run):
