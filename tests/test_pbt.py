@@ -4,12 +4,14 @@ several tests read, the exploit step's state copy, and a SIGKILL + relaunch that
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import time
 from collections import Counter
 from pathlib import Path
 
 import flax.struct
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -19,7 +21,7 @@ from conftest import TINY, compose_config, launch, read_rows, read_summary, star
 from ppo_lab.analysis.aggregate import run_aggregate
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
-from ppo_lab.run.population import gather, lineage
+from ppo_lab.run.population import Population, gather, lineage
 
 # 4 members, a step every 4 updates (chunks of 8 cut to 4), 64 updates: 15 steps.
 POPULATION = [*TINY, "pbt.population=4", "pbt.interval_updates=4", "ppo.total_timesteps=4096",
@@ -71,6 +73,27 @@ def test_gather_copies_the_state_and_keeps_each_key():
     copied = gather(state, np.asarray([0, 3, 2, 3]))
     assert np.asarray(copied.params)[:, 0].tolist() == [0, 3, 2, 3]
     assert np.asarray(copied.key).tolist() == [0, 1, 2, 3]
+
+
+def test_an_exploit_step_never_compiles(tmp_path):
+    """After `compile_gather` (before training), steps copy and perturb without compiling anything."""
+    population = Population(_validated(POPULATION), tmp_path)
+    state = _State(params=jnp.arange(4.0)[:, None] * jnp.ones((4, 3)), key=jnp.arange(4))
+    assert population.compile_gather(state) > 0
+    compiles = []
+    handler = logging.Handler()
+    handler.emit = lambda record: compiles.append(record.getMessage())
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    try:
+        with jax.log_compiles():
+            for update in (4, 8, 12):
+                population.annotate([{"seed": m, "train/mean_episode_return": float(m)} for m in range(4)])
+                state, _ = population.step(update, state)
+    finally:
+        logger.removeHandler(handler)
+    assert not [m for m in compiles if m.startswith("Compiling")], compiles
+    assert np.asarray(state.params)[:, 0].tolist() == [3, 1, 2, 3]  # member 0 (the worst) copied member 3
 
 
 def test_lineage_follows_the_copies_back():

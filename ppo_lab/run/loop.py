@@ -230,7 +230,8 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     try:
         session.replicas = Replicas(comp.trainer.chunk, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
                                     resumed.start_update, session.num_updates, comp.trainer.chunk_updates)
-        summary["compile_s"] = round(session.replicas.compile_s, 3)
+        gather_s = population.compile_gather(session.replicas.state) if population else 0.0
+        summary["compile_s"] = round(session.replicas.compile_s + gather_s, 3)
         session.replicas.hold_every = cfg.pbt.interval_updates if population else None
         hw, ppo = cfg.hardware, comp.ppo  # before the first step: numbers and knobs, not RESOURCE_EXHAUSTED
         check_fits(session.replicas.compiled, processes.local(mesh.devices.flat), hw.memory_limit_gb, num_seeds=cfg.num_seeds,
