@@ -52,9 +52,11 @@ def _draw(rng: np.random.Generator, low: float, high: float, log_scale: bool) ->
     return float(rng.uniform(low, high))
 
 
-@jax.jit
-def _gather(state, index):
+def _copy_rows(state, index):
     return jax.tree.map(lambda x: x[index], state).replace(key=state.key)
+
+
+_gather = jax.jit(_copy_rows)
 
 
 def gather(state, source: np.ndarray, compiled=None):
@@ -204,7 +206,10 @@ class Population:
             return 0.0
         t0 = time.perf_counter()
         identity = np.arange(len(self.members), dtype=np.int32)
-        self.compiled_gather = _gather.lower(state, identity).compile()
+        # Out laid out as in: left to itself XLA returns a gather replicated on every device,
+        # and the swap into the chunk's layout would copy the whole state once more per step.
+        layout = jax.tree.map(lambda x: x.sharding, state)
+        self.compiled_gather = jax.jit(_copy_rows, out_shardings=layout).lower(state, identity).compile()
         return time.perf_counter() - t0
 
     # -- the end ------------------------------------------------------------------------
