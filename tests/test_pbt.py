@@ -140,6 +140,7 @@ def test_one_line_per_exploit_step(population_run):
 def test_summary_names_the_best_member_and_its_lineage(population_run):
     s = read_summary(population_run)
     assert s["status"] == "completed" and s["pbt"]["population"] == 4 and s["pbt"]["steps"] == 15
+    assert 0 < s["pbt"]["step_s"] < s["wall_s"]
     lineage = s["pbt"]["lineage"]
     assert lineage[0]["from_update"] == 0 and lineage[-1]["until_update"] == 64
     assert lineage[-1]["member"] == s["pbt"]["best_member"]

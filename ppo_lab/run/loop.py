@@ -322,7 +322,9 @@ def population_steps(replicas: Replicas, sessions: list[Session]) -> None:
     chunk's rows, before a checkpoint, so a checkpoint holds the state after the step."""
     for session in sessions:
         if session.population is not None and session.population.due(replicas.update, replicas.num_updates):
+            t0 = time.perf_counter()
             replicas.swap(*session.population.step(replicas.update, replicas.state))
+            session.population.step_s += time.perf_counter() - t0
 
 
 def conclude(session: Session, status: str, reason: str, signals: StopSignals, devices) -> dict:

@@ -93,6 +93,7 @@ class Population:
         self.last_step = 0
         self.last_fitness: list | None = None
         self.compiled_gather = None  # `compile_gather`: the exploit's copy, compiled before training
+        self.step_s = 0.0  # this session's host time in steps, the swap included (summary `pbt.step_s`)
 
     # -- hyperparameters --------------------------------------------------------------
     def values(self, member: int) -> dict:
@@ -222,6 +223,7 @@ class Population:
         best = int(np.nanargmax(fitness)) if np.isfinite(fitness).any() else 0
         steps = rundir.read_pbt_log(self.run_dir / rundir.PBT_LOG)
         return {"population": len(self.members), "exploit": self.pbt.exploit, "steps": len(steps),
+                "step_s": round(self.step_s, 3),
                 "best_member": best, "best_hypers": self.members[best],
                 "fitness": [None if not np.isfinite(f) else float(f) for f in fitness],
                 "lineage": lineage(steps, best, end_update)}
