@@ -13,8 +13,8 @@
   `experiment`); the job is a parent run, each vmapped seed a child run (`mlflow.parentRunId`),
   tagged `ppo_lab.experiment`, `ppo_lab.sweep` (the Hydra sweep dir, as the W&B logger groups),
   `ppo_lab.run_dir`, `ppo_lab.reward`, `ppo_lab.seed` (a population's member also
-  `ppo_lab.member`, and at the end `ppo_lab.pbt_best_member`: true|false). Params: the resolved config flattened
-  (`ppo.lr`, ...; a seed run's `seed` is its own seed).
+  `ppo_lab.member`, and at the end `ppo_lab.pbt_best_member`: true|false). Params: the
+  resolved config flattened (`ppo.lr`, ...; a seed run's `seed` is its own seed).
 - Metrics: every metric of every update with `step=update` (the metric names of
   docs/architecture.md, "Contracts", plus `timesteps` and `wall_s`), logged synchronously; at
   the end `eval/*` and `final/*` per seed (their mean on the parent run).
