@@ -141,6 +141,29 @@ def test_a_logger_added_on_relaunch_gets_the_history_from_metrics_csv(store, tmp
         assert dict(_history(client, run_id, "timesteps"))[2] == 128
 
 
+def test_a_population_tags_each_member_and_marks_the_best(store, tmp_path):
+    """A population's members (docs/pbt.md) are seeds: each MLflow run is tagged with its member
+    and, at the end, whether it is the best; `member` is an identity, not a metric; `pbt/lr` a series."""
+    from ppo_lab.run.recorders import make_loggers
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    cfg = _cfg(store, ["num_seeds=1", "pbt.population=2", "logger.mlflow.experiment_name=population_test",
+                       "logger.mlflow.artifacts=false"])
+    (recorder,) = make_loggers(run_dir, cfg)
+    recorder.log_rows([{**r, "member": r["seed"], "pbt/lr": 1e-3 * (r["seed"] + 1)} for r in _rows(range(1, 4))])
+    recorder.finish({"status": "completed", "seeds": [0, 1], "updates": 3, "final": {"member": [0, 1]},
+                     "pbt": {"best_member": 1}})
+    client = _client(store)
+    assert sorted(recorder.run_ids) == [0, 1]
+    for seed, run_id in recorder.run_ids.items():
+        run = client.get_run(run_id)
+        assert run.data.tags["ppo_lab.member"] == str(seed)
+        assert run.data.tags["ppo_lab.pbt_best_member"] == ("true" if seed == 1 else "false")
+        assert "member" not in run.data.metrics and "final/member" not in run.data.metrics
+        assert [v for _, v in _history(client, run_id, "pbt/lr")] == pytest.approx([1e-3 * (seed + 1)] * 3)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_a_run_logs_runs_artifacts_and_registers_a_policy_that_acts(store, tmp_path, tiny):

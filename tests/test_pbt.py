@@ -4,20 +4,24 @@ several tests read, the exploit step's state copy, and a SIGKILL + relaunch that
 from __future__ import annotations
 
 import json
+import logging
+import shutil
 import time
 from collections import Counter
 from pathlib import Path
 
 import flax.struct
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
 from conftest import TINY, compose_config, launch, read_rows, read_summary, start_launch, train_run
+from ppo_lab.analysis.aggregate import run_aggregate
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
-from ppo_lab.run.population import gather, lineage
+from ppo_lab.run.population import Population, gather, lineage
 
 # 4 members, a step every 4 updates (chunks of 8 cut to 4), 64 updates: 15 steps.
 POPULATION = [*TINY, "pbt.population=4", "pbt.interval_updates=4", "ppo.total_timesteps=4096",
@@ -71,6 +75,27 @@ def test_gather_copies_the_state_and_keeps_each_key():
     assert np.asarray(copied.key).tolist() == [0, 1, 2, 3]
 
 
+def test_an_exploit_step_never_compiles(tmp_path):
+    """After `compile_gather` (before training), steps copy and perturb without compiling anything."""
+    population = Population(_validated(POPULATION), tmp_path)
+    state = _State(params=jnp.arange(4.0)[:, None] * jnp.ones((4, 3)), key=jnp.arange(4))
+    assert population.compile_gather(state) > 0
+    compiles = []
+    handler = logging.Handler()
+    handler.emit = lambda record: compiles.append(record.getMessage())
+    logger = logging.getLogger("jax")
+    logger.addHandler(handler)
+    try:
+        with jax.log_compiles():
+            for update in (4, 8, 12):
+                population.annotate([{"seed": m, "train/mean_episode_return": float(m)} for m in range(4)])
+                state, _ = population.step(update, state)
+    finally:
+        logger.removeHandler(handler)
+    assert not [m for m in compiles if m.startswith("Compiling")], compiles
+    assert np.asarray(state.params)[:, 0].tolist() == [3, 1, 2, 3]  # member 0 (the worst) copied member 3
+
+
 def test_lineage_follows_the_copies_back():
     steps = [{"update": 4, "copied": [None, 0, None]}, {"update": 8, "copied": [1, None, None]}]
     assert lineage(steps, 0, 12) == [{"member": 0, "from_update": 0, "until_update": 4},
@@ -80,8 +105,10 @@ def test_lineage_follows_the_copies_back():
 
 @pytest.fixture(scope="module")
 def population_run(tmp_path_factory) -> Path:
+    """The population run several tests read, with W&B (offline) and TensorBoard on to check
+    them too (MLflow: tests/test_mlflow.py, on the store that module shares: creating one costs seconds)."""
     run_dir = tmp_path_factory.mktemp("pbt") / "run"
-    train_run(POPULATION, run_dir)
+    train_run([*POPULATION, "logger=[csv,wandb,tensorboard]"], run_dir)
     return run_dir
 
 
@@ -114,9 +141,32 @@ def test_one_line_per_exploit_step(population_run):
 def test_summary_names_the_best_member_and_its_lineage(population_run):
     s = read_summary(population_run)
     assert s["status"] == "completed" and s["pbt"]["population"] == 4 and s["pbt"]["steps"] == 15
+    assert 0 < s["pbt"]["step_s"] < s["wall_s"]
     lineage = s["pbt"]["lineage"]
     assert lineage[0]["from_update"] == 0 and lineage[-1]["until_update"] == 64
     assert lineage[-1]["member"] == s["pbt"]["best_member"]
+
+
+def test_loggers_and_watch_tell_the_members_apart(population_run):
+    """Each member is a seed's run in W&B and TensorBoard, tagged with its member number, with
+    its explored values as the `pbt/lr` series; `ppo-lab watch` shows them too."""
+    from ppo_lab.analysis.watch import snapshot
+    from ppo_lab.run.recorders.tensorboard_logger import read_scalars
+    from ppo_lab.run.recorders.wandb_logger import read_offline_run
+
+    best = read_summary(population_run)["pbt"]["best_member"]
+    lr = {(int(r["member"]), int(r["update"])): float(r["pbt/lr"]) for r in read_rows(population_run)}
+    for member in range(4):
+        scalars = read_scalars(population_run / "tb" / f"seed_{member}")
+        assert [(s, pytest.approx(v, rel=1e-6)) for s, v in scalars["pbt/lr"]] == [(u, lr[member, u]) for u in range(1, 65)]
+        assert "charts/member" not in scalars  # an identity, not a series
+    wandb_runs = [read_offline_run(p) for p in sorted((population_run / "wandb").glob("offline-run-*/run-*.wandb"))]
+    assert sorted(r["config"]["member"] for r in wandb_runs) == [0, 1, 2, 3]
+    for r in wandb_runs:
+        assert [h["pbt/lr"] for h in r["history"]] == pytest.approx([lr[r["config"]["member"], u] for u in range(1, 65)])
+        assert r["summary"]["pbt/best_member"] is (r["config"]["member"] == best)
+    text = snapshot(population_run, width=200)
+    assert "pbt/lr" in text and f"pbt: best member {best}" in text
 
 
 def test_plots_draw_the_population(population_run):
@@ -125,12 +175,34 @@ def test_plots_draw_the_population(population_run):
     assert (population_run / "pbt.png").stat().st_size > 1000
 
 
-def test_random_search_copies_nothing(tmp_path):
+def _as_sweep_job(run_dir: Path, job: Path, overrides: list[str]) -> None:
+    """A copy of `run_dir` as a Hydra sweep job with these overrides (how aggregate groups runs)."""
+    shutil.copytree(run_dir, job)
+    (job / ".hydra").mkdir(exist_ok=True)
+    (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+
+
+def test_random_search_copies_nothing_and_aggregates_against_pbt(population_run, tmp_path):
     run_dir = tmp_path / "random"
     train_run([*POPULATION, "pbt.exploit=false"], run_dir)  # the fixture's program: compiled once
     steps = _steps(run_dir)
     assert len(steps) == 15 and all(c is None for s in steps for c in s["copied"])
     assert all(s["hypers"] == steps[0]["hypers"] for s in steps)
+    # `ppo-lab aggregate` over PBT and random search: populations.json, one population a side.
+    _as_sweep_job(population_run, tmp_path / "sweep" / "0", ["pbt.population=4", "pbt.exploit=true"])
+    _as_sweep_job(run_dir, tmp_path / "sweep" / "1", ["pbt.population=4", "pbt.exploit=false"])
+    result = run_aggregate([tmp_path / "sweep"], quiet=True, plot=False, reps=100)
+    report = json.loads(result["paths"]["populations"].read_text())
+    pbt, rs = report["groups"]["pbt.exploit=true"], report["groups"]["pbt.exploit=false"]
+    for group in (pbt, rs):
+        (pop,) = group["populations"]
+        assert len(pop["members"]) == 4 and pop["worst"] <= pop["median"] <= pop["best"]
+        assert group["median"]["point"] == pop["median"] and group["median"]["ci_low"] == pop["median"]
+        assert "criteria/kl_ok_frac" in group["criteria_median_member"]
+    a, b = pbt["median"]["point"], rs["median"]["point"]
+    p = report["improvement"]["pbt.exploit=true > pbt.exploit=false"]["median"]["point"]
+    assert p == (1.0 if a > b else 0.5 if a == b else 0.0)  # Mann-Whitney of one population against one
+    assert report["warning"] and "1 population" in report["warning"]
 
 
 def test_sigkill_after_the_first_checkpoint_resumes_exactly(population_run, tmp_path):

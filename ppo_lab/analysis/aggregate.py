@@ -19,6 +19,9 @@ as separate seeds, and writes into OUT (default: the one DIR given):
 - ``rliable.json`` and ``rliable.png``: rliable's IQM, median, mean and optimality gap with
   stratified bootstrap intervals (reps and seed recorded), across tasks on scores normalised per
   env, and performance profiles with bands (``ppo_lab/analysis/rliable_report.py``).
+- ``populations.json`` (runs of ``pbt.population``): per group, the median, best and worst
+  member of each population, with intervals across populations, and P(A > B) between groups,
+  e.g. PBT against random search (``ppo_lab/analysis/populations.py``).
 
 Which interval is which: ``ci_method`` says it per row: ``t`` (Student t of the mean) or
 ``bootstrap`` (percentile bootstrap of the mean, for metrics with known bounds: it stays inside
@@ -45,6 +48,8 @@ from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis.criteria import criteria_table
 from ppo_lab.analysis.figures import plt
 from ppo_lab.analysis.intervals import SMALL_SAMPLE
+from ppo_lab.analysis.populations import (POPULATIONS_JSON, format_population_report, is_population_sweep,
+                                          population_report)
 from ppo_lab.analysis.rliable_report import (DEFAULT_METRIC, RLIABLE_FIGURE, RLIABLE_JSON, format_report,
                                              parse_score_refs, plot_report, rliable_report)
 from ppo_lab.analysis.rliable_stats import DEFAULT_REPS, DEFAULT_SEED
@@ -126,6 +131,11 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
         if plot:
             plot_report(report, out_dir / RLIABLE_FIGURE)
             paths["rliable_figure"] = out_dir / RLIABLE_FIGURE
+    populations = population_report(col, reps=reps, seed=bootstrap_seed, confidence=confidence) \
+        if is_population_sweep(col) else None
+    if populations is not None:
+        paths["populations"] = out_dir / POPULATIONS_JSON
+        rundir.write_json_atomic(paths["populations"], populations)
     problems = sw.problem_lines(col)
     if not quiet:
         used = sum(u.used for u in col.units)
@@ -134,12 +144,15 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
         print(format_table(rows, col))
         if report["configs"]:
             print("\n" + format_report(report))
+        if populations is not None:
+            print("\n" + format_population_report(populations))
         if problems:
             print(f"\n{len(problems)} seed(s) NOT in the statistics:")
             for line in problems:
                 print("  " + line)
         print("\nwrote " + ", ".join(str(p) for p in paths.values()), flush=True)
-    return {"collection": col, "rows": rows, "paths": paths, "problems": problems, "rliable": report}
+    return {"collection": col, "rows": rows, "paths": paths, "problems": problems, "rliable": report,
+            "populations": populations}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -269,7 +269,8 @@ def detail(run: RunView, root: Path):
     per_seed.add_column("metric")
     for seed in seeds:
         per_seed.add_column(f"seed {seed}", justify="right")
-    names = [n for _, n, _ in MAIN] + ["train/explained_variance"] + run.names("true/") + run.names("reward/")
+    # a population's members are its seeds: each one's explored values (`pbt/<key>`) too
+    names = [n for _, n, _ in MAIN] + ["train/explained_variance"] + run.names("true/") + run.names("reward/") + run.names("pbt/")
     for name in names:
         if name in (run.columns or []):
             per_seed.add_row(name, *[_fmt(run.finite.get(s, {}).get(name, math.nan), ".4g") for s in seeds])
@@ -277,6 +278,10 @@ def detail(run: RunView, root: Path):
     lines = []
     if run.summary.get("eval"):
         lines.append("eval: " + ", ".join(f"{k} {_mean(v):.4g}" for k, v in run.summary["eval"].items()))
+    if run.summary.get("pbt"):
+        pbt = run.summary["pbt"]
+        lines.append(f"pbt: best member {pbt['best_member']} (seed {seeds[0] + pbt['best_member'] if seeds else '?'}) "
+                     f"{pbt['best_hypers']}, {pbt['steps']} exploit step(s)")
     if run.summary.get("stop_reason"):
         lines.append(f"stop reason: {run.summary['stop_reason']}")
     if run.summary.get("error"):

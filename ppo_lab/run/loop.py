@@ -230,7 +230,8 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     try:
         session.replicas = Replicas(comp.trainer.chunk, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
                                     resumed.start_update, session.num_updates, comp.trainer.chunk_updates)
-        summary["compile_s"] = round(session.replicas.compile_s, 3)
+        gather_s = population.compile_gather(session.replicas.state) if population else 0.0
+        summary["compile_s"] = round(session.replicas.compile_s + gather_s, 3)
         session.replicas.hold_every = cfg.pbt.interval_updates if population else None
         hw, ppo = cfg.hardware, comp.ppo  # before the first step: numbers and knobs, not RESOURCE_EXHAUSTED
         check_fits(session.replicas.compiled, processes.local(mesh.devices.flat), hw.memory_limit_gb, num_seeds=cfg.num_seeds,
@@ -321,7 +322,9 @@ def population_steps(replicas: Replicas, sessions: list[Session]) -> None:
     chunk's rows, before a checkpoint, so a checkpoint holds the state after the step."""
     for session in sessions:
         if session.population is not None and session.population.due(replicas.update, replicas.num_updates):
+            t0 = time.perf_counter()
             replicas.swap(*session.population.step(replicas.update, replicas.state))
+            session.population.step_s += time.perf_counter() - t0
 
 
 def conclude(session: Session, status: str, reason: str, signals: StopSignals, devices) -> dict:

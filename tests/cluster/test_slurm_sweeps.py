@@ -247,3 +247,25 @@ def test_optuna_study_through_slurm_records_trials_and_a_failed_job(cluster, tmp
     assert summary["slurm_job_id"] and good.value == pytest.approx(summary["eval"]["episode_return"][0])
     results = OmegaConf.load(sweep / "optimization_results.yaml")
     assert results.best_params == {"ppo.gamma": 0.99} and results.trials.failed == 1
+
+
+@pytest.mark.timeout(400)
+def test_populations_are_one_slurm_job_each_and_aggregate_across_populations(cluster, tmp_path):
+    """docs/pbt.md: one SLURM job per population; several populations are a sweep over `seed`
+    (spaced by the population size). PBT and random search, two populations each: four jobs,
+    each a run of two members with its pbt.jsonl, and the sweep's populations.json."""
+    sweep = tmp_path / "sweep"
+    args = ["pbt.population=2", "pbt.interval_updates=4", "pbt.exploit=true,false", "seed=0,2"]
+    proc = subprocess.run(launch_cmd(args, sweep), cwd=ROOT, capture_output=True, text=True, timeout=380)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = jobs_of(sweep)
+    assert len(jobs) == 4 and len({j["job_id"] for j in jobs.values()}) == 4
+    for num, job in ((int(n), j) for n, j in jobs.items()):
+        wait_until(lambda: (rows := sacct(job["job_id"])) and rows[-1]["State"] == "COMPLETED", 30, f"sacct: {job['job_id']} COMPLETED")
+        s = read_summary(sweep / str(num))
+        assert s["status"] == "completed" and s["slurm_job_id"] == job["job_id"]
+        assert s["pbt"]["population"] == 2 and s["pbt"]["steps"] == 7 and len(s["seeds"]) == 2
+        assert len((sweep / str(num) / "pbt.jsonl").read_text().splitlines()) == 7
+    report = json.loads((sweep / "populations.json").read_text())
+    assert sorted(len(g["populations"]) for g in report["groups"].values()) == [2, 2]
+    assert len(report["improvement"]) == 1

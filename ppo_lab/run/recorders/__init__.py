@@ -52,6 +52,22 @@ class Recorder(Protocol):
     def finish(self, summary: dict) -> None: ...
 
 
+# A row's keys that name it (its step, its seed, a population's member), not metrics: the
+# loggers file them as the run's step and identity, never as a series.
+ROW_KEYS = ("update", "seed", "member")
+
+
+def population_member(cfg, seed: int) -> int | None:
+    """Seed `seed`'s member in a population run (pbt.population: member m trains seed
+    `seed + m`, docs/pbt.md), else None: the loggers tag each seed's run with it."""
+    return seed - cfg.seed if cfg.pbt is not None else None
+
+
+def best_member(summary: dict) -> int | None:
+    """The population's best member at the end (summary.json `pbt`), else None."""
+    return (summary.get("pbt") or {}).get("best_member")
+
+
 def sweep_group() -> str | None:
     """`<sweep dir parent>_<sweep dir name>` when this job is part of a Hydra multirun, else
     None: what the W&B and MLflow loggers group a sweep's runs by."""

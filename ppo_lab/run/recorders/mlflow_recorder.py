@@ -12,8 +12,9 @@
 - Runs: the MLflow experiment is `logger.mlflow.experiment_name` (default: the lab's
   `experiment`); the job is a parent run, each vmapped seed a child run (`mlflow.parentRunId`),
   tagged `ppo_lab.experiment`, `ppo_lab.sweep` (the Hydra sweep dir, as the W&B logger groups),
-  `ppo_lab.run_dir`, `ppo_lab.reward`, `ppo_lab.seed`. Params: the resolved config flattened
-  (`ppo.lr`, ...; a seed run's `seed` is its own seed).
+  `ppo_lab.run_dir`, `ppo_lab.reward`, `ppo_lab.seed` (a population's member also
+  `ppo_lab.member`, and at the end `ppo_lab.pbt_best_member`: true|false). Params: the
+  resolved config flattened (`ppo.lr`, ...; a seed run's `seed` is its own seed).
 - Metrics: every metric of every update with `step=update` (the metric names of
   docs/architecture.md, "Contracts", plus `timesteps` and `wall_s`), logged synchronously; at
   the end `eval/*` and `final/*` per seed (their mean on the parent run).
@@ -53,7 +54,7 @@ from ppo_lab import rundir
 from ppo_lab.analysis.objective import ObjectiveError, seed_values
 from ppo_lab.analysis.run_plots import plot_run
 from ppo_lab.errors import ConfigError
-from ppo_lab.run.recorders import sweep_group
+from ppo_lab.run.recorders import ROW_KEYS, best_member, population_member, sweep_group
 from ppo_lab.run.recorders.mlflow_policy import save_policy_model, seed_params_from_checkpoint
 from ppo_lab.run.recorders.reachability import DEFAULT_ON_UNREACHABLE, DEFAULT_TIMEOUT_S, store_policy
 from ppo_lab.rundir.atomic import write_json_atomic
@@ -76,7 +77,7 @@ DEFAULTS = {
 # MLflow's HTTP settings as the user's environment had them before any run of this process.
 _USER_HTTP_ENV = {var: os.environ.get(var) for var in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES")}
 END_STATUS = {"completed": "FINISHED", "timed_out": "FINISHED", "failed": "FAILED", "stopped": "KILLED"}
-KEYS = ("update", "seed")  # row keys that are the step and the run, not metrics
+KEYS = ROW_KEYS  # row keys that are the step and the run (and a population's member), not metrics
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
 MAX_PARAMS = 100  # ... and of params
 MAX_PARAM_CHARS = 6000
@@ -181,6 +182,8 @@ class MlflowRecorder:
         self.run_ids: dict[int, str] = {}
         for seed in cfg.seeds:
             seed_tags = {**tags, "mlflow.parentRunId": self.parent, "ppo_lab.seed": str(seed)}
+            if population_member(cfg, seed) is not None:  # a population's member (docs/pbt.md)
+                seed_tags["ppo_lab.member"] = str(population_member(cfg, seed))
             seed_params = {**params, "seed": str(seed), "first_seed": str(cfg.seed)}
             run_name = f"{cfg.experiment}-{self.run_dir.name}-seed{seed}"
             self.run_ids[seed] = self._open_run(state.get("seeds", {}).get(str(seed)), run_name, seed_tags, seed_params)
@@ -309,10 +312,13 @@ class MlflowRecorder:
                 metrics = []
                 for section in ("eval", "final"):
                     for name, per_seed in (summary.get(section) or {}).items():
-                        if index < len(per_seed) and _finite(per_seed[index]):
+                        if index < len(per_seed) and _finite(per_seed[index]) and name not in KEYS:
                             metrics.append(Metric(f"{section}/{name}", float(per_seed[index]), now, step))
                             means.setdefault(f"{section}/{name}", []).append(float(per_seed[index]))
-                self.client.log_batch(run_id, metrics=metrics, tags=end_tags)
+                best = best_member(summary)
+                member_tags = [RunTag("ppo_lab.pbt_best_member", str(population_member(self.cfg, seed) == best).lower())] \
+                    if best is not None else []
+                self.client.log_batch(run_id, metrics=metrics, tags=end_tags + member_tags)
                 for path in files:
                     self.client.log_artifact(run_id, str(path))
                 self._maybe_register(summary, index, seed, run_id)

@@ -5,7 +5,9 @@
 
 Written with tensorboardX's `SummaryWriter` (no TensorFlow/PyTorch needed). Scalars keep their
 The lab's metric names with `step=update` (plus `charts/timesteps`); the resolved config goes in
-as text; the final evaluation as `eval/*` scalars at the last update.
+as text; the final evaluation as `eval/*` scalars at the last update. A population's member
+(docs/pbt.md) is a seed: its own TensorBoard run, its explored values as `pbt/<key>` scalars and
+its member number in the config text.
 
 Resume: the first update this session logs is passed as `purge_step`, so TensorBoard drops
 any events at or after it that an interrupted session wrote past its last checkpoint (no
@@ -23,9 +25,11 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboardX import SummaryWriter
 
+from ppo_lab.run.recorders import ROW_KEYS, population_member
+
 log = logging.getLogger(__name__)
 
-SKIP = ("update", "seed")
+SKIP = ROW_KEYS
 
 
 def _finite(value) -> bool:
@@ -37,6 +41,7 @@ class TensorBoardLogger:
         self.root = Path(run_dir) / str((options or {}).get("subdir") or "tb")
         self.flush_secs = int((options or {}).get("flush_secs") or 10)
         self.seeds = list(cfg.seeds)
+        self.cfg = cfg
         self.resolved = cfg.resolved
         self.writers: dict = {}
         self.last_update = 0
@@ -50,7 +55,9 @@ class TensorBoardLogger:
             writer = SummaryWriter(logdir=str(logdir), flush_secs=self.flush_secs, purge_step=first_update if resumed else None)
             if not resumed:
 
-                text = OmegaConf.to_yaml(OmegaConf.create(dict(self.resolved, seed=seed)))
+                member = population_member(self.cfg, seed)
+                extra = {"seed": seed, **({"member": member} if member is not None else {})}
+                text = OmegaConf.to_yaml(OmegaConf.create(dict(self.resolved, **extra)))
                 writer.add_text("config", "```\n" + text + "\n```", 0)
             self.writers[seed] = writer
         return writer

@@ -11,6 +11,9 @@
   `perf/sps`) and are logged with `step=update`, plus `timesteps` and `wall_s`.
 - The final evaluation (`eval/*`), the `final/*` metrics, status and compile time go into the
   run summary.
+- A population (docs/pbt.md): each member is a seed, so a W&B run; its config has `member`, its
+  history the explored values as `pbt/<key>`, its summary `pbt/best_member` (true for the
+  population's best member at the end).
 - Never blocks: offline by default, silent, no git/code/system-stats collection, no login.
 - Resume: the W&B run ids live in `<run_dir>/wandb/ppo_lab_runs.json`; a resumed run (same
   run dir) continues the same ids (`resume="allow"`). Each update is logged exactly once: the
@@ -34,7 +37,7 @@ import wandb
 from wandb.proto import wandb_internal_pb2 as pb
 
 from ppo_lab.errors import ConfigError
-from ppo_lab.run.recorders import sweep_group
+from ppo_lab.run.recorders import ROW_KEYS, best_member, population_member, sweep_group
 from ppo_lab.rundir import METRICS, read_json, read_seed_rows, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -80,12 +83,15 @@ class WandbLogger:
             silent=True, console="off", disable_git=True, save_code=False, x_disable_stats=True,
             x_disable_machine_info=True, init_timeout=120,
         )
-        self.runs = {}
+        self.runs, self.members = {}, {}
         for seed in cfg.seeds:
             key = str(seed)
             run_id = self.ids.get(key) or uuid.uuid4().hex[:8]
             self.ids[key] = run_id
             config = dict(cfg.resolved, seed=seed, first_seed=cfg.seed, run_dir=str(self.run_dir))
+            self.members[seed] = member = population_member(cfg, seed)
+            if member is not None:
+                config["member"] = member
             self.runs[seed] = wandb.init(
                 project=opts["project"], entity=opts["entity"], group=group, job_type=job_type,
                 name=f"{cfg.experiment}-{self.run_dir.name}-seed{seed}", id=run_id, resume="allow",
@@ -118,7 +124,7 @@ class WandbLogger:
             run = self.runs.get(seed)
             if run is None or update <= self.last_logged.get(str(seed), 0):
                 continue  # already logged before a resume: W&B steps must only grow
-            data = {k: v for k, v in row.items() if k not in ("update", "seed") and _finite(v)}
+            data = {k: v for k, v in row.items() if k not in ROW_KEYS and _finite(v)}
             data["update"] = update
             run.log(data, step=update)
             self.last_logged[str(seed)] = update
@@ -136,8 +142,10 @@ class WandbLogger:
                       "timesteps": summary.get("timesteps"), "updates": summary.get("updates")}
             for section in ("final", "eval"):
                 for name, per_seed in (summary.get(section) or {}).items():
-                    if i is not None and i < len(per_seed) and _finite(per_seed[i]):
+                    if i is not None and i < len(per_seed) and _finite(per_seed[i]) and name not in ROW_KEYS:
                         values[f"eval/{name}" if section == "eval" else f"final/{name}"] = per_seed[i]
+            if self.members[seed] is not None and best_member(summary) is not None:
+                values["pbt/best_member"] = self.members[seed] == best_member(summary)
             run.summary.update({k: v for k, v in values.items() if v is not None})
             run.finish(exit_code=1 if failed else 0)
         self._save_state()
