@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import math
 from pathlib import Path
 
@@ -47,7 +48,11 @@ class TensorBoardLogger:
 
             logdir = self.root / f"seed_{seed}"
             resumed = logdir.exists() and any(logdir.glob("events.out.tfevents.*"))
-            writer = SummaryWriter(logdir=str(logdir), flush_secs=self.flush_secs, purge_step=first_update if resumed else None)
+            # The event file is named by the second it was opened in: a resumed session that
+            # starts in the same second as the killed one would overwrite its file (seen under
+            # load: updates 1-4 gone). The process id keeps the two apart.
+            writer = SummaryWriter(logdir=str(logdir), flush_secs=self.flush_secs, purge_step=first_update if resumed else None,
+                                   filename_suffix=f".{os.getpid()}")
             if not resumed:
 
                 text = OmegaConf.to_yaml(OmegaConf.create(dict(self.resolved, seed=seed)))
