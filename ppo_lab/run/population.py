@@ -28,6 +28,7 @@ source's actions and env randomness.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from pathlib import Path
@@ -39,6 +40,8 @@ import numpy as np
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
 from ppo_lab.ppo.hypers import SCHEDULES, Hypers
+from ppo_lab.ppo.parallel import replicated
+from ppo_lab.run import processes
 
 log = logging.getLogger(__name__)
 
@@ -52,16 +55,31 @@ def _draw(rng: np.random.Generator, low: float, high: float, log_scale: bool) ->
     return float(rng.uniform(low, high))
 
 
-@jax.jit
-def _gather(state, index):
+def _copy(state, index):
     return jax.tree.map(lambda x: x[index], state).replace(key=state.key)
+
+
+_gather = jax.jit(_copy)
 
 
 def gather(state, source: np.ndarray):
     """Each replica's state replaced by that of replica `source[i]`, on the device, in one
     program (compiled once per run, not one small program per leaf); every copy keeps its
-    own PRNG key."""
-    return _gather(state, jnp.asarray(source, dtype=jnp.int32))
+    own PRNG key. In a run of several processes the state is a global array over all their
+    devices: the index is replicated on that mesh too, and the copy keeps the state's layout
+    (XLA moves a member's slices between processes with its own collectives)."""
+    index = np.asarray(source, dtype=np.int32)
+    if jax.process_count() == 1:
+        return _gather(state, jnp.asarray(index))
+    sharding = jax.tree.leaves(state)[0].sharding  # every leaf: replicas along the mesh
+    return _global_gather(sharding)(state, replicated(sharding.mesh, index))
+
+
+@functools.cache
+def _global_gather(sharding):
+    """The copy over a global mesh, jitted once per run (a fresh jit each step traced and
+    compiled again: 0.2 s a step)."""
+    return jax.jit(_copy, out_shardings=sharding)
 
 
 def lineage(steps: list[dict], member: int, end_update: int) -> list[dict]:
@@ -114,9 +132,10 @@ class Population:
         """Take the population at the checkpoint (a fresh run: as drawn); pbt.jsonl cut back to it."""
         path = self.run_dir / rundir.PBT_LOG
         source = resumed.source / rundir.PBT_LOG if resumed.source is not None else path
-        dropped = rundir.pbt_log_until(source, path, resumed.start_update if resumed.pbt is not None else 0)
-        if dropped:
-            log.info("pbt: dropped %d exploit step(s) written after the checkpoint", dropped)
+        if processes.writes():  # one writer per run dir (process 0 of a multi-process run)
+            dropped = rundir.pbt_log_until(source, path, resumed.start_update if resumed.pbt is not None else 0)
+            if dropped:
+                log.info("pbt: dropped %d exploit step(s) written after the checkpoint", dropped)
         if resumed.pbt is not None:
             saved = resumed.pbt
             self.members, self.window = saved["members"], saved["window"]
@@ -185,9 +204,10 @@ class Population:
         if any(source is not None for source in copied):
             state = gather(state, np.asarray([m if s is None else s for m, s in enumerate(copied)]))
         self.last_fitness = [None if not np.isfinite(f) else float(f) for f in fitness]
-        rundir.append_pbt_step(self.run_dir / rundir.PBT_LOG, {
-            "update": update, "fitness": self.last_fitness, "hypers": members, "copied": copied,
-            "exploit": self.pbt.exploit})
+        if processes.writes():  # every process decided the same step (the same rows, the same PRNG)
+            rundir.append_pbt_step(self.run_dir / rundir.PBT_LOG, {
+                "update": update, "fitness": self.last_fitness, "hypers": members, "copied": copied,
+                "exploit": self.pbt.exploit})
         self.window, self.last_step = [[] for _ in members], update
         log.info("pbt step at update %d: %s (%.3f s)", update, ", ".join(
             f"{m}<-{s}" for m, s in enumerate(copied) if s is not None) or "nothing copied", time.perf_counter() - t0)
