@@ -20,6 +20,10 @@ completed runs see nothing different. The cells checkpoint together, so a killed
 resumes every cell from one update; cells that resume from different updates (one stopped
 early, say) train in sub-groups by start update, one program each. A cell that stops early
 finishes as its own run would; its replicas go on unseen until the group ends.
+
+Several processes (docs/multihost.md): every process trains the same group over the global
+mesh; process 0 alone writes the cells' run dirs and holds their locks. The processes agree on
+the cells (`_agreed`: one that fails in any process fails in all) so their collectives match.
 """
 
 from __future__ import annotations
