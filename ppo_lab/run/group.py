@@ -190,7 +190,7 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
     replicas = len(cells) * seeds
     layout = choose_layout(replicas, first.comp.ppo, len(devices), "seeds")
     try:
-        processes.check_layout(layout, len(devices))  # several processes: every one holds replicas
+        processes.check_layout(layout, len(devices), "cells x num_seeds")  # several processes: every one holds replicas
     except ConfigError as exc:
         for cell in cells:
             results[cell.index] = exc

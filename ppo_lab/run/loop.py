@@ -209,7 +209,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
         run_dir, cfg.env.name, cfg.reward.name, cfg.seeds, comp.layout.mode, comp.layout.num_devices,
         comp.ppo.num_envs, comp.ppo.num_steps, comp.trainer.num_updates, rounded_budget(cfg, comp),
     )
-    processes.check_layout(comp.layout, len(devices))
+    processes.check_layout(comp.layout, len(devices), "pbt.population" if cfg.pbt is not None else "num_seeds")
     mesh = make_mesh(comp.layout, devices)
     plan = resume.plan(cfg, run_dir)  # a refused resume or config change stops here, nothing written
     population = Population(cfg, run_dir) if cfg.pbt is not None else None
