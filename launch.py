@@ -49,7 +49,11 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
     bad command line leaves nothing that looks like a run (never touches an existing run)."""
     if any((run_dir / name).exists() for name in (rundir.CONFIG, rundir.METRICS, rundir.SUMMARY, rundir.CHECKPOINTS)):
         return
-    if all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir()):
+    try:
+        only_hydra = all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir())
+    except FileNotFoundError:  # the other processes of a multi-process run stop alike: one removed it first
+        return
+    if only_hydra:
         logging.shutdown()
         shutil.rmtree(run_dir, ignore_errors=True)
 

@@ -247,3 +247,50 @@ def test_process_0_alone_stops_after_the_timeout_naming_the_address(tmp_path):
     assert code == 2, proc.output()[-3000:]
     assert f"127.0.0.1:{port}" in proc.output() and "did not all join" in proc.output()
     assert time.monotonic() - t0 < 45
+
+
+def one_process_of_two_devices(args, out: Path) -> None:
+    """launch.py with `args` in one process of two host devices (the reference of a 2-process run)."""
+    args = [*[a for a in args if not a.startswith("hardware.host_devices")], "hardware.host_devices=2"]
+    where = f"hydra.sweep.dir={out}" if "-m" in args else f"hydra.run.dir={out}"
+    proc = subprocess.run([sys.executable, "launch.py", *args, where], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+GRID = ["-m", "hydra/launcher=vmap", *TINY, "num_seeds=1", "ppo.lr=1e-3,3e-4",  # 2 cells x 1 seed
+        "hydra.callbacks.sweep.aggregate=false"]  # not what is tested here (matplotlib: seconds)
+
+
+def test_a_grid_across_two_processes_equals_one_process_of_two_devices(tmp_path):
+    """hydra/launcher=vmap: the cells' replicas over both processes' devices, each cell's run dir
+    written once by process 0, every cell training what it trains on two devices of one process."""
+    sweep = tmp_path / "sweep"
+    procs = run_two([*GRID, f"hydra.sweep.dir={sweep}"], tmp_path / "unused")
+    for proc in procs:
+        assert proc.code == 0, proc.output()[-3000:]
+    assert "vmap group: 2 cells x 1 seeds = 2 replicas over 2 device(s)" in procs[1].output()
+    one_process_of_two_devices(GRID, tmp_path / "one")
+    for cell in ("0", "1"):
+        ours = assert_rows_once(sweep / cell, [0], 32)
+        theirs = read_rows(tmp_path / "one" / cell)
+        a, b = float(ours[0]["train/vf_loss"]), float(theirs[0]["train/vf_loss"])
+        assert abs(a - b) <= 1e-4 * abs(b) and ours[0]["train/learning_rate"] == theirs[0]["train/learning_rate"]
+        assert read_summary(sweep / cell)["eval"] == read_summary(tmp_path / "one" / cell)["eval"]
+    assert ours[0]["train/learning_rate"] != read_rows(sweep / "0")[0]["train/learning_rate"]
+
+
+POPULATION = [*TINY, "pbt.population=2", "pbt.interval_updates=8"]  # a step after each chunk but the last
+
+
+def test_a_population_across_two_processes_equals_one_process_of_two_devices(tmp_path):
+    """pbt: the members over both processes' devices; every process ranks the same gathered
+    fitness with the same PRNG, so the steps (pbt.jsonl, written by process 0) and the lineage
+    are those of the population on two devices of one process."""
+    procs = run_two(POPULATION, tmp_path / "two")
+    assert [p.code for p in procs] == [0, 0], procs[0].output()[-3000:] + procs[1].output()[-3000:]
+    one_process_of_two_devices(POPULATION, tmp_path / "one")
+    ours, theirs = ((tmp_path / d / "pbt.jsonl").read_text() for d in ("two", "one"))
+    assert ours == theirs and len(ours.splitlines()) == 3
+    assert read_summary(tmp_path / "two")["pbt"] == read_summary(tmp_path / "one")["pbt"]
+    assert_rows_once(tmp_path / "two", [0, 1], 32)
+    assert "pbt step at update 8" in procs[1].output()  # decided in process 1 too, written by process 0 alone

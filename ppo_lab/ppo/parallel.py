@@ -112,10 +112,12 @@ def make_mesh(layout: Layout, devices) -> Mesh:
 
 def put_replicas(tree, sharding: NamedSharding):
     """Host arrays (the same on every process) laid out on `sharding`. In a run of several
-    processes the sharding spans them: each process places the slices its own devices hold."""
+    processes the sharding spans them: each process places the slices its own devices hold (none
+    where the sharding has no device of this process: a grid cell's seeds on process 0 alone)."""
     if jax.process_count() == 1:
         return jax.device_put(tree, sharding)
-    return jax.tree.map(lambda x: jax.make_array_from_callback(np.shape(x), sharding, lambda idx: np.asarray(x)[idx]), tree)
+    return jax.tree.map(lambda x: jax.make_array_from_callback(np.shape(x), sharding, lambda idx: np.asarray(x)[idx],
+                                                               dtype=np.asarray(x).dtype), tree)
 
 
 def to_host(tree):
@@ -223,8 +225,13 @@ def replica_template(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):
 
 def global_scalar(mesh: Mesh, update: int):
     """`update` as an int32 replicated on every device of a mesh that spans processes."""
-    value = np.asarray(update, dtype=np.int32)
-    return jax.make_array_from_callback((), NamedSharding(mesh, P()), lambda index: value[index])
+    return replicated(mesh, np.asarray(update, dtype=np.int32))
+
+
+def replicated(mesh: Mesh, value: np.ndarray):
+    """A host array (the same on every process) replicated on every device of `mesh`, which may
+    span processes: a jitted program over global arrays takes no process-local argument."""
+    return jax.make_array_from_callback(value.shape, NamedSharding(mesh, P()), lambda index: value[index])
 
 
 def start_update_arg(update: int):

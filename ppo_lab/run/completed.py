@@ -15,9 +15,15 @@ from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_
 log = logging.getLogger(__name__)
 
 
+# What differs between the processes of one run (process 0 saved its own), and between two
+# launches of the same run: where they meet (a SLURM job's port follows its job id) and how
+# long they wait. None of it changes what is trained.
+MEETING_KEYS = ("process_id", "coordinator_address", "init_timeout_s")
+
+
 def _same_run(config: dict) -> dict:
-    """A config less what differs between the processes of one run (process 0 saved its own)."""
-    hardware = {k: v for k, v in (config.get("hardware") or {}).items() if k != "process_id"}
+    """A config less the MEETING_KEYS of its `hardware`."""
+    hardware = {k: v for k, v in (config.get("hardware") or {}).items() if k not in MEETING_KEYS}
     return {**config, "hardware": hardware}
 
 

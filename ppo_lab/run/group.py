@@ -20,6 +20,10 @@ completed runs see nothing different. The cells checkpoint together, so a killed
 resumes every cell from one update; cells that resume from different updates (one stopped
 early, say) train in sub-groups by start update, one program each. A cell that stops early
 finishes as its own run would; its replicas go on unseen until the group ends.
+
+Several processes (docs/multihost.md): every process trains the same group over the global
+mesh; process 0 alone writes the cells' run dirs and holds their locks. The processes agree on
+the cells (`_agreed`: one that fails in any process fails in all) so their collectives match.
 """
 
 from __future__ import annotations
@@ -36,9 +40,9 @@ import numpy as np
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig, shared_program_key, validate
 from ppo_lab.errors import ConfigError
-from ppo_lab.hardware import start_jax
-from ppo_lab.ppo.parallel import choose_layout, make_mesh, replica_sharding
-from ppo_lab.run import resume
+from ppo_lab.hardware import process_index_before_start, start_jax
+from ppo_lab.ppo.parallel import choose_layout, make_mesh, put_replicas, replica_sharding, to_host
+from ppo_lab.run import processes, resume
 from ppo_lab.run.build import Components, build
 from ppo_lab.run.completed import completed_summary
 from ppo_lab.run.entry import USER_ERRORS, lock_run_dir, resolve
@@ -76,6 +80,9 @@ def train_group(cfgs: list[Mapping], run_dirs: list[Path]) -> list:
     cells: list[Cell] = []
     try:
         return _train_cells(cfgs, run_dirs, cells)
+    except Exception as exc:
+        processes.end_after_failure(exc)  # several processes: end this one now (the others' collectives fail)
+        raise
     finally:  # every exit: completed, stopped, failed, a signal
         for cell in cells:
             cell.lock.release()
@@ -98,6 +105,9 @@ def _train_cells(cfgs: list[Mapping], run_dirs: list[Path], cells: list) -> list
         raise ValueError(f"train_group: the {len(cells)} runs do not share one program (they differ beyond "
                          f"the traced keys and seed)")
     devices = start_jax(cells[0].cfg.hardware)
+    cells = _agreed(cells, results)
+    for cell in cells:  # several processes: every process, the same runs (else exit 2 naming the keys)
+        processes.check_same_config(cell.cfg.resolved, cell.cfg.hardware.init_timeout_s)
     ready, trainer = [], None
     for cell in cells:
         try:
@@ -105,6 +115,7 @@ def _train_cells(cfgs: list[Mapping], run_dirs: list[Path], cells: list) -> list
             ready.append(cell)
         except USER_ERRORS as exc:
             results[cell.index] = exc
+    ready = _agreed(ready, results)
     for start in sorted({c.resumed.start_update for c in ready}):
         _train_together([c for c in ready if c.resumed.start_update == start], devices, results)
     return results
@@ -129,7 +140,26 @@ def _checked(index: int, cfg: Mapping, run_dir: Path, results: list) -> Cell | N
         loggers, disabled = check_stores(run_cfg.logger)
         run_cfg = dataclasses.replace(run_cfg, logger=loggers)
     # Each cell's run dir is locked as a run of its own would be (a locked one fails that cell alone).
-    return Cell(index, run_cfg, run_dir, disabled, lock=lock_run_dir(run_dir, run_cfg))
+    # (process 0 of a run of several processes holds it for all of them)
+    return Cell(index, run_cfg, run_dir, disabled,
+                lock=lock_run_dir(run_dir, run_cfg, process_index_before_start(run_cfg.hardware)))
+
+
+def _agreed(cells: list[Cell], results: list) -> list[Cell]:
+    """The cells every process goes on with, the same in all (their collectives must match): a
+    cell that failed in any process (its run dir locked: process 0 alone takes the locks) fails
+    in all. One process: `cells` as they are."""
+    if not processes.several():
+        return cells
+    failed = processes.agree([int(results[i] is not None) for i in range(len(results))])
+    kept = []
+    for cell in cells:
+        if failed[cell.index]:
+            results[cell.index] = results[cell.index] or RuntimeError(
+                f"{cell.run_dir}: failed in another process of this run (its error is in that process's log)")
+        else:
+            kept.append(cell)
+    return kept
 
 
 def _prepare(cell: Cell, devices, trainer):
@@ -144,7 +174,7 @@ def _prepare(cell: Cell, devices, trainer):
     cell.plan = resume.plan(cell.cfg, cell.run_dir)
     mesh = make_mesh(cell.comp.layout, devices)
     state, cell.resumed = resume.restore(cell.plan, cell.comp, cell.cfg, mesh)
-    cell.restored = jax.device_get(state)
+    cell.restored = to_host(state)  # several processes: a collective, every cell in every process alike
     return cell.comp.trainer
 
 
@@ -159,9 +189,15 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
     seeds = first.cfg.num_seeds
     replicas = len(cells) * seeds
     layout = choose_layout(replicas, first.comp.ppo, len(devices), "seeds")
+    try:
+        processes.check_layout(layout, len(devices), "cells x num_seeds")  # several processes: every one holds replicas
+    except ConfigError as exc:
+        for cell in cells:
+            results[cell.index] = exc
+        return
     mesh = make_mesh(layout, devices)
     sharding = replica_sharding(mesh)
-    state = jax.device_put(_stack([c.restored for c in cells]), sharding)
+    state = put_replicas(_stack([c.restored for c in cells]), sharding)
     hypers = _stack([c.comp.hypers for c in cells]).sharded(sharding)
     for cell in cells:
         cell.restored = None  # from now on the group's program holds the state
@@ -175,6 +211,7 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
             started.append(cell)
         except Exception as exc:  # noqa: BLE001 - a logger that cannot start fails its cell alone
             results[cell.index] = exc
+    started = _agreed(started, results)  # a logger starts in process 0 alone
     if not started:
         return
     program = Replicas(first.comp.trainer.chunk, mesh, state, hypers, first.resumed.start_update,
@@ -193,6 +230,9 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
     drive(program, [c.session for c in started], devices, reraise=False)
     for cell in started:
         results[cell.index] = cell.session.error if cell.session.error is not None else cell.session.summary
+    lost = next((c.session.error for c in started if isinstance(c.session.error, Exception)), None)
+    if lost is not None:  # several processes: end now, each cell's summary written (a lost peer would hold the shutdown)
+        processes.end_after_failure(lost)
 
 
 def _fits(program: Replicas, cells: list[Cell], mesh, layout, group: dict, devices, results: list) -> bool:
@@ -200,7 +240,7 @@ def _fits(program: Replicas, cells: list[Cell], mesh, layout, group: dict, devic
     first = cells[0]
     hw, ppo = first.cfg.hardware, first.comp.ppo
     try:
-        need = check_fits(program.compiled, list(mesh.devices.flat), hw.memory_limit_gb, num_seeds=first.cfg.num_seeds,
+        need = check_fits(program.compiled, processes.local(mesh.devices.flat), hw.memory_limit_gb, num_seeds=first.cfg.num_seeds,
                           num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=hw.precision,
                           group_cells=len(cells))
     except ChunkTooLarge as exc:
@@ -215,16 +255,19 @@ def _fits(program: Replicas, cells: list[Cell], mesh, layout, group: dict, devic
 
 
 def _start(cell: Cell, position: int, group: dict, devices) -> None:
-    """What `loop.run` does for a run before compiling: config.yaml, kept rows, recorders."""
+    """What `loop.run` does for a run before compiling: config.yaml, kept rows, recorders
+    (process 0 alone writes them in a run of several processes)."""
     cfg, comp, resumed = cell.cfg, cell.comp, cell.resumed
-    cell.run_dir.mkdir(parents=True, exist_ok=True)
-    rundir.write_config(cell.run_dir, cfg.resolved)
+    if processes.writes():
+        cell.run_dir.mkdir(parents=True, exist_ok=True)
+        rundir.write_config(cell.run_dir, cfg.resolved)
     write_run_manifest(cell.run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
     session = cell.session = Session(cfg, comp, cell.run_dir, resumed)
-    session.recent.add(resume.keep_rows(cell.plan, resumed, cell.run_dir, cfg.train.return_window))
+    session.recent.add(processes.kept_rows(lambda: resume.keep_rows(cell.plan, resumed, cell.run_dir, cfg.train.return_window),
+                                           cell.run_dir, cfg.train.return_window, resumed.source is not None))
     session.summary = start_summary(cfg, comp, devices, resumed, cell.loggers_disabled)
     session.summary["vmap_group"] = dict(group, cell=position)
-    session.recorders = choose_recorders(cfg)
+    session.recorders = choose_recorders(cfg) if processes.writes() else []
     start_recorders(session.recorders, RunContext(cell.run_dir, cfg, session.summary, resumed.start_update,
                                                   session.num_updates, comp.ppo.batch_size, session.recent.mean),
                     session.summary)

@@ -20,8 +20,8 @@ import jax
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
-from ppo_lab.errors import ConfigError
-from ppo_lab.ppo.parallel import global_scalar, make_mesh, replica_sharding, sharded_chunk, start_update_arg, to_host
+from ppo_lab.ppo.parallel import (global_scalar, make_mesh, put_replicas, replica_sharding, sharded_chunk,
+                                  start_update_arg, to_host)
 from ppo_lab.run import checkpoint, processes, resume
 from ppo_lab.run.build import Components
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
@@ -89,6 +89,7 @@ class Replicas:
         self.num_updates, self.chunk_updates = num_updates, chunk_updates
         self.in_flight = None  # (state, metrics) of the chunk dispatched after `self.state`
         self.hold_every: int | None = None  # a population: no chunk dispatched past a multiple of this (its step)
+        self.host = None  # several processes: (update, host copy of `state`) once gathered
 
     def next_chunk(self) -> tuple[dict, int, float]:
         """Run one chunk: its metrics (host arrays [replica, K, ...]), its update count, its wall time."""
@@ -108,16 +109,23 @@ class Replicas:
         return metrics, count, time.perf_counter() - t0
 
     def swap(self, state, hypers) -> None:
-        """New state and hyperparameters between chunks (a population's step; none in flight),
-        laid out over the devices as the old ones: the program is not compiled again."""
+        """New state (on the devices) and hyperparameters (host arrays, the same on every
+        process) between chunks (a population's step; none in flight), laid out over the
+        devices as the old ones: the program is not compiled again."""
         assert self.in_flight is None, "a chunk is in flight"
         self.state = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), state, self.state)
-        self.hypers = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), hypers, self.hypers)
+        self.hypers = put_replicas(hypers, jax.tree.leaves(self.hypers)[0].sharding)
+        self.host = None
 
     def part(self, replicas: slice | None):
         """The state of `replicas` (None: all of them, as they are). Several processes: host
         copies, every replica on every process (a collective: all processes call it together)."""
-        state = to_host(self.state) if processes.several() else self.state
+        if not processes.several():
+            state = self.state
+        else:  # one gather per update, whichever run (a grid's cell) asks first
+            if self.host is None or self.host[0] != self.update:
+                self.host = (self.update, to_host(self.state))
+            state = self.host[1]
         return state if replicas is None else jax.tree.map(lambda x: x[replicas], state)
 
 
@@ -201,12 +209,9 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
         run_dir, cfg.env.name, cfg.reward.name, cfg.seeds, comp.layout.mode, comp.layout.num_devices,
         comp.ppo.num_envs, comp.ppo.num_steps, comp.trainer.num_updates, rounded_budget(cfg, comp),
     )
-    processes.check_layout(comp.layout, len(devices))
+    processes.check_layout(comp.layout, len(devices), "pbt.population" if cfg.pbt is not None else "num_seeds")
     mesh = make_mesh(comp.layout, devices)
     plan = resume.plan(cfg, run_dir)  # a refused resume or config change stops here, nothing written
-    if cfg.pbt is not None and processes.several():  # its steps and pbt.jsonl are one process's, for now
-        raise ConfigError("pbt.population", cfg.pbt.population, "0 (off) in a run of several processes: a population "
-                                                                "trains in one process (docs/pbt.md)")
     population = Population(cfg, run_dir) if cfg.pbt is not None else None
     comp = population.into(comp) if population else comp  # the members' drawn values for a fresh init
     state, resumed = resume.restore(plan, comp, cfg, mesh)
@@ -363,7 +368,7 @@ def record_failure(exc: BaseException, session: Session, summary: dict, signals:
 
 
 def finish(summary: dict, session: Session, recorders: list, devices) -> dict:
-    if session.population is not None:
+    if session.population is not None and processes.writes():  # read back from pbt.jsonl, which process 0 writes
         summary["pbt"] = session.population.summary(session.update)
     summary.update(end_fields(update=session.update, batch_size=session.comp.ppo.batch_size, wall_s=session.train_wall,
                               steps=session.steps, seconds=session.seconds, final=session.recent.final(session.cfg.seeds),

@@ -33,12 +33,13 @@ import time
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
 from ppo_lab.ppo.hypers import SCHEDULES, Hypers
+from ppo_lab.ppo.parallel import replicated
+from ppo_lab.run import processes
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +60,23 @@ def _copy_rows(state, index):
 _gather = jax.jit(_copy_rows)
 
 
+def copy_index(state, source) -> np.ndarray | jax.Array:
+    """The copy's index as the program takes it: a host array in one process (converting it on
+    the device would be one more small program); in a run of several processes the state is
+    a global array over all their devices, and the index is replicated on that mesh too."""
+    index = np.asarray(source, dtype=np.int32)
+    if jax.process_count() == 1:
+        return index
+    return replicated(jax.tree.leaves(state)[0].sharding.mesh, index)
+
+
 def gather(state, source: np.ndarray, compiled=None):
     """Each replica's state replaced by that of replica `source[i]`, on the device, in one
     program (compiled once per run, not one small program per leaf); every copy keeps its
-    own PRNG key. `compiled`: that program compiled ahead (`Population.compile_gather`). The
-    index stays a host array: converting it on the device would be one more small program."""
-    return (compiled or _gather)(state, np.asarray(source, dtype=np.int32))
+    own PRNG key. `compiled`: that program compiled ahead (`Population.compile_gather`), which
+    keeps the state's layout (across processes XLA moves a member's slices with its own
+    collectives)."""
+    return (compiled or _gather)(state, copy_index(state, source))
 
 
 def lineage(steps: list[dict], member: int, end_update: int) -> list[dict]:
@@ -119,9 +131,10 @@ class Population:
         """Take the population at the checkpoint (a fresh run: as drawn); pbt.jsonl cut back to it."""
         path = self.run_dir / rundir.PBT_LOG
         source = resumed.source / rundir.PBT_LOG if resumed.source is not None else path
-        dropped = rundir.pbt_log_until(source, path, resumed.start_update if resumed.pbt is not None else 0)
-        if dropped:
-            log.info("pbt: dropped %d exploit step(s) written after the checkpoint", dropped)
+        if processes.writes():  # one writer per run dir (process 0 of a multi-process run)
+            dropped = rundir.pbt_log_until(source, path, resumed.start_update if resumed.pbt is not None else 0)
+            if dropped:
+                log.info("pbt: dropped %d exploit step(s) written after the checkpoint", dropped)
         if resumed.pbt is not None:
             saved = resumed.pbt
             self.members, self.window = saved["members"], saved["window"]
@@ -190,9 +203,10 @@ class Population:
         if any(source is not None for source in copied):
             state = gather(state, np.asarray([m if s is None else s for m, s in enumerate(copied)]), self.compiled_gather)
         self.last_fitness = [None if not np.isfinite(f) else float(f) for f in fitness]
-        rundir.append_pbt_step(self.run_dir / rundir.PBT_LOG, {
-            "update": update, "fitness": self.last_fitness, "hypers": members, "copied": copied,
-            "exploit": self.pbt.exploit})
+        if processes.writes():  # every process decided the same step (the same rows, the same PRNG)
+            rundir.append_pbt_step(self.run_dir / rundir.PBT_LOG, {
+                "update": update, "fitness": self.last_fitness, "hypers": members, "copied": copied,
+                "exploit": self.pbt.exploit})
         self.window, self.last_step = [[] for _ in members], update
         log.info("pbt step at update %d: %s (%.3f s)", update, ", ".join(
             f"{m}<-{s}" for m, s in enumerate(copied) if s is not None) or "nothing copied", time.perf_counter() - t0)
@@ -206,7 +220,7 @@ class Population:
         if not self.pbt.exploit:
             return 0.0
         t0 = time.perf_counter()
-        identity = np.arange(len(self.members), dtype=np.int32)
+        identity = copy_index(state, np.arange(len(self.members)))
         # Out laid out as in: left to itself XLA returns a gather replicated on every device,
         # and the swap into the chunk's layout would copy the whole state once more per step.
         layout = jax.tree.map(lambda x: x.sharding, state)

@@ -86,13 +86,15 @@ def check_same_config(resolved: dict, timeout_s: float) -> None:
     log.info("all %d processes run the same config", jax.process_count())
 
 
-def check_layout(layout, num_devices: int) -> None:
+def check_layout(layout, num_devices: int, replicas: str = "num_seeds") -> None:
     """A multi-process run's layout must use every process's devices (a process without a
-    replica would have nothing to run)."""
+    replica would have nothing to run). `replicas`: what the user sets to fix it (the seeds, a
+    population's members, a grid's cells x seeds)."""
     if several() and layout.num_devices < num_devices:
-        raise ConfigError("num_seeds", None, f"a layout over all {num_devices} devices of the {jax.process_count()} "
-                          f"processes; it uses {layout.num_devices} ({layout.reason}): pick num_seeds a multiple "
-                          f"of {num_devices}, or one seed with hardware.layout=envs")
+        envs = ", or one seed with hardware.layout=envs" if replicas == "num_seeds" else ""
+        raise ConfigError(replicas, layout.num_replicas, f"a layout over all {num_devices} devices of the "
+                          f"{jax.process_count()} processes; it uses {layout.num_devices} ({layout.reason}): pick "
+                          f"{replicas} a multiple of {num_devices}{envs}")
 
 
 # The host loop's stop, encoded to agree on: a higher code wins (a signal over a time budget

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import math
 from pathlib import Path
 
@@ -52,7 +53,11 @@ class TensorBoardLogger:
 
             logdir = self.root / f"seed_{seed}"
             resumed = logdir.exists() and any(logdir.glob("events.out.tfevents.*"))
-            writer = SummaryWriter(logdir=str(logdir), flush_secs=self.flush_secs, purge_step=first_update if resumed else None)
+            # The event file is named by the second it was opened in: a resumed session that
+            # starts in the same second as the killed one would overwrite its file (seen under
+            # load: updates 1-4 gone). The process id keeps the two apart.
+            writer = SummaryWriter(logdir=str(logdir), flush_secs=self.flush_secs, purge_step=first_update if resumed else None,
+                                   filename_suffix=f".{os.getpid()}")
             if not resumed:
 
                 member = population_member(self.cfg, seed)
