@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import math
+import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -55,9 +55,10 @@ class TensorBoardLogger:
             resumed = logdir.exists() and any(logdir.glob("events.out.tfevents.*"))
             # The event file is named by the second it was opened in: a resumed session that
             # starts in the same second as the killed one would overwrite its file (seen under
-            # load: updates 1-4 gone). The process id keeps the two apart.
+            # load: updates 1-4 gone). A suffix of the time in nanoseconds, fixed width, keeps
+            # the files apart and in the order TensorBoard must read them (by name) for purge_step.
             writer = SummaryWriter(logdir=str(logdir), flush_secs=self.flush_secs, purge_step=first_update if resumed else None,
-                                   filename_suffix=f".{os.getpid()}")
+                                   filename_suffix=f".{time.time_ns():020d}")
             if not resumed:
 
                 member = population_member(self.cfg, seed)
