@@ -291,6 +291,7 @@ def test_a_population_across_two_processes_equals_one_process_of_two_devices(tmp
     one_process_of_two_devices(POPULATION, tmp_path / "one")
     ours, theirs = ((tmp_path / d / "pbt.jsonl").read_text() for d in ("two", "one"))
     assert ours == theirs and len(ours.splitlines()) == 3
-    assert read_summary(tmp_path / "two")["pbt"] == read_summary(tmp_path / "one")["pbt"]
+    decided = [{k: v for k, v in read_summary(tmp_path / d)["pbt"].items() if k != "step_s"} for d in ("two", "one")]
+    assert decided[0] == decided[1]  # all but step_s, the host time the steps took
     assert_rows_once(tmp_path / "two", [0, 1], 32)
     assert "pbt step at update 8" in procs[1].output()  # decided in process 1 too, written by process 0 alone
