@@ -199,6 +199,21 @@ def pytest_runtest_protocol(item, nextitem):
             f.write(json.dumps(line) + "\n")
 
 
+def pytest_xdist_node_collection_finished(node, ids):
+    """In the controller of `--dist loadgroup`: the cluster tests (always grouped, above) must
+    come back from a worker with their group in the nodeid, which is how xdist's scheduler
+    reads it. Where they do not (pytest 9.2 with pytest-xdist 3.8: pytest-xdist#1386) every
+    group is silently ignored: a module's shared fixture trains on both workers and the cluster
+    tests overlap. Say so instead."""
+    if node.config.getvalue("dist") != "loadgroup":
+        return
+    lost = [i for i in ids if i.startswith("tests/cluster/test_") and "@" not in i]
+    if lost:
+        raise pytest.UsageError(
+            f"pytest-xdist's loadgroup does not group under pytest {pytest.__version__} (e.g. {lost[0]} has no group): "
+            "pytest-xdist#1386; install the test extra's pin: pip install 'pytest<9.2'")
+
+
 # --- cluster tests: skipped with one reason where the cluster cannot run, never in CI --------
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its hook would run first)
