@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -27,9 +28,18 @@ pytestmark = pytest.mark.slow
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port the coordinator can bind a second later. Below Linux's ephemeral range (32768 and
+    up), as the lab's SLURM port is: an ephemeral port that is free now may be any process's
+    outgoing connection by then (seen: "Failed to add port" once in a suite run). Checked on
+    the wildcard address, which the coordinator binds."""
+    for port in random.sample(range(20000, 32000), 200):
+        with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET) as s:
+            try:
+                s.bind(("::" if socket.has_ipv6 else "0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in 20000-31999")
 
 
 def start(args, run_dir: Path, port: int, process_id: int, num_processes: int = 2, timeout_s: int = 60) -> subprocess.Popen:
