@@ -3,20 +3,25 @@
     PYTHONPATH=$PWD python scripts/record_reproduce_fixtures.py
 
 Each is trained with `launch.py` as a user would, and its config.yaml, metrics.csv and
-manifest.json are kept under tests/fixtures/reproduce/<family>/. Re-record them (and say why
-in the commit) only when a change is meant to move the numbers.
+manifest.json are kept under tests/fixtures/reproduce/<cpu_id>/<family>/: this CPU's set
+(tests/cpu_recordings.py: XLA:CPU compiles for the CPU, so another one may move the last
+digits). Record a new CPU's set; re-record one (and say why in the commit) only when a change is
+meant to move the numbers.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from ppo_lab.host_cpu import cpu_id, cpu_record
+
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "tests" / "fixtures" / "reproduce"
+OUT = ROOT / "tests" / "fixtures" / "reproduce" / cpu_id(cpu_record())
 COMMON = ["ppo.num_envs=4", "ppo.num_steps=16", "ppo.num_minibatches=2", "ppo.update_epochs=1", "train.chunk_updates=2",
           "eval.episodes=1", "eval.max_steps=8", "hardware.host_devices=1", "checkpoint.every_min=1000"]
 # The families that tests/test_bitwise.py also trains, recorded with its RUNS' configs (SMALL,
@@ -72,5 +77,7 @@ def record(family: str, overrides: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "cpu.json").write_text(json.dumps(cpu_record(), indent=1) + "\n")
     for name in sys.argv[1:] or FAMILIES:
         record(name, FAMILIES[name])

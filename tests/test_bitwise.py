@@ -1,8 +1,9 @@
 """Nothing changes for users, bit for bit: five tiny configs train to the metrics.csv and final
-evaluation recorded in tests/fixtures/bitwise/ before the core refactor (issue #30).
+evaluation recorded in tests/fixtures/bitwise/<cpu_id>/ (first before the core refactor,
+issue #30), one set per CPU (tests/cpu_recordings.py: another CPU moves the last digits).
 
-Every column of every row is compared exactly, except the wall-clock ones. To record anew
-(only when a change of numbers is intended and explained):
+Every column of every row is compared exactly, except the wall-clock ones. To record this CPU's
+set (a new CPU; or anew, only when a change of numbers is intended and explained):
 
     PPO_LAB_RECORD_BITWISE=1 python -m pytest tests/test_bitwise.py
 """
@@ -11,16 +12,16 @@ from __future__ import annotations
 
 import csv
 import json
-import os
+import math
 from pathlib import Path
 
 import pytest
 
 from conftest import TINY, compose_config, read_summary, train_run
+from cpu_recordings import ATOL, RTOL, Outcome, record_into, recording_asked, require_reproduced
 from ppo_lab.run.group import train_group
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "bitwise"
-RECORD = os.environ.get("PPO_LAB_RECORD_BITWISE") == "1"
 
 SMALL = ["ppo.num_envs=4", "ppo.num_steps=16", "ppo.num_minibatches=2", "ppo.update_epochs=2",
          "train.chunk_updates=4", "hardware.host_devices=1"]
@@ -50,10 +51,40 @@ def _rows(path: Path) -> list[dict]:
         return [{k: v for k, v in row.items() if not _is_wall(k)} for row in csv.DictReader(f)]
 
 
+def _same(a, b) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def _close(a: str, b: str) -> bool:
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return abs(x - y) <= ATOL + RTOL * max(abs(x), abs(y))
+
+
+def _compare(rows: list[dict], final_eval: dict, recorded: Path) -> Outcome:
+    """The run against one recording: identical, or every value within RTOL/ATOL, or neither."""
+    expected = _rows(recorded / "metrics.csv")
+    if list(rows[0]) != list(expected[0]) or len(rows) != len(expected):
+        return Outcome(False, False, f"{len(rows)} rows of {list(rows[0])}, recorded {len(expected)} of {list(expected[0])}")
+    recorded_eval = json.loads((recorded / "eval.json").read_text())
+    diffs = [(i, want.get("update"), want.get("seed"), k, row[k], want[k])
+             for i, (row, want) in enumerate(zip(rows, expected)) for k in want if row[k] != want[k]]
+    eval_diffs = [(k, a, b) for k in sorted(set(final_eval) | set(recorded_eval))
+                  for a, b in zip(final_eval.get(k, [None]), recorded_eval.get(k, [])) if not _same(a, b)]
+    if not diffs and not eval_diffs and set(final_eval) == set(recorded_eval):
+        return Outcome(True, True, "")
+    within = all(_close(a, b) for *_, a, b in diffs) and all(_close(str(a), str(b)) for _, a, b in eval_diffs)
+    first = (f"row {diffs[0][0]} (update {diffs[0][1]}, seed {diffs[0][2]}) {diffs[0][3]}: {diffs[0][4]} vs recorded "
+             f"{diffs[0][5]}" if diffs else f"final evaluation {eval_diffs[:3]}")
+    return Outcome(False, within, f"{len(diffs)} value(s) differ, first {first}")
+
+
 def _check(name: str, run_dir: Path) -> None:
     rows, final_eval = _rows(run_dir / "metrics.csv"), read_summary(run_dir)["eval"]
-    target = FIXTURES / name
-    if RECORD:
+    if recording_asked():
+        target = record_into(FIXTURES) / name
         target.mkdir(parents=True, exist_ok=True)
         with (target / "metrics.csv").open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -61,13 +92,7 @@ def _check(name: str, run_dir: Path) -> None:
             writer.writerows(rows)
         (target / "eval.json").write_text(json.dumps(final_eval, indent=1, sort_keys=True) + "\n")
         return
-    expected = _rows(target / "metrics.csv")
-    assert list(rows[0]) == list(expected[0]), f"{name}: columns differ"
-    assert len(rows) == len(expected), f"{name}: {len(rows)} rows, recorded {len(expected)}"
-    for i, (row, want) in enumerate(zip(rows, expected)):
-        diff = {k: (row[k], want[k]) for k in want if row[k] != want[k]}
-        assert not diff, f"{name}: row {i} (update {want.get('update')}, seed {want.get('seed')}) differs: {diff}"
-    assert final_eval == json.loads((target / "eval.json").read_text()), f"{name}: final evaluation differs"
+    require_reproduced(FIXTURES, name, lambda recorded: _compare(rows, final_eval, recorded))
 
 
 @pytest.mark.timeout(600)

@@ -114,6 +114,7 @@ LAYERS = [
     ["config"],
     ["config_keys"],
     ["parts"],
+    ["host_cpu"],
     ["errors"],
     ["ppo_lab"],  # the package itself: its version
 ]

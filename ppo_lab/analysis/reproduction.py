@@ -4,7 +4,10 @@ Rows are matched by (update, seed) over the first ``updates`` updates; every col
 wall-clock ones (``wall_s``, ``perf/*``) must be equal as written (metrics.csv keeps 7
 significant digits of each float32 metric; NaN equals NaN). The first difference, in
 (update, seed, column) order, is reported with both values, together with the manifest fields
-that differ (a package version, an XLA flag, a device kind, the layout: what may explain it).
+that differ (a package version, an XLA flag, a device kind, the CPU, the layout: what may
+explain it), and the largest difference over every compared value: a run reproduced on another
+CPU differs in the last digits (`ppo_lab/host_cpu.py`), a changed program usually by more.
+`within(rtol, atol)` says whether every difference is that small.
 """
 
 from __future__ import annotations
@@ -29,10 +32,37 @@ class Comparison:
     updates: int  # updates compared
     first_difference: tuple | None = None  # (update, seed, column, original, reproduced)
     manifest_differences: list = field(default_factory=list)
+    # every differing value: (update, seed, column, original, reproduced)
+    differences: list = field(default_factory=list)
 
     @property
     def identical(self) -> bool:
         return self.first_difference is None and self.rows > 0
+
+    def within(self, rtol: float, atol: float = 0.0) -> bool:
+        """Every difference numeric and |a - b| <= atol + rtol * max(|a|, |b|) (numpy's isclose,
+        symmetric); a missing row or column, or a NaN against a number, is never within."""
+        return self.rows > 0 and all(_close(a, b, rtol, atol) for *_, a, b in self.differences)
+
+    def largest(self) -> tuple | None:
+        """The difference of the largest relative size: (update, seed, column, original, reproduced, relative)."""
+        sized = [(*d, _relative(d[3], d[4])) for d in self.differences]
+        return max(sized, key=lambda d: d[5]) if sized else None
+
+
+def _numeric(a, b) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (a, b))
+
+
+def _relative(a, b) -> float:
+    if not _numeric(a, b):
+        return math.inf
+    scale = max(abs(a), abs(b))
+    return abs(a - b) / scale if scale else 0.0
+
+
+def _close(a, b, rtol: float, atol: float) -> bool:
+    return _numeric(a, b) and abs(a - b) <= atol + rtol * max(abs(a), abs(b))
 
 
 def _same(a, b) -> bool:
@@ -56,12 +86,12 @@ def compare_runs(original: Path, reproduced: Path, updates: int) -> Comparison:
     for update, seed in keys:
         ra, rb = a.get((update, seed)), b.get((update, seed))
         if ra is None or rb is None:
-            result.first_difference = (update, seed, "(row)", "present" if ra else "absent", "present" if rb else "absent")
-            return result
+            result.differences.append((update, seed, "(row)", "present" if ra else "absent", "present" if rb else "absent"))
+            continue
         for column in sorted(set(ra) | set(rb)):
             if compared(column) and not _same(ra.get(column, "absent"), rb.get(column, "absent")):
-                result.first_difference = (update, seed, column, ra.get(column, "absent"), rb.get(column, "absent"))
-                return result
+                result.differences.append((update, seed, column, ra.get(column, "absent"), rb.get(column, "absent")))
+    result.first_difference = result.differences[0] if result.differences else None
     return result
 
 
@@ -75,6 +105,10 @@ def format_comparison(c: Comparison, original: Path, reproduced: Path) -> str:
     else:
         update, seed, column, va, vb = c.first_difference
         lines.append(f"DIFFERENT: first at update {update}, seed {seed}, {column}: {va!r} (original) vs {vb!r} (reproduced)")
+        *where, va, vb, rel = c.largest()
+        size = f"{rel:.2g} relative" if math.isfinite(rel) else "not a number against a number"
+        lines.append(f"  {len(c.differences)} value(s) differ; the largest: {size}, update {where[0]}, seed {where[1]}, "
+                     f"{where[2]}: {va!r} vs {vb!r}")
     if c.manifest_differences:
         why = "" if c.identical else ", which may explain the difference"
         lines.append(f"manifest differences (original -> reproduced){why}:")

@@ -63,6 +63,7 @@ from ppo_lab.analysis.compare import compare as compare_runs
 from ppo_lab.bench.configs import compose, env_overrides, known_env
 from ppo_lab.config import CONF_DIR, validate
 from ppo_lab.hardware import host_core_count, start_jax
+from ppo_lab.host_cpu import cpu_record
 from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.run.build import build
@@ -363,14 +364,7 @@ def run_section(module: str, args: list[str], workdir: Path, env: dict) -> dict:
 
 
 def machine_info(devices) -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_record()["model_name"] or platform.machine()
     cores = host_core_count()
     return {"cpu": cpu, "cores": cores, "platform": devices[0].platform, "jax": jax.__version__,
             "python": platform.python_version(), "description": f"{cores} cores, {cpu}, {devices[0].platform}, jax {jax.__version__}"}

@@ -4,7 +4,8 @@ What it takes to get the same numbers again and what may explain different ones:
 commit and whether its tree had uncommitted changes, Python and the versions of the packages
 that compute or feed the numbers, the XLA flags and JAX/XLA variables this process started its
 backend with, the devices (platform, kinds and counts), the layout of seeds and envs on them,
-the process count, and the config's hash (`ppo_lab.config.config_hash`).
+the process count, the host CPU (`ppo_lab.host_cpu`: XLA:CPU compiles for it, so another CPU
+may move the last digits) and the config's hash (`ppo_lab.config.config_hash`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import jax
 from ppo_lab import rundir
 from ppo_lab.config import config_hash
 from ppo_lab.hardware import PROJECT_ROOT
+from ppo_lab.host_cpu import cpu_record
 
 # The packages whose versions can move the numbers (the math, the envs, the config).
 PACKAGES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin", "libtpu", "flax", "optax", "numpy", "scipy",
@@ -72,6 +74,7 @@ def build_manifest(cfg, layout: dict, devices) -> dict:
         "env_vars": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("XLA_", "JAX_", "TF_CUDNN_", "TF_DETERMINISTIC")) and k != "XLA_FLAGS"},
         "jax_config": {k: getattr(jax.config, k, None) for k in JAX_OPTIONS},
         "devices": device_record(devices),
+        "cpu": cpu_record(),
         "layout": layout,
         "process_count": jax.process_count(),
         "process_index": jax.process_index(),

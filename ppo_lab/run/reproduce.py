@@ -6,8 +6,10 @@ and trains its first K updates (whole chunks of its own `train.chunk_updates`, s
 program is the run's own) into a new directory (default `outputs/reproduce/<run>-<time>`):
 config.yaml, metrics.csv (the first K updates), manifest.json. Then metrics.csv is compared
 row by row with the run's (`analysis/reproduction.py`): it prints "identical", or the first
-differing (update, seed, metric) with both values and the manifest fields that differ.
-Exit 0 when identical, 1 when not, 2 when the run cannot be reproduced (no config, bad config).
+differing (update, seed, metric) with both values, the largest difference, and the manifest
+fields that differ (another CPU, package or flag). Exit 0 when identical, 1 when not, 2 when the
+run cannot be reproduced (no config, bad config). `--rtol R [--atol A]`: also exit 0 when every
+difference is that small (a run recorded on another CPU), said as "close, not identical".
 """
 
 from __future__ import annotations
@@ -67,10 +69,15 @@ def main(argv=None) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--updates", type=int, default=5, help="how many updates to re-run and compare (default 5)")
     parser.add_argument("--out", type=Path, default=None, help="where the reproduction goes (default outputs/reproduce/<run>-<time>)")
+    parser.add_argument("--rtol", type=float, default=None,
+                        help="also accept differences within this relative tolerance (e.g. 1e-3 for a run from another CPU)")
+    parser.add_argument("--atol", type=float, default=0.0, help="with --rtol: an absolute tolerance added to it (default 0)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="[%(levelname)s] %(message)s")
     if args.updates < 1:
         parser.error("--updates must be at least 1")
+    if (args.rtol is not None and args.rtol < 0) or args.atol < 0:
+        parser.error("--rtol and --atol must be at least 0")
     if not (args.run_dir / rundir.METRICS).exists():
         print(f"ppo-lab reproduce: {args.run_dir} has no {rundir.METRICS} to compare with", file=sys.stderr)
         return 2
@@ -82,7 +89,12 @@ def main(argv=None) -> int:
         return 2
     result = compare_runs(args.run_dir, out, ran)
     print(format_comparison(result, args.run_dir, out))
-    return 0 if result.identical else 1
+    if result.identical:
+        return 0
+    if args.rtol is not None and result.within(args.rtol, args.atol):
+        print(f"close, not identical: every difference within rtol={args.rtol:g}, atol={args.atol:g}")
+        return 0
+    return 1
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Written by the run (``ppo_lab.run.manifest`` assembles it) when it starts, rewri
 session of a resumed run; read by ``ppo-lab reproduce``, which names the fields that differ
 between the run and its reproduction. Fields: ``lab`` (commit, dirty), ``python``,
 ``packages`` (name -> version), ``xla_flags``, ``env_vars`` (the XLA_/JAX_ variables),
-``jax_config``, ``devices`` (platform, kind -> count, local and global counts),
+``jax_config``, ``devices`` (platform, kind -> count, local and global counts), ``cpu``
+(machine, vendor, model, family, instruction-set features: ``ppo_lab.host_cpu``),
 ``layout``, ``process_count``, ``process_index``, ``config_hash``, ``deterministic``,
 ``host``, ``written_at``.
 """
