@@ -159,6 +159,7 @@ class HardwareConfig:
     num_processes: int | None = None
     process_id: int | None = None
     init_timeout_s: float = 60
+    split_host_cpus: bool = True  # processes of one CPU run on one host each take their own CPUs
 
 
 class _KeysByName:
@@ -285,7 +286,7 @@ def config_hash(resolved: Mapping[str, Any], exclude: tuple[str, ...] = ("hydra"
 
 
 # hardware keys a config saved before multi-process runs lacks (defaults: one process)
-PROCESS_KEYS = ("coordinator_address", "num_processes", "process_id", "init_timeout_s")
+PROCESS_KEYS = ("coordinator_address", "num_processes", "process_id", "init_timeout_s", "split_host_cpus")
 LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
 PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
@@ -548,6 +549,8 @@ def _validate_processes(s: Mapping) -> None:
              "coordinator_address, num_processes and process_id set together (or all null: detected)")
     _require(isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0, "hardware.init_timeout_s", wait,
              "a number of seconds > 0")
+    split = s.get("split_host_cpus", True)
+    _require(isinstance(split, bool), "hardware.split_host_cpus", split, "true or false")
 
 
 def validate_hardware(s: Mapping) -> HardwareConfig:

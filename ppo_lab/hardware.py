@@ -10,6 +10,7 @@ importing gymnax or Jumanji does, which is why env adapters are loaded late
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -132,7 +133,8 @@ def configure_jax(hw: HardwareConfig) -> None:
     path = cache_dir(hw)
     if path is not None and _DISTRIBUTED is not None and hw.platform == "cpu":
         # Measured here (docs/performance.md): a chunk loaded from the cache trained 7.7 s where
-        # the same chunk compiled afresh trained 5.5 s, in a run of 2 CPU processes (not in one).
+        # the same chunk compiled afresh trained 5.5 s, in a run of 2 CPU processes (not in one);
+        # again with each process on its own cores (split_host_cpus): 0.50x against 1.06-1.08x.
         log.info("the persistent compilation cache is off in a multi-process CPU run (its loaded chunks ran slower)")
         path = None
     if path is not None:
@@ -287,6 +289,66 @@ def start_distributed(hw: HardwareConfig) -> None:
     finally:
         watchdog.cancel()
     _DISTRIBUTED = procs
+    if hw.platform == "cpu" and hw.split_host_cpus:
+        split_host_cpus(hw.init_timeout_s)
+
+
+def _host_identity() -> str:
+    """This machine, as processes of one run tell hosts apart: its name and its kernel's boot
+    id (two containers of one host share the kernel: they share its CPUs too)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}"
+
+
+def cpu_share(me: int, peers: list[dict]) -> list[int] | None:
+    """The CPUs process `me` keeps when the processes of a run (`peers[i]`: `host` and `cpus`,
+    the affinity it started with) share a host's CPUs: the processes on this host with the same
+    CPUs split them into equal consecutive slices, by process index (the remainder to the last).
+    None: nothing to split (alone on its CPUs, or more processes than CPUs). jax-free."""
+    mine = peers[me]
+    sharing = [i for i, p in enumerate(peers) if p["host"] == mine["host"] and p["cpus"] == mine["cpus"]]
+    cpus = sorted(mine["cpus"])
+    if len(sharing) < 2 or len(cpus) < len(sharing):
+        return None
+    rank, size = sharing.index(me), len(cpus) // len(sharing)
+    return cpus[rank * size:] if rank == len(sharing) - 1 else cpus[rank * size:(rank + 1) * size]
+
+
+def _threads() -> list[int]:
+    """This process's thread ids (Linux: /proc/self/task), or [0]: the calling thread."""
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+
+
+def split_host_cpus(timeout_s: float) -> None:
+    """Processes of one CPU run on one host, each free to use all its cores (two local
+    processes, SLURM tasks on a node without CPU binding), each start an XLA CPU runtime sized
+    to every core: on 2 cores two processes trained at 0.71x one process of two devices;
+    pinned to a core each, at 1.06x (docs/performance.md). So each takes its own slice of the
+    CPUs before XLA's backend starts (the runtime sizes its thread pool by the affinity mask).
+    Processes already bound to their own CPUs (SLURM's task affinity, taskset) are left alone."""
+    from jax._src.distributed import global_state  # the distributed runtime's key-value store
+
+    # not jax.process_index(): it would start the backend, whose thread pool must see the new CPUs
+    client, me, count = global_state.client, global_state.process_id, global_state.num_processes
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux: nothing to pin with
+        return
+    client.key_value_set(f"ppo_lab/cpus/{me}", json.dumps({"host": _host_identity(), "cpus": cpus}))
+    peers = [json.loads(client.blocking_key_value_get(f"ppo_lab/cpus/{i}", int(timeout_s * 1000))) for i in range(count)]
+    share = cpu_share(me, peers)
+    if share is None:
+        return
+    for thread in _threads():  # every thread (the distributed runtime's too); those made later inherit it
+        os.sched_setaffinity(thread, share)
+    log.info("%d processes of this run share this host's %d CPUs: this one keeps CPUs %s (hardware.split_host_cpus)",
+             sum(p["host"] == peers[me]["host"] for p in peers), len(cpus), share)
 
 
 def _not_joined(procs: Processes, timeout_s: float) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -22,7 +23,7 @@ from omegaconf import OmegaConf
 from conftest import ROOT, TINY, compose_config, read_rows, read_summary
 from ppo_lab import rundir
 from ppo_lab.config import validate_hardware
-from ppo_lab.hardware import _slurm_first_host, distributed_settings
+from ppo_lab.hardware import _slurm_first_host, cpu_share, distributed_settings
 
 pytestmark = pytest.mark.slow
 
@@ -123,6 +124,25 @@ def test_two_processes_train_one_run_written_once(two_processes):
     assert "processes: 2 (this is process 1)" in procs[1].output()
     assert "layout: seeds over 2 device(s)" in procs[1].output()
     assert "== completed" in procs[0].output() and "== completed" not in procs[1].output()
+    # two processes on this host's CPUs: each keeps its own slice (hardware.split_host_cpus)
+    if len(os.sched_getaffinity(0)) >= 2:
+        kept = [re.search(r"this one keeps CPUs (\[[\d, ]+\])", p.output()) for p in procs]
+        assert all(kept), procs[0].output()[-2000:]
+        slices = [set(json.loads(k.group(1))) for k in kept]
+        assert slices[0] and slices[1] and not slices[0] & slices[1]
+
+
+def test_processes_sharing_a_hosts_cpus_split_them_and_others_keep_theirs():
+    host = [{"host": "a", "cpus": [0, 1, 2, 3, 4]}] * 2
+    assert cpu_share(0, host) == [0, 1] and cpu_share(1, host) == [2, 3, 4]  # the remainder to the last
+    two_hosts = [{"host": "a", "cpus": [0, 1]}, {"host": "b", "cpus": [0, 1]}]
+    assert cpu_share(0, two_hosts) is None  # alone on its host
+    bound = [{"host": "a", "cpus": [0]}, {"host": "a", "cpus": [1]}]
+    assert cpu_share(0, bound) is None  # already on their own CPUs (SLURM's binding, taskset)
+    crowded = [{"host": "a", "cpus": [0]}] * 2
+    assert cpu_share(1, crowded) is None  # more processes than CPUs: nothing to split
+    with pytest.raises(Exception, match="hardware.split_host_cpus"):
+        validate_hardware({**OmegaConf.to_container(compose_config([]).hardware, resolve=True), "split_host_cpus": "yes"})
 
 
 def test_two_processes_equal_one_process_of_two_devices(two_processes, one_process):
