@@ -24,6 +24,7 @@ from typing import Mapping
 
 import jax
 from jax._src import xla_bridge  # backends_are_initialized: has XLA's backend started yet?
+from jax._src.distributed import global_state  # the distributed runtime: its process index and key-value store
 
 from ppo_lab.config import HardwareConfig, validate_hardware
 
@@ -332,8 +333,6 @@ def split_host_cpus(timeout_s: float) -> None:
     pinned to a core each, at 1.06x (docs/performance.md). So each takes its own slice of the
     CPUs before XLA's backend starts (the runtime sizes its thread pool by the affinity mask).
     Processes already bound to their own CPUs (SLURM's task affinity, taskset) are left alone."""
-    from jax._src.distributed import global_state  # the distributed runtime's key-value store
-
     # not jax.process_index(): it would start the backend, whose thread pool must see the new CPUs
     client, me, count = global_state.client, global_state.process_id, global_state.num_processes
     try:
