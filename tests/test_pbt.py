@@ -62,6 +62,15 @@ def test_untraced_key_exits_2_before_compiling(tmp_path):
     assert not (tmp_path / "r" / "metrics.csv").exists()
 
 
+def test_a_fitness_the_run_does_not_log_is_refused_before_compiling_or_writing(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    with pytest.raises(ConfigError) as err:
+        train_run([*TINY, "pbt.population=2", "pbt.fitness=train/mean_episode_retrun"], tmp_path / "r")
+    assert err.value.key == "pbt.fitness" and "train/mean_episode_return" in err.value.valid
+    assert "compiled one chunk" not in caplog.text  # traced only: XLA compiled nothing
+    assert not (tmp_path / "r" / "config.yaml").exists() and not (tmp_path / "r" / "metrics.csv").exists()
+
+
 @flax.struct.dataclass
 class _State:
     params: jnp.ndarray

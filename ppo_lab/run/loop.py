@@ -65,6 +65,25 @@ def rounded_budget(cfg: RunConfig, comp: Components) -> str:
     return f" = {steps:,} steps per seed (ppo.total_timesteps={asked:,} rounded down to whole batches of {batch:,})"
 
 
+class LoweredChunk:
+    """The chunk traced and lowered for `state` and `hypers` on `mesh`, not compiled yet: what
+    it logs is known (`metric_names`) before XLA spends seconds on it and before the run writes
+    anything, so a config that names a metric the run does not log is refused first."""
+
+    def __init__(self, chunk_fn, mesh, state, hypers):
+        t0 = time.perf_counter()
+        # several processes: the update counter as a global array (a host scalar would be placed anew each call)
+        self.start_arg = partial(global_scalar, mesh) if processes.several() else start_update_arg
+        self.lowered = sharded_chunk(chunk_fn, mesh).lower(state, self.start_arg(0), hypers)
+        self.seconds = time.perf_counter() - t0
+
+    def metric_names(self, action_names) -> list[str]:
+        """The metrics.csv columns the chunk's metrics become (`rows_from_chunk`)."""
+        _, metrics = self.lowered.out_info
+        names = [n for n in metrics if n != "actions"] + ([f"actions/{a}" for a in action_names] if "actions" in metrics else [])
+        return sorted(names + ["perf/sps"])
+
+
 class Replicas:
     """The replicas one compiled chunk trains (a run's seeds, a vmap group's cells x seeds,
     next a population's members) and their learner state: the one place that state lives.
@@ -76,13 +95,14 @@ class Replicas:
     state after the last chunk whose metrics were returned (what a checkpoint saves), exactly
     as without pipelining."""
 
-    def __init__(self, chunk_fn, mesh, state, hypers, start_update: int, num_updates: int, chunk_updates: int):
+    def __init__(self, chunk_fn, mesh, state, hypers, start_update: int, num_updates: int, chunk_updates: int,
+                 lowered: "LoweredChunk | None" = None):
+        lowered = lowered or LoweredChunk(chunk_fn, mesh, state, hypers)
         t0 = time.perf_counter()
         self.hypers = hypers
-        # several processes: the update counter as a global array (a host scalar would be placed anew each call)
-        self.start_arg = partial(global_scalar, mesh) if processes.several() else start_update_arg
-        self.compiled = sharded_chunk(chunk_fn, mesh).lower(state, self.start_arg(0), hypers).compile()
-        self.compile_s = time.perf_counter() - t0
+        self.start_arg = lowered.start_arg
+        self.compiled = lowered.lowered.compile()
+        self.compile_s = lowered.seconds + time.perf_counter() - t0
         log.info("compiled one chunk of %d updates for %d replicas in %.1f s", chunk_updates,
                  jax.tree.leaves(state)[0].shape[0], self.compile_s)
         self.state, self.update = state, start_update
@@ -215,6 +235,9 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     population = Population(cfg, run_dir) if cfg.pbt is not None else None
     comp = population.into(comp) if population else comp  # the members' drawn values for a fresh init
     state, resumed = resume.restore(plan, comp, cfg, mesh)
+    lowered = LoweredChunk(comp.trainer.chunk, mesh, state, comp.hypers.sharded(replica_sharding(mesh)))
+    if population:  # pbt.fitness must be a metric the run logs: refused here, before compiling or writing
+        population.check_fitness(lowered.metric_names(comp.action_names))
     if processes.writes():  # one writer per run dir: process 0 of a multi-process run
         run_dir.mkdir(parents=True, exist_ok=True)
     if population:  # the population at the checkpoint; pbt.jsonl cut back to it
@@ -234,7 +257,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
                                                   comp.ppo.batch_size, session.recent.mean), summary)
     try:
         session.replicas = Replicas(comp.trainer.chunk, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
-                                    resumed.start_update, session.num_updates, comp.trainer.chunk_updates)
+                                    resumed.start_update, session.num_updates, comp.trainer.chunk_updates, lowered)
         gather_s = population.compile_gather(session.replicas.state) if population else 0.0
         summary["compile_s"] = round(session.replicas.compile_s + gather_s, 3)
         session.replicas.hold_every = cfg.pbt.interval_updates if population else None

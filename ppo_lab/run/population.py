@@ -37,6 +37,7 @@ import numpy as np
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
+from ppo_lab.errors import ConfigError
 from ppo_lab.ppo.hypers import SCHEDULES, Hypers
 from ppo_lab.ppo.parallel import replicated
 from ppo_lab.run import processes
@@ -144,6 +145,12 @@ class Population:
         """What the checkpoint keeps (JSON): the exploration PRNG is (seed, update), nothing to keep."""
         return {"members": self.members, "window": self.window, "last_step": self.last_step,
                 "last_fitness": self.last_fitness}
+
+    def check_fitness(self, logged: list[str]) -> None:
+        """`pbt.fitness` must be one of the metrics the run logs (the lowered chunk's, before it
+        compiles): a ConfigError naming them otherwise."""
+        if self.pbt.fitness not in logged:
+            raise ConfigError("pbt.fitness", self.pbt.fitness, f"a metric this run logs: {', '.join(logged)}")
 
     # -- rows -------------------------------------------------------------------------
     def annotate(self, rows: list[dict]) -> None:
