@@ -133,10 +133,12 @@ def configure_jax(hw: HardwareConfig) -> None:
     """Settings that go through jax.config (before the first compile)."""
     path = cache_dir(hw)
     if path is not None and _DISTRIBUTED is not None and hw.platform == "cpu":
-        # Measured here (docs/performance.md): a chunk loaded from the cache trained 7.7 s where
-        # the same chunk compiled afresh trained 5.5 s, in a run of 2 CPU processes (not in one);
-        # again with each process on its own cores (split_host_cpus): 0.50x against 1.06-1.08x.
-        log.info("the persistent compilation cache is off in a multi-process CPU run (its loaded chunks ran slower)")
+        # No process but 0 ever hits it: JAX keys a CPU program with its device assignment
+        # (stripped for GPU only) and only process 0 writes, so the others compile every launch
+        # anyway; with it on, process 0 loaded its chunk in 1.2 s and then waited at the first
+        # all-gather for process 1's 8.9 s compile, which read as training at 0.50x
+        # (docs/performance.md). Off, every process compiles and the timings say what they are.
+        log.info("the persistent compilation cache is off in a multi-process CPU run (only process 0 could use it)")
         path = None
     if path is not None:
         path.mkdir(parents=True, exist_ok=True)
