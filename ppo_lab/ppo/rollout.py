@@ -136,16 +136,21 @@ def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps
     return Rollout(env_state, obs, stats, key, records, memory)
 
 
-def action_policy(network, params, deterministic: bool, dist=None) -> Callable:
+def action_policy(network, params, deterministic, dist=None) -> Callable:
     """`policy(obs, key, mask=None) -> (actions, policy output)`: greedy (argmax, or a Gaussian's
     mean), or a sample, in the form the env takes (`ppo.policies`: clipped or squashed); never
     an action the mask forbids. `dist`: the env's `ppo.policies.for_env` (None: categorical).
     For a recurrent network, `policy(obs, key, mask, memory) -> (actions, policy output, state)`
-    (see `rollout`): one function for both, over `policy_and_value`."""
+    (see `rollout`): one function for both, over `policy_and_value`. `deterministic`: a Python
+    bool (the program holds one of the two), or a traced one (both, one selected: one program
+    serves greedy and sampled play, with the numbers of either alone)."""
     dist = dist or categorical(network.action_dim)
 
     def choose(out, key, mask):
-        action = dist.greedy(out, mask) if deterministic else dist.sample(key, out, mask)
+        if isinstance(deterministic, bool):
+            action = dist.greedy(out, mask) if deterministic else dist.sample(key, out, mask)
+        else:
+            action = jnp.where(deterministic, dist.greedy(out, mask), dist.sample(key, out, mask))
         return dist.env_action(action)
 
     def policy(obs, key, mask=None, memory=None):
