@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from pathlib import Path
 
 import pytest
 
 from conftest import TINY, compose_config, read_summary, train_run
 from cpu_recordings import ATOL, RTOL, Outcome, record_into, recording_asked, require_reproduced
+from ppo_lab.analysis.reproduction import close, same
 from ppo_lab.run.group import train_group
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "bitwise"
@@ -51,16 +51,12 @@ def _rows(path: Path) -> list[dict]:
         return [{k: v for k, v in row.items() if not _is_wall(k)} for row in csv.DictReader(f)]
 
 
-def _same(a, b) -> bool:
-    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
-
-
-def _close(a: str, b: str) -> bool:
+def _number(cell: str):
+    """A metrics.csv cell as a float where it is one (the comparison's `close` takes numbers)."""
     try:
-        x, y = float(a), float(b)
+        return float(cell)
     except ValueError:
-        return False
-    return abs(x - y) <= ATOL + RTOL * max(abs(x), abs(y))
+        return cell
 
 
 def _compare(rows: list[dict], final_eval: dict, recorded: Path) -> Outcome:
@@ -72,10 +68,11 @@ def _compare(rows: list[dict], final_eval: dict, recorded: Path) -> Outcome:
     diffs = [(i, want.get("update"), want.get("seed"), k, row[k], want[k])
              for i, (row, want) in enumerate(zip(rows, expected)) for k in want if row[k] != want[k]]
     eval_diffs = [(k, a, b) for k in sorted(set(final_eval) | set(recorded_eval))
-                  for a, b in zip(final_eval.get(k, [None]), recorded_eval.get(k, [])) if not _same(a, b)]
+                  for a, b in zip(final_eval.get(k, [None]), recorded_eval.get(k, [])) if not same(a, b)]
     if not diffs and not eval_diffs and set(final_eval) == set(recorded_eval):
         return Outcome(True, True, "")
-    within = all(_close(a, b) for *_, a, b in diffs) and all(_close(str(a), str(b)) for _, a, b in eval_diffs)
+    within = all(close(_number(a), _number(b), RTOL, ATOL) for *_, a, b in diffs) and \
+        all(close(a, b, RTOL, ATOL) for _, a, b in eval_diffs)
     first = (f"row {diffs[0][0]} (update {diffs[0][1]}, seed {diffs[0][2]}) {diffs[0][3]}: {diffs[0][4]} vs recorded "
              f"{diffs[0][5]}" if diffs else f"final evaluation {eval_diffs[:3]}")
     return Outcome(False, within, f"{len(diffs)} value(s) differ, first {first}")

@@ -30,10 +30,13 @@ def compared(column: str) -> bool:
 class Comparison:
     rows: int  # (update, seed) rows compared
     updates: int  # updates compared
-    first_difference: tuple | None = None  # (update, seed, column, original, reproduced)
     manifest_differences: list = field(default_factory=list)
-    # every differing value: (update, seed, column, original, reproduced)
+    # every differing value, in (update, seed, column) order: (update, seed, column, original, reproduced)
     differences: list = field(default_factory=list)
+
+    @property
+    def first_difference(self) -> tuple | None:
+        return self.differences[0] if self.differences else None
 
     @property
     def identical(self) -> bool:
@@ -42,7 +45,7 @@ class Comparison:
     def within(self, rtol: float, atol: float = 0.0) -> bool:
         """Every difference numeric and |a - b| <= atol + rtol * max(|a|, |b|) (numpy's isclose,
         symmetric); a missing row or column, or a NaN against a number, is never within."""
-        return self.rows > 0 and all(_close(a, b, rtol, atol) for *_, a, b in self.differences)
+        return self.rows > 0 and all(close(a, b, rtol, atol) for *_, a, b in self.differences)
 
     def largest(self) -> tuple | None:
         """The difference of the largest relative size: (update, seed, column, original, reproduced, relative)."""
@@ -61,11 +64,13 @@ def _relative(a, b) -> float:
     return abs(a - b) / scale if scale else 0.0
 
 
-def _close(a, b, rtol: float, atol: float) -> bool:
+def close(a, b, rtol: float, atol: float) -> bool:
+    """Both finite numbers and |a - b| <= atol + rtol * max(|a|, |b|)."""
     return _numeric(a, b) and abs(a - b) <= atol + rtol * max(abs(a), abs(b))
 
 
-def _same(a, b) -> bool:
+def same(a, b) -> bool:
+    """Equal as written, NaN equal to NaN."""
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return a == b
@@ -89,9 +94,8 @@ def compare_runs(original: Path, reproduced: Path, updates: int) -> Comparison:
             result.differences.append((update, seed, "(row)", "present" if ra else "absent", "present" if rb else "absent"))
             continue
         for column in sorted(set(ra) | set(rb)):
-            if compared(column) and not _same(ra.get(column, "absent"), rb.get(column, "absent")):
+            if compared(column) and not same(ra.get(column, "absent"), rb.get(column, "absent")):
                 result.differences.append((update, seed, column, ra.get(column, "absent"), rb.get(column, "absent")))
-    result.first_difference = result.differences[0] if result.differences else None
     return result
 
 
