@@ -8,6 +8,7 @@ import os
 import pytest
 
 from ppo_lab import rundir
+from ppo_lab.analysis.frames import metrics_frame
 from ppo_lab.rundir import slurm_jobs
 from ppo_lab.rundir import checkpoints
 
@@ -31,7 +32,7 @@ def test_metrics_typed_round_trip(tmp_path):
                        "train/mean_episode_return": 2.0}
     assert [r["update"] for r in rundir.read_seed_rows(path, 1, after=1, before=3)] == [2]
     assert [(r["update"], r["seed"]) for r in rundir.read_recent_rows(path, 2)] == [(2, 0), (3, 0), (2, 1), (3, 1)]
-    frame = rundir.metrics_frame(path)
+    frame = metrics_frame(path)
     assert str(frame["update"].dtype) == "int64" and str(frame["train/entropy"].dtype) == "float64"
     by_seed = rundir.columns_by_seed(path)
     assert list(by_seed[1]["timesteps"]) == [64.0, 128.0, 192.0]

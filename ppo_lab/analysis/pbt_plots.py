@@ -14,6 +14,7 @@ import numpy as np
 
 from ppo_lab import rundir
 from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.frames import metrics_frame
 
 
 def _lineage(run_dir: Path, df) -> list[dict]:
@@ -29,7 +30,7 @@ def _lineage(run_dir: Path, df) -> list[dict]:
 def plot_population(run_dir: Path, out: Path | None = None) -> Path:
     """Write pbt.png for a population run (`pbt.jsonl` beside metrics.csv); returns its path."""
     run_dir = Path(run_dir)
-    df = rundir.metrics_frame(run_dir / rundir.METRICS)
+    df = metrics_frame(run_dir / rundir.METRICS)
     steps = rundir.read_pbt_log(run_dir / rundir.PBT_LOG)
     keys = [c for c in df.columns if c.startswith("pbt/")]
     lineage = _lineage(run_dir, df)

@@ -22,6 +22,7 @@ from pathlib import Path
 from ppo_lab import rundir
 from ppo_lab.analysis.action_columns import continuous_dimensions, discrete_shares
 from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.frames import metrics_frame
 from ppo_lab.analysis.goodhart import PAID, TRUE, draw_goodhart
 from ppo_lab.analysis.pbt_plots import plot_population
 
@@ -43,7 +44,7 @@ def load_metrics(run_dir: Path):
     path = Path(run_dir) / rundir.METRICS
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} has no {rundir.METRICS} (not a run directory, or no chunk finished yet)")
-    return rundir.metrics_frame(path)
+    return metrics_frame(path)
 
 
 def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:

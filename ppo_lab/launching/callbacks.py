@@ -11,7 +11,10 @@
 - ``${ppo_lab.scaled:BASE,F1,F2,...}`` (``ppo_lab.resolvers``, registered when this
   module is imported; Hydra imports it before it builds the sweeper).
 
-No jax here: this module is imported in the launching process of every Hydra command.
+No jax here: this module is imported in the launching process of every Hydra command. Nor
+matplotlib: the aggregator (``ppo_lab.analysis.aggregate``, plots included, about half a second
+of imports) is loaded by name when a multirun ends, not by every single run that instantiates
+the callback.
 """
 
 from __future__ import annotations
@@ -26,8 +29,7 @@ from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from ppo_lab import rundir  # jax-free: safe before the hardware settings are applied
-from ppo_lab.analysis.aggregate import run_aggregate
+from ppo_lab import parts, rundir  # jax-free: safe before the hardware settings are applied
 from ppo_lab.config_keys import check_overrides
 from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}
 from ppo_lab.rundir import slurm_jobs
@@ -53,11 +55,16 @@ def process_id(config: DictConfig) -> int:
     return int(os.environ.get("TPU_WORKER_ID", "0") or 0) if OmegaConf.select(config, "hardware.platform") == "tpu" else 0
 
 
+# What aggregates a sweep dir: `run_aggregate(dirs, out_dir=..., curve_metrics=...)`.
+AGGREGATOR = "ppo_lab.analysis.aggregate.run_aggregate"
+
+
 class SweepCallback(Callback):
     """Aggregate the sweep dir at the end of every multirun, also when jobs failed."""
 
-    def __init__(self, aggregate: bool = True, curve_metrics: Any = None) -> None:
+    def __init__(self, aggregate: bool = True, curve_metrics: Any = None, aggregator: str = AGGREGATOR) -> None:
         self.enabled = bool(aggregate)
+        self.aggregator = aggregator
         self.curve_metrics = list(curve_metrics) if curve_metrics else None
         self.sweep_dir: Path | None = None
         self.done = False
@@ -106,6 +113,7 @@ class SweepCallback(Callback):
             print(f"not aggregating yet (jobs submitted without waiting); later: ppo-lab aggregate {sweep_dir} --wait", flush=True)
             return
         try:
+            run_aggregate = parts.load("hydra.callbacks.sweep.aggregator", self.aggregator)
             run_aggregate([sweep_dir], out_dir=sweep_dir, curve_metrics=self.curve_metrics)
         except Exception:  # noqa: BLE001 - aggregation must never turn a sweep into an error
             log.exception("aggregation of %s failed; run it by hand: ppo-lab aggregate %s", sweep_dir, sweep_dir)

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
-import pandas as pd
 
 from ppo_lab.rundir.atomic import fsync_dir, write_text_atomic
 from ppo_lab.rundir.paths import INT_COLUMNS, KEY_COLUMNS
@@ -124,14 +123,6 @@ def columns_by_seed(path: Path) -> dict[int, dict]:
         ordered = [rows[k] for k in sorted(k for k in rows if k[1] == seed)]
         out[seed] = {c: np.array([r[c] for r in ordered], dtype=float) for c in header if c != "seed"}
     return out
-
-
-def metrics_frame(path: Path):
-    """metrics.csv as a pandas DataFrame with the same typing as `read_metrics`."""
-    header = read_header(path)
-    if header is None:
-        raise FileNotFoundError(f"{path} does not exist or is empty")
-    return pd.DataFrame.from_records(read_metrics(path), columns=header)
 
 
 class MetricsTail:
