@@ -425,6 +425,7 @@ def main(argv=None) -> int:
         finally:
             if args.keep:
                 print(f"[benchmark] kept {workdir}", file=sys.stderr)
+                result["kept"] = str(workdir)
             else:
                 shutil.rmtree(workdir, ignore_errors=True)
                 for name in threaded:  # the comparison stays in the JSON; the directories only with --keep
