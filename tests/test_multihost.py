@@ -101,9 +101,11 @@ def assert_rows_once(run_dir: Path, seeds: list[int], updates: int) -> list[dict
 
 @pytest.fixture(scope="module")
 def two_processes(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("multihost") / "run"
-    procs = run_two([*TINY, "num_seeds=2"], run_dir, split_cpus=True)  # as users run it: the default
-    return run_dir, procs
+    """A basic-launcher multirun of two jobs (seeds 0-1 and 2-3) over two processes, with
+    hardware.split_host_cpus as users run it (the default). Job 0 is the run most tests read."""
+    sweep = tmp_path_factory.mktemp("multihost") / "sweep"
+    procs = run_two(["-m", *TINY, "num_seeds=2", "seed=0,2", f"hydra.sweep.dir={sweep}"], sweep.parent / "unused", split_cpus=True)
+    return sweep, procs
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +119,8 @@ def one_process(tmp_path_factory):
 
 
 def test_two_processes_train_one_run_written_once(two_processes):
-    run_dir, procs = two_processes
+    sweep, procs = two_processes
+    run_dir = sweep / "0"
     assert [p.code for p in procs] == [0, 0], procs[0].output()[-3000:] + procs[1].output()[-3000:]
     assert_rows_once(run_dir, [0, 1], 32)
     summary = read_summary(run_dir)
@@ -130,6 +133,13 @@ def test_two_processes_train_one_run_written_once(two_processes):
     assert "processes: 2 (this is process 1)" in procs[1].output()
     assert "layout: seeds over 2 device(s)" in procs[1].output()
     assert "== completed" in procs[0].output() and "== completed" not in procs[1].output()
+    # a multirun joins once and runs every job on the global mesh; process 0 aggregates
+    for proc in procs:
+        assert proc.output().count("joining 2 processes") == 1
+    assert_rows_once(sweep / "1", [2, 3], 32)
+    assert read_summary(sweep / "1")["devices"] == ["cpu:0", "cpu:2048"]
+    assert "process 0 aggregates the sweep" in procs[1].output()
+    assert "4 seed(s) (4 in the statistics)" in procs[0].output()
     # two processes on this host's CPUs: each keeps its own slice (hardware.split_host_cpus)
     if len(os.sched_getaffinity(0)) >= 2:
         kept = [re.search(r"this one keeps CPUs (\[[\d, ]+\])", p.output()) for p in procs]
@@ -152,7 +162,7 @@ def test_processes_sharing_a_hosts_cpus_split_them_and_others_keep_theirs():
 
 
 def test_two_processes_equal_one_process_of_two_devices(two_processes, one_process):
-    run_dir, _ = two_processes
+    run_dir = two_processes[0] / "0"
     ours = {(r["update"], r["seed"]): r for r in read_rows(run_dir)}
     theirs = {(r["update"], r["seed"]): r for r in read_rows(one_process)}
     assert set(ours) == set(theirs)
@@ -187,36 +197,21 @@ LONG = [*[a for a in TINY if not a.startswith("ppo.total_timesteps")], "ppo.tota
         "num_seeds=2", "checkpoint.every_min=0.001"]  # 512 updates, a checkpoint about every chunk
 
 
-def wait_for_checkpoint(run_dir: Path, procs, timeout: float = 120) -> None:
+def wait_for_checkpoint(run_dir: Path, procs, newer_than: str | None = None, timeout: float = 120) -> str:
+    """The name of the run's newest checkpoint once there is one (newer than `newer_than`)."""
     deadline = time.monotonic() + timeout
-    while not rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
+    while True:
+        names = [p.name for p in rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS)]
+        if names and names[-1] != newer_than:
+            return names[-1]
         assert all(p.poll() is None for p in procs), procs[0].output()[-3000:]
         assert time.monotonic() < deadline, "no checkpoint"
         time.sleep(0.2)
 
 
-def test_a_killed_process_stops_the_other_and_both_resume(tmp_path):
-    run_dir = tmp_path / "run"
-    port = free_port()
-    procs = [start(LONG, run_dir, port, i, timeout_s=20) for i in range(2)]
-    try:
-        wait_for_checkpoint(run_dir, procs)
-        procs[1].send_signal(signal.SIGKILL)
-        t0 = time.monotonic()
-        code = wait_all(procs[:1], 120)[0]
-        exit_s = time.monotonic() - t0
-    finally:
-        kill_all(procs)
-    print(f"\nprocess 1 killed: process 0 exited {code} after {exit_s:.1f} s")
-    assert code == 1 and exit_s < 30, (code, exit_s)
-    assert "was lost or failed" in procs[0].output(), procs[0].output()[-3000:]
-    relaunched = run_two(LONG, run_dir)
-    assert [p.code for p in relaunched] == [0, 0], relaunched[0].output()[-3000:] + relaunched[1].output()[-3000:]
-    assert read_summary(run_dir)["resumed_from"] > 0
-    assert_rows_once(run_dir, [0, 1], 512)
-
-
-def test_sigterm_to_one_process_stops_both_at_the_same_chunk(tmp_path):
+def test_a_stopped_or_killed_process_stops_the_other_and_both_resume(tmp_path):
+    """SIGTERM to one process: both stop at the same chunk. Relaunched, SIGKILL to one: the
+    other exits 1 within 30 s. Relaunched again: the run resumes and finishes, every row once."""
     run_dir = tmp_path / "run"
     port = free_port()
     procs = [start(LONG, run_dir, port, i) for i in range(2)]
@@ -230,6 +225,26 @@ def test_sigterm_to_one_process_stops_both_at_the_same_chunk(tmp_path):
     assert summary["status"] == "stopped" and summary["updates"] < 512, codes
     assert "signal SIGTERM" in summary["stop_reason"] or "another process" in summary["stop_reason"]
     assert int(read_rows(run_dir)[-1]["update"]) == summary["updates"]
+    stopped_at = rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS)[-1].name  # the stop's own checkpoint
+
+    port = free_port()
+    procs = [start(LONG, run_dir, port, i, timeout_s=20) for i in range(2)]
+    try:
+        wait_for_checkpoint(run_dir, procs, newer_than=stopped_at)  # training again
+        procs[1].send_signal(signal.SIGKILL)
+        t0 = time.monotonic()
+        code = wait_all(procs[:1], 120)[0]
+        exit_s = time.monotonic() - t0
+    finally:
+        kill_all(procs)
+    print(f"\nprocess 1 killed: process 0 exited {code} after {exit_s:.1f} s")
+    assert code == 1 and exit_s < 30, (code, exit_s)
+    assert "was lost or failed" in procs[0].output(), procs[0].output()[-3000:]
+
+    relaunched = run_two(LONG, run_dir)
+    assert [p.code for p in relaunched] == [0, 0], relaunched[0].output()[-3000:] + relaunched[1].output()[-3000:]
+    assert read_summary(run_dir)["resumed_from"] > 0
+    assert_rows_once(run_dir, [0, 1], 512)
 
 
 @pytest.mark.timeout(60)
@@ -241,19 +256,6 @@ def test_processes_are_detected_from_a_slurm_step_of_several_tasks():
     assert distributed_settings(hw, {**step, "SLURM_STEP_NUM_TASKS": "1"}) is None  # one task: one process
     assert distributed_settings(hw, {}) is None
     assert _slurm_first_host("node3") == "node3"
-
-
-def test_a_basic_launcher_multirun_joins_once_and_runs_every_job_on_the_global_mesh(tmp_path):
-    sweep = tmp_path / "sweep"
-    procs = run_two(["-m", *TINY, "num_seeds=2", "seed=0,2", f"hydra.sweep.dir={sweep}"], tmp_path / "unused")
-    for proc in procs:
-        assert proc.code == 0, proc.output()[-3000:]
-        assert proc.output().count("joining 2 processes") == 1
-    for job, seeds in (("0", [0, 1]), ("1", [2, 3])):
-        assert_rows_once(sweep / job, seeds, 32)
-        assert read_summary(sweep / job)["devices"] == ["cpu:0", "cpu:2048"]
-    assert "process 0 aggregates the sweep" in procs[1].output()
-    assert "4 seed(s) (4 in the statistics)" in procs[0].output()
 
 
 def test_one_seed_split_over_two_processes_equals_two_devices_of_one(tmp_path):
