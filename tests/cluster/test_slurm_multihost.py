@@ -50,7 +50,7 @@ def test_slurm_launcher_runs_each_sweep_point_as_one_job_of_two_tasks(cluster, t
 def test_a_requeued_job_of_two_tasks_stops_together_and_resumes_exactly(cluster, tmp_path):
     """`scontrol requeue`: SIGTERM to both tasks -> they agree on the chunk, one checkpoint, both
     exit for requeue -> the requeued job's two tasks resume from it and complete, no duplicate rows."""
-    sweep, total = tmp_path / "sweep", 2000
+    sweep, total = tmp_path / "sweep", 800  # the requeue lands at ~100-200 updates
     cmd = [sys.executable, "launch.py", "-m", "hydra/launcher=slurm", "hydra.launcher.cpus_per_task=1",
            "hydra.launcher.tasks_per_node=2", "hydra.launcher.poll_s=0.5", *TINY, "num_seeds=2", "seed=0",
            f"ppo.total_timesteps={total * 64}", "train.chunk_updates=16", "checkpoint.every_min=0.0001",

@@ -69,8 +69,11 @@ def test_three_seed_sweep_completes_in_sacct_and_aggregates(cluster, tmp_path):
     ret = next(r for r in rows if r["metric"] == "eval/episode_return")
     assert int(ret["n_seeds"]) == 3
     table = proc.stdout[proc.stdout.index("aggregate of"):]
-    print(f"\n3-seed sweep through hydra/launcher=slurm: {wall:.1f} s wall, jobs "
-          + ", ".join(f"{j['job_id']} ({sacct(j['job_id'])[-1]['Elapsed']})" for j in jobs.values()) + "\n" + table)
+    # The launcher's round trip, job by job: what SLURM saw (submit, start, end) against the wall.
+    acct = {j["job_id"]: sacct(j["job_id"])[-1] for j in jobs.values()}
+    print(f"\n3-seed sweep through hydra/launcher=slurm: {wall:.1f} s wall; jobs "
+          + ", ".join(f"{i} (submit {a['Submit']}, start {a['Start']}, end {a['End']}, elapsed {a['Elapsed']})" for i, a in acct.items())
+          + "\n" + table)
 
     # Relaunching the same sweep skips the completed runs (each job starts and returns at once).
     t0 = time.monotonic()
@@ -102,28 +105,13 @@ def test_a_vectorized_grid_is_one_slurm_job_per_group(cluster, tmp_path):
     assert read_summary(sweep / "0")["vmap_group"]["cells"] == 2
 
 
-@pytest.mark.timeout(300)
-def test_one_job_round_trip(cluster, tmp_path):
-    """Submit one tiny training job and wait for its result: the launcher's round trip."""
-    sweep = tmp_path / "sweep"
-    t0 = time.monotonic()
-    proc = subprocess.run(launch_cmd(["seed=0", "hydra.callbacks.sweep.aggregate=false"], sweep), cwd=ROOT,
-                          capture_output=True, text=True, timeout=280)
-    wall = time.monotonic() - t0
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    job = next(iter(jobs_of(sweep).values()))
-    acct = wait_until(lambda: (rows := sacct(job["job_id"])) and rows[-1]["State"] == "COMPLETED" and rows[-1], 30, "sacct COMPLETED")
-    print(f"\none job round trip (launch.py -m ... seed=0, tiny CartPole): {wall:.1f} s wall; "
-          f"SLURM: submit {acct['Submit']}, start {acct['Start']}, end {acct['End']}, elapsed {acct['Elapsed']}")
-
-
 @pytest.mark.timeout(400)
 def test_requeued_job_resumes_and_finishes_without_duplicate_rows(cluster, tmp_path):
     """`scontrol requeue` mid-training: SIGTERM -> the runner checkpoints and exits without a
     result -> SLURM requeues -> the same Hydra job starts in its own run dir, resumes from the
     checkpoint and completes; the launcher waits through it all."""
     sweep = tmp_path / "sweep"
-    total_updates = 4000  # 4 envs x 16 steps each; long enough that the requeue lands mid-run
+    total_updates = 1600  # 4 envs x 16 steps each; the requeue lands at ~200-400 of them
     args = ["seed=0", f"ppo.total_timesteps={total_updates * 64}", "train.chunk_updates=16", "checkpoint.every_min=0.0001"]
     t0 = time.monotonic()
     stamp = lambda: f"{time.monotonic() - t0:6.1f}s"  # noqa: E731
@@ -136,7 +124,7 @@ def test_requeued_job_resumes_and_finishes_without_duplicate_rows(cluster, tmp_p
         timeline.append(f"{stamp()} submitted job {job_id}")
         wait_until(lambda: (run_dir / "metrics.csv").exists() and list((run_dir / "checkpoints").glob("ckpt_*.json")), 180, "first chunk")
         timeline.append(f"{stamp()} training (first checkpoint written)")
-        wait_until(lambda: len(read_rows(run_dir)) >= 400, 120, "400 metric rows")
+        wait_until(lambda: len(read_rows(run_dir)) >= 200, 120, "200 metric rows")
         rows_before = len(read_rows(run_dir))
         assert rows_before < total_updates, "training finished before the requeue: make it longer"
         holder = json.loads((run_dir / "run.lock").read_text())  # the job's lock, with its SLURM job id
@@ -181,7 +169,7 @@ def test_requeued_job_resumes_and_finishes_without_duplicate_rows(cluster, tmp_p
 @pytest.mark.timeout(300)
 def test_cancelled_job_is_failed_in_the_aggregate_and_the_launcher_returns(cluster, tmp_path):
     sweep = tmp_path / "sweep"
-    args = ["seed=0,1", "ppo.total_timesteps=102400", "train.chunk_updates=16"]  # job 1 is cancelled
+    args = ["seed=0,1", "ppo.total_timesteps=51200", "train.chunk_updates=16"]  # job 1 is cancelled at its first chunk of 50
     t0 = time.monotonic()
     proc = subprocess.Popen(launch_cmd(args, sweep), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
