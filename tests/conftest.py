@@ -19,6 +19,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from ppo_lab import cli
 from ppo_lab.config import validate, validate_hardware, validate_network
 from ppo_lab.hardware import apply_hardware
 from ppo_lab.run.entry import train
@@ -66,6 +67,22 @@ def launch(args, run_dir: Path | None = None, timeout: float = 240, check: bool 
     if check and proc.returncode != 0:
         raise AssertionError(f"launch.py failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc
+
+
+def run_cli(args, capsys) -> subprocess.CompletedProcess:
+    """`ppo-lab ARGS` in this process, for the jax-free commands (watch, plots, compare,
+    aggregate): the same `main` as the console script, without a process that imports the lab
+    again (3 s of a loaded 2-core machine). The console script itself: tests/test_help.py."""
+    capsys.readouterr()
+    argv0 = sys.argv[0]
+    try:
+        code = cli.main([str(a) for a in args])
+    except SystemExit as exc:  # argparse's errors and --help
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv[0] = argv0
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
 
 
 def start_launch(args, run_dir: Path) -> subprocess.Popen:

@@ -9,15 +9,13 @@ from __future__ import annotations
 import csv
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import run_cli
 from ppo_lab.analysis.aggregate import run_aggregate
 from ppo_lab.analysis.stats import SUMMARY_KEYS, summarize
 
@@ -178,15 +176,15 @@ def test_several_dirs_and_plain_run_dirs(tmp_path):
     assert len(out["collection"].runs) == 4
 
 
-def test_cli_prints_table_and_writes_files(tmp_path):
+def test_cli_prints_table_and_writes_files(tmp_path, capsys):
     sweep = make_sweep(tmp_path / "sw", [[f"seed={s}", f"reward={m}"] for m in ("a", "b") for s in (0, 1)],
                        task_overrides=["seed=0,1", "reward=a,b"], group_of=lambda ov: 0 if ov[1].endswith("a") else 1)
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "aggregate", str(sweep)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = run_cli(["aggregate", sweep], capsys)
     assert proc.returncode == 0, proc.stderr
     assert "reward=a" in proc.stdout and "reward=b" in proc.stdout and "eval/episode_return" in proc.stdout
     for name in ("aggregate.csv", "runs.csv", "curves.png"):
         assert (sweep / name).exists(), name
-    bad = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "aggregate", str(tmp_path / "nope")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    bad = run_cli(["aggregate", tmp_path / "nope"], capsys)
     assert bad.returncode != 0 and "does not exist" in bad.stderr
 
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, launch, read_summary
+from conftest import ROOT, launch, read_summary, run_cli
 
 from ppo_lab.analysis import compare, watch
 from ppo_lab.analysis import run_plots as plots
@@ -36,9 +36,8 @@ def runs(tmp_path_factory):
     return root
 
 
-def test_watch_once_shows_every_curve_of_a_run(runs):
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "watch", str(runs / "run_a"), "--once", "--width", "220"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+def test_watch_once_shows_every_curve_of_a_run(runs, capsys):
+    proc = run_cli(["watch", runs / "run_a", "--once", "--width", "220"], capsys)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for text in ("completed", "32/32", "return", "ep len", "entropy", "kl", "clip", "pg loss", "vf loss",
@@ -157,9 +156,8 @@ def test_watch_key_stops_the_selected_run_cleanly(tmp_path, tiny):
     assert b"long" in b"".join(screen)
 
 
-def test_plots_write_a_png_panel(runs, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "plots", str(runs / "run_a"), "--out", str(tmp_path / "c.png")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+def test_plots_write_a_png_panel(runs, tmp_path, capsys):
+    proc = run_cli(["plots", runs / "run_a", "--out", tmp_path / "c.png"], capsys)
     assert proc.returncode == 0, proc.stderr
     data = (tmp_path / "c.png").read_bytes()
     assert data.startswith(PNG) and len(data) > 20_000
@@ -170,10 +168,9 @@ def test_plots_write_a_png_panel(runs, tmp_path):
     assert plots.plot_run(runs / "run_a") == runs / "run_a" / "curves.png"
 
 
-def test_compare_a_run_and_a_benchmark(runs, tmp_path):
+def test_compare_a_run_and_a_benchmark(runs, tmp_path, capsys):
     out = tmp_path / "comparison.png"
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "compare", str(runs / "run_a"), str(runs / "bench_b"),
-                           "--out", str(out), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = run_cli(["compare", runs / "run_a", runs / "bench_b", "--out", out, "--json"], capsys)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
     for header in ("train s", "timesteps", "steps/s", "speedup", "host MB", "final return", "run_a", "bench_b"):
@@ -204,7 +201,6 @@ def test_a_constant_metric_is_a_note_not_a_panel():
     assert plots._constant_value(pd.Series([0.0, 1.0])) is None
 
 
-def test_compare_needs_run_or_benchmark_dirs(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "compare", str(tmp_path), str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+def test_compare_needs_run_or_benchmark_dirs(tmp_path, capsys):
+    proc = run_cli(["compare", tmp_path, tmp_path], capsys)
     assert proc.returncode == 2 and "neither summary.json nor benchmark.json" in proc.stderr
