@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import io
+import logging
 from collections import Counter
 
 import gymnax
@@ -25,20 +27,12 @@ pytestmark = pytest.mark.slow
 MEMORY_CHAIN = ["experiment=memory_chain", "num_seeds=4", "hardware.host_devices=1"]
 
 
-@pytest.mark.timeout(300)
-def test_memory_chain_gru_remembers_and_feed_forward_is_at_chance(tmp_path):
-    gru = train_run([*MEMORY_CHAIN, "network.recurrent=gru"], tmp_path / "gru")
-    ff = train_run([*MEMORY_CHAIN, "network.recurrent=null"], tmp_path / "ff")
-    assert gru["status"] == ff["status"] == "completed"
-    assert len(gru["eval"]["episode_return"]) == 4
-    assert np.mean(gru["eval"]["episode_return"]) >= 0.9, gru["eval"]
-    assert np.mean(ff["eval"]["episode_return"]) <= 0.3, ff["eval"]
-
-
-@pytest.mark.timeout(300)
-def test_a_killed_gru_run_resumes_from_its_first_checkpoint_and_still_learns(tmp_path, caplog):
+@pytest.fixture(scope="module")
+def killed_gru_run(tmp_path_factory):
+    """The GRU of the bar, trained as a crash and a relaunch: launch.py killed after its first
+    checkpoint, then resumed in this process. Returns (run dir, the resumed run's summary, its log)."""
     args = [*MEMORY_CHAIN, "network.recurrent=gru", "train.chunk_updates=4", "checkpoint.every_min=0.0001"]
-    run_dir = tmp_path / "run"
+    run_dir = tmp_path_factory.mktemp("gru") / "run"
     proc = start_launch(args, run_dir)
     try:
         while not list((run_dir / "checkpoints").glob("ckpt_*.json")):
@@ -48,10 +42,33 @@ def test_a_killed_gru_run_resumes_from_its_first_checkpoint_and_still_learns(tmp
         proc.kill()  # a crash: no clean shutdown
         proc.wait(timeout=30)
     assert read_summary(run_dir)["status"] == "running"
+    logger = logging.getLogger("ppo_lab")
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        summary = train_run(args, run_dir)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return run_dir, summary, log.getvalue()
 
-    caplog.set_level("INFO")
-    s = train_run(args, run_dir)
-    assert "RESUMING from this run's checkpoint" in caplog.text
+
+@pytest.mark.timeout(300)
+def test_memory_chain_gru_remembers_and_feed_forward_is_at_chance(killed_gru_run, tmp_path):
+    _, gru, _ = killed_gru_run
+    ff = train_run([*MEMORY_CHAIN, "network.recurrent=null"], tmp_path / "ff")
+    assert gru["status"] == ff["status"] == "completed"
+    assert len(gru["eval"]["episode_return"]) == 4
+    assert np.mean(gru["eval"]["episode_return"]) >= 0.9, gru["eval"]
+    assert np.mean(ff["eval"]["episode_return"]) <= 0.3, ff["eval"]
+
+
+def test_a_killed_gru_run_resumes_from_its_first_checkpoint_and_still_learns(killed_gru_run):
+    run_dir, s, log = killed_gru_run
+    assert "RESUMING from this run's checkpoint" in log
     assert s["status"] == "completed" and s["resumed_from"] is not None and 0 < s["resumed_from"] < s["updates"] == 80
     counts = Counter((int(r["update"]), int(r["seed"])) for r in read_rows(run_dir))
     assert max(counts.values()) == 1, "duplicate (update, seed) rows"
@@ -80,12 +97,11 @@ def test_a_gru_forager_runs_the_survival_evaluation_and_replays(tmp_path):
 
 
 @pytest.mark.timeout(300)
-def test_the_mlflow_pyfunc_takes_and_returns_the_recurrent_state(tmp_path):
+def test_the_mlflow_pyfunc_takes_and_returns_the_recurrent_state(killed_gru_run, tmp_path):
     """A GRU trained on MemoryChain, saved as an MLflow pyfunc and loaded back: played through
     `predict({"obs", "state"})` with the returned state fed back it answers the memory question;
     with the state zeroed at every step it is at chance."""
-    run_dir = tmp_path / "run"
-    train_run(["experiment=memory_chain", "hardware.host_devices=1"], run_dir)
+    run_dir = killed_gru_run[0]
     ckpt = sorted((run_dir / "checkpoints").glob("ckpt_*.msgpack"))[-1]
     params = tmp_path / "params.msgpack"
     params.write_bytes(seed_params_from_checkpoint(ckpt, 0))
