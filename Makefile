@@ -3,8 +3,8 @@
 test:
 	bash tests/run.sh
 
-# Without the SLURM cluster and the slow end-to-end runs (489 tests in 4:17 on 2 idle Intel Xeon cores; 492 in 6:52 on 2 AMD EPYC cores);
-# its last line says how to run the rest.
+# Without the SLURM cluster and the slow end-to-end runs (424 tests in 2:16 on 2 idle AMD EPYC cores, the
+# slower of the two kinds of CI machine); its last line says how to run the rest.
 test-fast:
 	python -m pytest -q -n 2 --dist loadgroup --durations=10 -m "not slow and not cluster"
 

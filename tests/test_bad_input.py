@@ -104,6 +104,7 @@ def _absent_accelerator() -> str:
     return "tpu" if found.stdout.strip() == "gpu" else "gpu"
 
 
+@pytest.mark.slow
 def test_missing_accelerator_fails_without_silent_cpu_run(tmp_path):
     run_dir = tmp_path / "run"
     absent = _absent_accelerator()
@@ -136,6 +137,7 @@ def trained(_trained, tmp_path):
     return run_dir
 
 
+@pytest.mark.slow
 def test_bad_input_in_an_existing_run_dir_loses_nothing(trained):
     before = _files(trained)
     with pytest.raises(ConfigError):
@@ -145,6 +147,7 @@ def test_bad_input_in_an_existing_run_dir_loses_nothing(trained):
 
 # --- a run directory keeps one config ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_relaunch_with_another_training_config_is_refused_naming_the_key(trained):
     before = _files(trained)
     proc = launch([*HALF, "ppo.lr=0.01", "ppo.gae_lambda=0.9"], trained, check=False, timeout=120)
@@ -156,6 +159,7 @@ def test_relaunch_with_another_training_config_is_refused_naming_the_key(trained
     assert not (trained / "config_history.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_allowed_config_change_resumes_and_is_recorded(trained):
     from ppo_lab.rundir import read_config, read_config_history
 
@@ -169,6 +173,7 @@ def test_allowed_config_change_resumes_and_is_recorded(trained):
     assert train_run([*TINY, "ppo.lr=0.01"], trained)["resumed_from"] == 32
 
 
+@pytest.mark.slow
 def test_stopping_budget_and_bookkeeping_may_differ(trained):
     free = ["train.duration_min=5", "train.patience=3", "checkpoint.every_min=1", "eval.episodes=2",
             "health.kl_max=0.1", "train.chunk_updates=4", "logger=[csv]"]
@@ -177,6 +182,7 @@ def test_stopping_budget_and_bookkeeping_may_differ(trained):
     assert not (trained / "config_history.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_resume_refuses_a_different_env_shape_even_when_allowed(trained):
     from ppo_lab.run.resume import ResumeError
 
@@ -187,6 +193,7 @@ def test_resume_refuses_a_different_env_shape_even_when_allowed(trained):
     assert _files(trained) == before
 
 
+@pytest.mark.slow
 def test_resume_from_another_run_follows_the_same_rule(trained, tmp_path):
     from ppo_lab.rundir import read_config_history
     from ppo_lab.run.resume import ResumeError

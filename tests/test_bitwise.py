@@ -21,6 +21,8 @@ from cpu_recordings import ATOL, RTOL, Outcome, record_into, recording_asked, re
 from ppo_lab.analysis.reproduction import close, same
 from ppo_lab.run.group import train_group
 
+pytestmark = pytest.mark.slow  # recorded runs trained end to end
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "bitwise"
 
 SMALL = ["ppo.num_envs=4", "ppo.num_steps=16", "ppo.num_minibatches=2", "ppo.update_epochs=2",

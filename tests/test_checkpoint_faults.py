@@ -146,6 +146,7 @@ def _copy(run_dir: Path, tmp_path: Path) -> Path:
     return dest
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_damaged_newest_checkpoint_is_set_aside_and_the_previous_one_resumed(trained, tmp_path, caplog):
     run_dir = _copy(trained, tmp_path)
@@ -161,6 +162,7 @@ def test_a_damaged_newest_checkpoint_is_set_aside_and_the_previous_one_resumed(t
     assert len(keys) == len(set(keys)) == 48 and keys[-1] == ("48", "0")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_flipped_byte_in_the_payload_alone_is_caught_by_the_checksum(trained, tmp_path, caplog):
     run_dir = _copy(trained, tmp_path)
@@ -173,6 +175,7 @@ def test_a_flipped_byte_in_the_payload_alone_is_caught_by_the_checksum(trained, 
     assert "sha256 of ckpt_32.msgpack" in caplog.text
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_every_checkpoint_damaged_exits_2_then_start_over_keeps_the_old_files(trained, tmp_path):
     run_dir = _copy(trained, tmp_path)
@@ -204,6 +207,7 @@ def test_a_bad_if_all_damaged_value_is_a_config_error(tmp_path):
         train_run([*SMALL, "checkpoint.if_all_damaged=maybe"], tmp_path / "run")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_newer_format_checkpoint_is_refused_through_launch(trained, tmp_path):
     run_dir = _copy(trained, tmp_path)
@@ -245,6 +249,7 @@ def test_a_round1_checkpoint_is_migrated_and_resumed(tmp_path, caplog):
 
 # --- a full disk ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_full_disk_fails_the_run_and_keeps_the_last_good_checkpoint(small_disk, caplog, monkeypatch):
     run_dir = small_disk / "run"

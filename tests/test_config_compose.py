@@ -92,6 +92,7 @@ def test_each_option_composes_and_validates(group):
             assert OPTION_FIELD[group](run) == option, (group, option)
 
 
+@pytest.mark.slow
 def test_full_cross_product_of_structural_groups():
     """env x network x hardware x ppo: the combinations a user composes most."""
     for env in options("env"):

@@ -114,6 +114,7 @@ def _rollout(overrides):
     return jax.jit(comp.trainer.rollout)(state).records
 
 
+@pytest.mark.slow
 def test_uint8_storage_keeps_the_rollout_and_its_log_probs_of_the_float_view():
     as_float = _rollout(["reward=ground_truth_blinded", "ppo.rollout_obs_dtype=float32"])
     as_uint8 = _rollout(["reward=ground_truth_blinded", "ppo.rollout_obs_dtype=uint8"])
@@ -126,6 +127,7 @@ def test_uint8_storage_keeps_the_rollout_and_its_log_probs_of_the_float_view():
     assert float(jnp.max(frac)) > 0 and float(jnp.nanmin(low)) == 0.5 and float(jnp.nanmax(high)) == 0.5
 
 
+@pytest.mark.slow
 def test_privileged_rollout_casts_only_the_policy_channels_and_stores_the_next_view():
     keys = ["reward=ground_truth_blinded", "network.privileged_critic=true", "ppo.rollout_obs_dtype=uint8",
             "ppo.bootstrap_truncation=false"]
@@ -138,6 +140,7 @@ def test_privileged_rollout_casts_only_the_policy_channels_and_stores_the_next_v
     np.testing.assert_array_equal(late.obs[1][:-1], at_step.obs[1][1:])
 
 
+@pytest.mark.slow
 def test_a_tiny_reference_run_trains_and_logs_the_cast(tmp_path: Path, caplog):
     with caplog.at_level(logging.WARNING, logger="ppo_lab.analysis.health"):
         summary = train_run(SMALL_FORAGING + ["experiment=goodhart_reference", "scale=foraging_cpu", "network=mlp",
@@ -169,6 +172,7 @@ def test_adam_eps_reaches_the_optimiser():
     assert float(eps) == pytest.approx(1e-8)
 
 
+@pytest.mark.slow
 def test_shared_torso_privileged_critic_is_a_value_head_on_the_actor_torso():
     cfg = network_config("mlp", activation="relu", privileged_critic=True, shared_torso=True, hidden_sizes=(8,))
     net = ActorCritic(8, cfg, actor_obs_channels=2)
@@ -253,6 +257,7 @@ def test_fidelity_cells_table_tests_and_bar_on_a_hand_written_sweep(tmp_path):
     assert fd.same_seed_for_seed(col, "ground_truth", "lab", "lab", "food_share") is True
 
 
+@pytest.mark.slow
 def test_fidelity_sweep_is_three_modes_by_every_recipe_and_each_job_validates():
     proc = subprocess.run([sys.executable, "launch.py", "-cd", "sweeps", "-cn", "goodhart_fidelity", "--cfg", "all"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -90,6 +90,7 @@ def test_one_poison_at_start_is_fatal():
     assert info["final_observation"].shape == obs.shape
 
 
+@pytest.mark.slow
 def test_respawn_is_uniform_over_free_cells_never_agent_or_occupied():
     env, p = make(grid_size=5, view_range=1, food_min=1, food_max=3, poison_min=1, poison_max=3)
     s = hand_state(env, (2, 2), food=[(2, 3), (0, 0)], poison=[(4, 4), (1, 1)])
@@ -152,6 +153,7 @@ def test_truncation_and_auto_reset_redraws_counts():
         check_invariants(env, jax.tree.map(lambda x: x[i], out[1]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fresh_world", [False, True])
 def test_fixed_counts_keep_the_world_counts_through_resets(fresh_world):
     env, p = make(max_steps=3, fixed_counts=True, fresh_world_on_done=fresh_world)
@@ -302,6 +304,7 @@ METRICS = ["true/objective_per_1k", "reward/paid_per_1k", "reward/food", "reward
            "true/food_eaten", "true/poison_eaten", "true/energy", "true/deaths"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fresh_world", [False, True])
 def test_gymnax_api_jit_vmap_six_values(fresh_world):
     env, p = make("proxy_mortal", privileged=True, fresh_world_on_done=fresh_world)

@@ -41,6 +41,7 @@ def test_no_food_every_agent_starves_at_step_100():
     assert m["efficiency_per_life"] == 1.0  # every life ate nothing: 1.0 each (the reference's)
 
 
+@pytest.mark.slow
 def test_censored_lives_count_at_their_length():
     env, p = world(0, 0, grid=5)
     m = survival_evaluation(env, p, always(0), jax.random.PRNGKey(1), num_envs=3, num_steps=150)
@@ -138,6 +139,7 @@ def test_a_life_born_on_the_last_step_is_no_life():
     assert m["efficiency_per_life"] == pytest.approx(0.5)  # (0 + 1) / 2 lives, not 3
 
 
+@pytest.mark.slow
 def test_per_life_efficiency_through_the_real_evaluation():
     # A packed food world: one life that eats every step; a packed poison world: a life per step.
     env, p = world(8, 0)

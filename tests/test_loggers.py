@@ -62,6 +62,7 @@ def test_logger_group_composes_as_a_list(tmp_path):
     assert cfg.logger["csv"].target is None  # metrics.csv is the run's own file
 
 
+@pytest.mark.slow
 def test_loggers_write_and_resume_without_double_logging(tmp_path):
     cfg = _cfg(tmp_path, ["reward=default", "logger.wandb.group=mygroup"])
     run_dir = tmp_path / "run"

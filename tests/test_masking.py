@@ -128,6 +128,7 @@ def _random_rollout(masked: bool, num_envs=32, steps=1000):
     return np.asarray(run(jax.random.PRNGKey(0)))
 
 
+@pytest.mark.slow
 def test_a_long_masked_rollout_takes_no_invalid_action():
     invalid = _random_rollout(masked=True)
     assert invalid.shape == (1000, 32) and invalid.sum() == 0
@@ -135,6 +136,7 @@ def test_a_long_masked_rollout_takes_no_invalid_action():
     assert _random_rollout(masked=False).mean() > 0.2
 
 
+@pytest.mark.slow
 def test_trainer_logs_zero_invalid_actions_and_masked_entropy():
     from ppo_lab.config import NetworkConfig
     from ppo_lab.networks import ActorCritic

@@ -76,6 +76,7 @@ def test_convergence_rules():
     assert convergence({**stopped, "status": "failed"}, 0, 475.0, threshold) is None
 
 
+@pytest.mark.slow
 def test_resume_continues_the_same_runs_and_logs_each_update_once(store, tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -31,6 +31,7 @@ def _cfg(kind, shared=False):
     return network_config(kind=kind, activation="relu", shared_torso=shared, hidden_sizes=(8,), conv_channels=(4,), dense_size=8)
 
 
+@pytest.mark.slow
 def test_privileged_critic_actor_ignores_extra_channels():
     net = ActorCritic(3, _cfg("cnn"), actor_obs_channels=2)
     obs = jax.random.normal(jax.random.PRNGKey(0), (1, 5, 5, 4))
@@ -57,6 +58,7 @@ def test_conv_follows_the_backend_unless_forced():
     assert conv_for_platform("gpu", "im2col") == "im2col"
 
 
+@pytest.mark.slow
 def test_a_checkpoint_from_one_convolution_runs_on_the_others():
     """Params initialised with im2col (CPU) give the same outputs and gradients with the native
     convolution (GPU/TPU) and JAX's plain one, also with seeds vmapped (batched kernels)."""
@@ -80,6 +82,7 @@ def test_a_checkpoint_from_one_convolution_runs_on_the_others():
         ActorCritic(3, cfg, conv="fft").init(jax.random.PRNGKey(0), obs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("replicas", [3, 35])  # unrolled, and a lax.map past UNROLL_REPLICAS
 def test_native_convolution_runs_one_ordinary_convolution_per_replica(replicas):
     """Under vmap with a kernel per replica, `native` equals JAX's own batching (value, input

@@ -48,6 +48,7 @@ def test_aggregate_seeds_notebook_on_a_real_sweep(tmp_path):
     assert "rliable (eval/episode_return" in text and "WARNING: fewer than 5 seeds" in text
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_goodhart_report_notebook(tmp_path):
     sweep = goodhart_sweep(tmp_path / "goodhart")

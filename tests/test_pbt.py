@@ -125,6 +125,7 @@ def _steps(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "pbt.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_rows_per_update_and_member_with_their_hyperparameters(population_run):
     rows = read_rows(population_run)
     assert Counter((r["update"], r["member"]) for r in rows) == {(str(u), str(m)): 1 for u in range(1, 65) for m in range(4)}
@@ -137,6 +138,7 @@ def test_rows_per_update_and_member_with_their_hyperparameters(population_run):
     assert np.asarray([float(r["train/learning_rate"]) > 0 for r in rows]).all()
 
 
+@pytest.mark.slow
 def test_one_line_per_exploit_step(population_run):
     steps = _steps(population_run)
     assert [s["update"] for s in steps] == list(range(4, 64, 4))
@@ -147,6 +149,7 @@ def test_one_line_per_exploit_step(population_run):
         assert copied == [top]
 
 
+@pytest.mark.slow
 def test_summary_names_the_best_member_and_its_lineage(population_run):
     s = read_summary(population_run)
     assert s["status"] == "completed" and s["pbt"]["population"] == 4 and s["pbt"]["steps"] == 15
@@ -156,6 +159,7 @@ def test_summary_names_the_best_member_and_its_lineage(population_run):
     assert lineage[-1]["member"] == s["pbt"]["best_member"]
 
 
+@pytest.mark.slow
 def test_loggers_and_watch_tell_the_members_apart(population_run):
     """Each member is a seed's run in W&B and TensorBoard, tagged with its member number, with
     its explored values as the `pbt/lr` series; `ppo-lab watch` shows them too."""
@@ -178,6 +182,7 @@ def test_loggers_and_watch_tell_the_members_apart(population_run):
     assert "pbt/lr" in text and f"pbt: best member {best}" in text
 
 
+@pytest.mark.slow
 def test_plots_draw_the_population(population_run):
     from ppo_lab.analysis.run_plots import main
     assert main([str(population_run)]) == 0
@@ -191,6 +196,7 @@ def _as_sweep_job(run_dir: Path, job: Path, overrides: list[str]) -> None:
     (job / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
 
 
+@pytest.mark.slow
 def test_random_search_copies_nothing_and_aggregates_against_pbt(population_run, tmp_path):
     run_dir = tmp_path / "random"
     train_run([*POPULATION, "pbt.exploit=false"], run_dir)  # the fixture's program: compiled once
@@ -214,6 +220,7 @@ def test_random_search_copies_nothing_and_aggregates_against_pbt(population_run,
     assert report["warning"] and "1 population" in report["warning"]
 
 
+@pytest.mark.slow
 def test_sigkill_after_the_first_checkpoint_resumes_exactly(population_run, tmp_path):
     run_dir = tmp_path / "killed"
     proc = start_launch(POPULATION, run_dir)

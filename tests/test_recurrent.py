@@ -74,6 +74,7 @@ def _network(cell="gru", shared=True, kind="mlp", channels=None, action_dim=3):
     return ActorCritic(action_dim, cfg, actor_obs_channels=channels)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell,shared", [("gru", False), ("lstm", True)])
 def test_the_state_is_zeroed_where_an_episode_ended_and_carried_elsewhere(cell, shared):
     net = _network(cell, shared)
@@ -122,6 +123,7 @@ def test_the_extra_values_continue_the_episode_that_the_reset_ends():
         assert np.abs(np.asarray(extra - apply(params, final_obs, carry, reset, method="step_value")))[reset].max() > 1e-4
 
 
+@pytest.mark.slow
 def test_a_cnn_torso_and_a_privileged_critic_take_a_cell_too():
     net = _network("lstm", shared=False, kind="cnn", channels=2)
     obs = jax.random.normal(jax.random.PRNGKey(0), (3, 2, 5, 5, 4))
@@ -148,6 +150,7 @@ def _trainer(num_minibatches=2, lr=1e-3, cell="gru", shared=False, bootstrap=Tru
     return make_trainer(ppo, env, env_params, net, num_envs=6, chunk_updates=1), net
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell,shared", [("gru", False), ("lstm", True)])
 def test_sequence_minibatches_reproduce_the_rollouts_log_probs_and_values(cell, shared):
     trainer, net = _trainer(cell=cell, shared=shared)
@@ -175,6 +178,7 @@ def test_sequence_minibatches_reproduce_the_rollouts_log_probs_and_values(cell, 
     assert first.any() and np.abs(np.asarray(zero_logits - logits))[first].max() > 1e-4
 
 
+@pytest.mark.slow
 def test_the_first_minibatch_of_an_update_has_ratio_one():
     """Through the trainer: with a learning rate too small to move anything, every sequence
     minibatch re-runs the rollout's own policy (approx_kl and clip_frac are 0)."""
@@ -187,6 +191,7 @@ def test_the_first_minibatch_of_an_update_has_ratio_one():
     assert np.isfinite(float(metrics["train/mean_episode_return"][0]))
 
 
+@pytest.mark.slow
 def test_a_feed_forward_network_has_no_memory():
     assert initial_memory(ActorCritic(2, network_config()), 3) is None
     env, env_params = gymnax.make("CartPole-v1")

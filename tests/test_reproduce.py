@@ -28,9 +28,6 @@ from ppo_lab.run.reproduce import rerun
 
 FIXTURES = ROOT / "tests" / "fixtures" / "reproduce"
 FAMILIES = names(FIXTURES)
-# Brax's program takes ~16 s of one core to compile cold; recorded with the config of the slow
-# test_brax_env_trains_and_evaluates, it loads from the suite's cache beside it (~2 s): slow too.
-SLOW = {"brax"}
 UPDATES = 4  # every recorded run has at least 4 (the re-run trains whole chunks of its own size)
 
 
@@ -49,7 +46,8 @@ def _copy(family: str, tmp_path: Path, recorded: Path | None = None) -> Path:
     return dest
 
 
-@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.slow) if f in SLOW else f for f in FAMILIES])
+@pytest.mark.slow  # every family retrains its recorded run
+@pytest.mark.parametrize("family", FAMILIES)
 def test_recorded_run_reproduces_bit_for_bit(family, tmp_path):
     run = _copy(family, tmp_path)
     ran = rerun(run, UPDATES, tmp_path / "again")
@@ -68,6 +66,7 @@ def _compared(recorded: Path, again: Path, ran: int) -> Outcome:
     return Outcome(result.identical, result.within(RTOL, ATOL), format_comparison(result, recorded, again))
 
 
+@pytest.mark.slow
 def test_envpool_numbers_do_not_depend_on_its_thread_count(tmp_path):
     """EnvPool steps its pool synchronously and each C++ env draws from its own generator
     (seeded env.seed + k), so the recorded 1-thread run is reproduced by 2 threads; a run with
@@ -82,6 +81,7 @@ def test_envpool_numbers_do_not_depend_on_its_thread_count(tmp_path):
     require_reproduced(FIXTURES, "envpool", lambda recorded: _compared(recorded, tmp_path / "again", ran))
 
 
+@pytest.mark.slow
 def test_cli_names_the_first_difference_and_the_manifest_fields(tmp_path, capsys):
     # The original: the recorded run as this machine trains it (a recording of another CPU
     # differs already in the last digits, which would come first).

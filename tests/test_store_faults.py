@@ -265,6 +265,7 @@ def test_a_store_that_hangs_then_one_that_disappears_mid_run(mlflow_server, tmp_
 
 # --- a full disk under the TensorBoard writer ------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_tensorboard_on_a_full_disk_is_disabled_and_the_run_completes(small_disk, tmp_path, caplog):
     run_dir = tmp_path / "run"  # on the ordinary disk; only TensorBoard writes to the small one

@@ -114,6 +114,7 @@ def test_goodhart_sweep_is_five_modes_of_eight_seeds():
     assert cfg.seed == 0 and cfg.num_seeds == 8 and cfg.hydra.mode == "MULTIRUN"
 
 
+@pytest.mark.slow
 def test_goodhart_sweep_composes_with_the_goodhart_experiment():
     # The sweep's own experiment: it must exist (the sweep names it), not be skipped when missing.
     assert (CONF / "experiment" / "goodhart_cpu.yaml").exists()
@@ -129,6 +130,7 @@ def test_goodhart_sweep_composes_with_the_goodhart_experiment():
             validate(OmegaConf.to_container(job_cfg, resolve=True))
 
 
+@pytest.mark.slow
 def test_rare_actions_sweep_crosses_floor_entropy_and_lr_at_a_batch_that_cuts_epochs():
     from ppo_lab.config import validate
     from ppo_lab.ppo.autoscale import apply_auto_scale
@@ -153,6 +155,7 @@ def test_rare_actions_sweep_crosses_floor_entropy_and_lr_at_a_batch_that_cuts_ep
     assert len(expected_jobs_from_config(sweep_cfg("rare_actions", ["experiment=cartpole"]))) == 12
 
 
+@pytest.mark.slow
 def test_seed_and_lr_sweep_job_lists():
     cfg = sweep_cfg("seeds", ["experiment=cartpole", "sweep.seeds=12", "sweep.per_job=4"])
     assert [j[0] for j in expected_jobs_from_config(cfg)] == ["seed=0", "seed=4", "seed=8"] and cfg.num_seeds == 4

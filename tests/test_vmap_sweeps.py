@@ -28,6 +28,7 @@ def rows(run_dir, update: int) -> list[dict]:
         return [r for r in csv.DictReader(f) if int(r["update"]) == update]
 
 
+@pytest.mark.slow
 def test_traced_hyperparameters_train_as_the_constants_did():
     """The chunk with the config's hyperparameters as arguments computes what it computed
     with them as constants (annealed lr, entropy and clip schedules, an entropy floor)."""
