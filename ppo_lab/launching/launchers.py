@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import submitit
+from submitit.core.utils import UncompletedJobError
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides, setup_globals
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as _plugin
@@ -46,7 +47,11 @@ from omegaconf import OmegaConf, open_dict
 from ppo_lab.config_keys import check_overrides
 from ppo_lab.launching.vmap_groups import max_replicas_at_start, plan_groups, run_group
 from ppo_lab.launching.vmap_launcher import announce, load_jobs
-from ppo_lab.rundir.slurm_jobs import final_state, read_jobs, sacct_states, write_jobs
+from ppo_lab.rundir.slurm_jobs import FAILED_STATES, final_state, read_jobs, sacct_states, write_jobs
+
+# Done states in which SLURM stopped the job: its process wrote no result (FAILED is left out: a
+# Python error in the job is written as its result, which may land a moment after the state).
+KILLED_STATES = FAILED_STATES - {"FAILED"}
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +130,7 @@ class SweepLauncherMixin:
         # Wait for every job (a failed or cancelled one must not stop the waiting).
         while not all(j.done() for j in jobs):
             time.sleep(self.poll_s)
-        with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:  # missing results wait ~15 s each
+        with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:  # a result still on its way: up to ~15 s each
             if groups is None:
                 returns = list(pool.map(self._collect, [p[0] for p in job_params], jobs))
             else:
@@ -165,7 +170,7 @@ class SweepLauncherMixin:
     @staticmethod
     def _collect_group(overrides: list[list[str]], job) -> list[JobReturn]:
         try:
-            rets = job.results()[0]
+            rets = _results(job)[0]
         except Exception as exc:  # noqa: BLE001 - cancelled, killed, or raised in the job
             return [JobReturn(overrides=o, status=JobStatus.FAILED, _return_value=exc) for o in overrides]
         return [SweepLauncherMixin._collect(o, _Done(ret)) for o, ret in zip(overrides, rets)]
@@ -186,7 +191,7 @@ class SweepLauncherMixin:
     @staticmethod
     def _collect(overrides: list[str], job) -> JobReturn:
         try:
-            ret = job.results()[0]
+            ret = _results(job)[0]
         except Exception as exc:  # noqa: BLE001 - cancelled, killed, or raised in the job
             return JobReturn(overrides=overrides, status=JobStatus.FAILED, _return_value=exc)
         if ret.status == JobStatus.FAILED:
@@ -194,6 +199,17 @@ class SweepLauncherMixin:
         if not isinstance(ret, JobReturn):
             return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=ret)
         return ret
+
+
+def _results(job) -> list:
+    """`job.results()`, without submitit's wait (~15 s) for a result file that never comes: a
+    job SLURM ended itself (cancelled, out of time or memory, its node lost) wrote none."""
+    paths = getattr(job, "paths", None)  # a real submitit job (not `_Done`)
+    if paths is not None:
+        state = str(job.state)
+        if state.split(" ")[0] in KILLED_STATES and not paths.result_pickle.exists():
+            raise UncompletedJobError(f"Job {job.job_id} ended {state} without a result (SLURM stopped it)")
+    return job.results()
 
 
 class _Done:
