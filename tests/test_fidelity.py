@@ -147,7 +147,7 @@ def test_a_tiny_reference_run_trains_and_logs_the_cast(tmp_path: Path, caplog):
                                               "network.hidden_sizes=[16,16]", "env.grid_size=16", "env.food_min=8",
                                               "env.food_max=8", "env.poison_min=8", "env.poison_max=8",
                                               "ppo.num_envs=4", "ppo.num_steps=8", "ppo.total_timesteps=64",
-                                              "eval.survival_envs=2", "eval.survival_steps=8",
+                                              "~env.evaluations.survival",  # not what is tested here
                                               "train.chunk_updates=2", "reward=proxy_mortal"], tmp_path / "run")
     assert summary["status"] == "completed"
     rows = read_rows(tmp_path / "run")

@@ -23,8 +23,7 @@ FORAGING = [
     "env.max_steps=32",
     "ppo.num_envs=4", "ppo.num_steps=16", "ppo.total_timesteps=1024", "ppo.num_minibatches=2",
     "train.chunk_updates=8", "eval.episodes=2", "hardware.host_devices=1",
-    # The survival evaluation at a token size ("++": set whether or not the key exists).
-    "++eval.survival_envs=4", "++eval.survival_steps=32",
+    "~env.evaluations.survival",  # a replay needs the checkpoint, not the survival evaluation
 ]
 
 
