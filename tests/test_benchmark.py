@@ -18,6 +18,7 @@ import pytest
 
 from conftest import ROOT
 from ppo_lab.bench.configs import env_overrides, known_env
+from ppo_lab.bench.suite import keep_or_remove
 
 pytestmark = pytest.mark.slow
 
@@ -139,6 +140,18 @@ def test_envpool_threads_sequential_and_parallel(tmp_path):
         assert list(entry[key]) == threads and all(_positive(v) for v in entry[key].values()), entry[key]
         assert result["envpool:CartPole-v1"][key] == entry[key]
     assert "timed_threads" not in entry and "threads ->" in proc.stdout
+
+
+def test_the_fresh_process_runs_are_kept_or_removed(tmp_path):
+    kept, removed = tmp_path / "kept", tmp_path / "removed"
+    for folder in (kept, removed):
+        (folder / "01_seed1_cold").mkdir(parents=True)
+    result = {"envs": {"envpool:CartPole-v1": {"timed_threads": {"1": 10.0}}}}
+    keep_or_remove(kept, True, result, ["envpool:CartPole-v1"])
+    assert result["kept"] == str(kept) and (kept / "01_seed1_cold").is_dir()
+    keep_or_remove(removed, False, result, ["envpool:CartPole-v1"])
+    assert not removed.exists()
+    assert result["envs"]["envpool:CartPole-v1"]["timed_threads"] == {"1": 10.0, "run_dirs_removed": "kept only with --keep"}
 
 
 def test_a_family_task_selects_its_experiment_or_the_family():

@@ -301,6 +301,19 @@ def measure_processes(launcher: Launcher, size: dict, cpu: bool) -> dict:
     return out
 
 
+def keep_or_remove(workdir: Path, keep: bool, result: dict, threaded: list[str]) -> None:
+    """The fresh-process runs' folder after the suite: kept (`--keep`; its path in the result,
+    where the tests read those runs) or removed (the timed thread runs' comparison stays in the
+    result, their directories are gone)."""
+    if keep:
+        print(f"[benchmark] kept {workdir}", file=sys.stderr)
+        result["kept"] = str(workdir)
+        return
+    shutil.rmtree(workdir, ignore_errors=True)
+    for name in threaded:
+        result["envs"][name].get("timed_threads", {})["run_dirs_removed"] = "kept only with --keep"
+
+
 def _mean(values):
     xs = [v for v in (values or []) if isinstance(v, (int, float)) and math.isfinite(v)]
     return sum(xs) / len(xs) if xs else None
@@ -423,13 +436,7 @@ def main(argv=None) -> int:
             print(f"[benchmark] fresh-process runs (CartPole) in {workdir} ...", file=sys.stderr)
             result.update(measure_processes(launcher, size, devices[0].platform == "cpu"))
         finally:
-            if args.keep:
-                print(f"[benchmark] kept {workdir}", file=sys.stderr)
-                result["kept"] = str(workdir)
-            else:
-                shutil.rmtree(workdir, ignore_errors=True)
-                for name in threaded:  # the comparison stays in the JSON; the directories only with --keep
-                    result["envs"][name].get("timed_threads", {})["run_dirs_removed"] = "kept only with --keep"
+            keep_or_remove(workdir, args.keep, result, threaded)
         result["bar"] = {
             k: {"value": result.get(k), "bar": v, "pass": result.get(k) is not None and result[k] >= v} for k, v in BAR.items()
         }
