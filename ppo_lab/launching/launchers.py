@@ -47,11 +47,7 @@ from omegaconf import OmegaConf, open_dict
 from ppo_lab.config_keys import check_overrides
 from ppo_lab.launching.vmap_groups import max_replicas_at_start, plan_groups, run_group
 from ppo_lab.launching.vmap_launcher import announce, load_jobs
-from ppo_lab.rundir.slurm_jobs import FAILED_STATES, final_state, read_jobs, sacct_states, write_jobs
-
-# Done states in which SLURM stopped the job: its process wrote no result (FAILED is left out: a
-# Python error in the job is written as its result, which may land a moment after the state).
-KILLED_STATES = FAILED_STATES - {"FAILED"}
+from ppo_lab.rundir.slurm_jobs import KILLED_STATES, final_state, read_jobs, sacct_states, write_jobs
 
 log = logging.getLogger(__name__)
 
@@ -204,10 +200,9 @@ class SweepLauncherMixin:
 def _results(job) -> list:
     """`job.results()`, without submitit's wait (~15 s) for a result file that never comes: a
     job SLURM ended itself (cancelled, out of time or memory, its node lost) wrote none."""
-    paths = getattr(job, "paths", None)  # a real submitit job (not `_Done`)
-    if paths is not None:
+    if not isinstance(job, _Done):
         state = str(job.state)
-        if state.split(" ")[0] in KILLED_STATES and not paths.result_pickle.exists():
+        if state.split(" ")[0] in KILLED_STATES and not job.paths.result_pickle.exists():
             raise UncompletedJobError(f"Job {job.job_id} ended {state} without a result (SLURM stopped it)")
     return job.results()
 

@@ -23,7 +23,7 @@ from submitit.slurm.slurm import SlurmInfoWatcher
 
 from ppo_lab.rundir.jobs import find_jobs_files, read_jobs, write_jobs
 
-__all__ = ["FAILED_STATES", "LIMBO_S", "final_state", "failed_state", "sacct_states", "jobs_by_number",
+__all__ = ["FAILED_STATES", "KILLED_STATES", "LIMBO_S", "final_state", "failed_state", "sacct_states", "jobs_by_number",
            "pending_jobs", "wait_for_jobs", "read_jobs", "write_jobs", "submitted_without_waiting"]
 
 # Not done, beyond submitit's list (READY, PENDING, RUNNING, UNKNOWN, REQUEUED, COMPLETING,
@@ -32,6 +32,9 @@ TRANSIENT_STATES = {"CONFIGURING", "RESIZING", "SUSPENDED", "REQUEUE_HOLD", "REQ
                     "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"}
 # Done states in which the job did not finish its work.
 FAILED_STATES = {"CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+# Of those, the ones in which SLURM stopped the job: its process wrote no result (FAILED is left
+# out: a Python error in the job is written as its result, which may land a moment after the state).
+KILLED_STATES = FAILED_STATES - {"FAILED"}
 # States that may never change: a task sacct does not list (yet), a preemption not requeued.
 LIMBO_STATES = {"UNKNOWN", "PREEMPTED"}
 # How long a job may stay in a limbo state before it is reported rather than waited on: longer
