@@ -6,12 +6,14 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -83,6 +85,25 @@ def run_cli(args, capsys) -> subprocess.CompletedProcess:
         sys.argv[0] = argv0
     out, err = capsys.readouterr()
     return subprocess.CompletedProcess(args, code, out, err)
+
+
+@contextmanager
+def log_messages(name: str, level: int = logging.NOTSET):
+    """The messages that logger `name` (or a child) emits inside the block, as a list; for code
+    that runs outside one test (a module fixture), where pytest's caplog does not reach."""
+    messages: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())
+    logger = logging.getLogger(name)
+    before = logger.level
+    logger.addHandler(handler)
+    if level:
+        logger.setLevel(level)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(before)
 
 
 def start_launch(args, run_dir: Path) -> subprocess.Popen:

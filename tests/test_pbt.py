@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import TINY, compose_config, launch, read_rows, read_summary, start_launch, train_run
+from conftest import TINY, compose_config, launch, log_messages, read_rows, read_summary, start_launch, train_run
 from ppo_lab.analysis.aggregate import run_aggregate
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
@@ -89,18 +89,10 @@ def test_an_exploit_step_never_compiles(tmp_path):
     population = Population(_validated(POPULATION), tmp_path)
     state = _State(params=jnp.arange(4.0)[:, None] * jnp.ones((4, 3)), key=jnp.arange(4))
     assert population.compile_gather(state) > 0
-    compiles = []
-    handler = logging.Handler()
-    handler.emit = lambda record: compiles.append(record.getMessage())
-    logger = logging.getLogger("jax")
-    logger.addHandler(handler)
-    try:
-        with jax.log_compiles():
-            for update in (4, 8, 12):
-                population.annotate([{"seed": m, "train/mean_episode_return": float(m)} for m in range(4)])
-                state, _ = population.step(update, state)
-    finally:
-        logger.removeHandler(handler)
+    with log_messages("jax") as compiles, jax.log_compiles():
+        for update in (4, 8, 12):
+            population.annotate([{"seed": m, "train/mean_episode_return": float(m)} for m in range(4)])
+            state, _ = population.step(update, state)
     assert not [m for m in compiles if m.startswith("Compiling")], compiles
     assert np.asarray(state.params)[:, 0].tolist() == [3, 1, 2, 3]  # member 0 (the worst) copied member 3
 

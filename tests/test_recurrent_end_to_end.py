@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import io
 import logging
 from collections import Counter
 
@@ -20,7 +19,7 @@ import numpy as np
 import pytest
 
 from ppo_lab.run.recorders.mlflow_policy import save_policy_model, seed_params_from_checkpoint
-from conftest import ROOT, TINY, launch, read_rows, read_summary, start_launch, train_run
+from conftest import ROOT, TINY, launch, log_messages, read_rows, read_summary, start_launch, train_run
 
 pytestmark = pytest.mark.slow
 
@@ -42,18 +41,9 @@ def killed_gru_run(tmp_path_factory):
         proc.kill()  # a crash: no clean shutdown
         proc.wait(timeout=30)
     assert read_summary(run_dir)["status"] == "running"
-    logger = logging.getLogger("ppo_lab")
-    log = io.StringIO()
-    handler = logging.StreamHandler(log)
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
+    with log_messages("ppo_lab", logging.INFO) as log:
         summary = train_run(args, run_dir)
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-    return run_dir, summary, log.getvalue()
+    return run_dir, summary, "\n".join(log)
 
 
 @pytest.mark.timeout(300)
