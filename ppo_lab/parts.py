@@ -12,11 +12,17 @@ a string in the config is what lets everything else import at its top.
 
 A part that fails to load is a `PartError` (a ConfigError: exit 2, before anything compiles)
 naming the part, its path, and the missing package with the extra that brings it.
+
+Also here, as the other way of loading a module by name: `lazy_module`, a module whose code
+runs on first use (for heavy imports that most processes never use).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import sys
+import types
 from contextlib import contextmanager
 from typing import Any, Callable
 
@@ -82,3 +88,34 @@ def load(key: str, path: Any) -> Callable:
 def call(key: str, path: Any, *args, **kwargs):
     """Load the part at `path` and call it."""
     return load(key, path)(*args, **kwargs)
+
+
+
+class _LazyModule(types.ModuleType):
+    """A module whose code has not run yet. Only a name it lacks runs it (`__getattr__`, not
+    `__getattribute__` as importlib's LazyLoader does: `import x` reads `x.__spec__` each time,
+    which would load it at the next `import` anywhere)."""
+
+    def __getattr__(self, name):
+        self.__class__ = types.ModuleType  # from here on an ordinary module, loaded once
+        self.__spec__.loader.exec_module(self)
+        return getattr(self, name)
+
+
+def lazy_module(name: str):
+    """Module `name`, in `sys.modules` now but run on first use (the first name read from it):
+    for a dependency's heavy import that a process seldom uses. `import name` anywhere later
+    gets it, still unloaded. Already imported: that module. Not installed: ModuleNotFoundError
+    now, as `import` would."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)  # imports the parent package (cheap for those used here)
+    if spec is None:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    module = importlib.util.module_from_spec(spec)
+    module.__class__ = _LazyModule
+    sys.modules[name] = module
+    parent, _, child = name.rpartition(".")
+    if parent:  # what `import parent.child` binds, so `from parent import child` finds it
+        setattr(sys.modules[parent], child, module)
+    return module

@@ -4,6 +4,7 @@ package, before anything compiles or is written; never a warning and a run witho
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -55,3 +56,48 @@ def test_launch_exits_2_naming_the_part_before_compiling(part_needing_a_missing_
     assert f"error: invalid config: {key}=" in proc.stderr and MISSING in proc.stderr
     assert "compiled" not in proc.stdout + proc.stderr
     assert not (run_dir / "metrics.csv").exists() and not (run_dir / "config.yaml").exists()
+
+
+@pytest.fixture
+def counting_package(tmp_path, monkeypatch):
+    """A package `lazy_probe` with a submodule `heavy` that counts how often its code runs."""
+    pkg = tmp_path / "lazy_probe"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("runs = []\n")
+    (pkg / "heavy.py").write_text("import lazy_probe\nlazy_probe.runs.append(1)\nVALUE = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield pkg
+    for name in ("lazy_probe.heavy", "lazy_probe"):
+        sys.modules.pop(name, None)
+
+
+def test_a_lazy_module_runs_on_its_first_name_and_only_once(counting_package):
+    heavy = parts.lazy_module("lazy_probe.heavy")
+    import lazy_probe
+    import lazy_probe.heavy as again  # an import elsewhere: the same module, still not run
+    from lazy_probe import heavy as bound
+
+    assert again is heavy and bound is heavy and lazy_probe.runs == []
+    assert heavy.VALUE == 42 and lazy_probe.runs == [1]
+    assert heavy.VALUE == 42 and type(heavy).__name__ == "module" and lazy_probe.runs == [1]
+    assert parts.lazy_module("lazy_probe.heavy") is heavy
+
+
+def test_a_lazy_module_that_is_not_installed_fails_at_once():
+    with pytest.raises(ModuleNotFoundError, match=MISSING):
+        parts.lazy_module(MISSING)
+
+
+def test_gymnax_loads_without_its_renderers_plotting_stack():
+    """Every training process imports gymnax; seaborn, pyplot and scipy.stats (1.3 s of its
+    2.5 s import) wait until something uses them, and then work (a gymnax renderer's palette)."""
+    code = ("import sys\n"
+            "from ppo_lab.envs.gymnax_api import gymnax\n"
+            "import ppo_lab.run.entry\n"
+            "heavy = ('pandas', 'scipy.stats', 'seaborn', 'matplotlib.pyplot')\n"
+            "loaded = [m for m in heavy if type(sys.modules.get(m)).__name__ == 'module']\n"
+            "assert not loaded, loaded\n"
+            "import seaborn\n"
+            "assert len(seaborn.color_palette('cubehelix', 3)) == 3 and 'pandas' in sys.modules\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -15,6 +15,7 @@ from ppo_lab.analysis.stats import (
     count_nan,
     iqm,
     summarize,
+    trim_mean,
     welch_t_test,
 )
 
@@ -63,6 +64,16 @@ def test_iqm_trims_a_quarter_each_side():
     # same as rliable's definition
     x = np.random.default_rng(3).normal(size=37)
     assert iqm(x) == pytest.approx(st.trim_mean(x, 0.25))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 37, 100])
+def test_trim_mean_is_scipys_bit_for_bit(n):
+    """The IQM is computed without importing scipy.stats (0.5 s in every training process):
+    the same numbers, to the bit, as scipy's, for one list and for bootstrap resamples."""
+    x = np.random.default_rng(n).normal(size=n) * 1e3
+    assert trim_mean(x, 0.25) == st.trim_mean(x, 0.25)
+    samples = x[np.random.default_rng(0).integers(0, n, size=(50, n))]
+    assert np.array_equal(trim_mean(samples, 0.25, axis=1), st.trim_mean(samples, 0.25, axis=1))
 
 
 def test_iqm_bootstrap_is_deterministic_and_seeded():

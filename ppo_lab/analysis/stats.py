@@ -18,7 +18,12 @@ import math
 from typing import Iterable, Sequence
 
 import numpy as np
-from scipy import stats as _st
+
+from ppo_lab.parts import lazy_module
+
+# scipy.stats takes 0.5 s to import: loaded when a Student-t interval or test is first asked
+# for, not by every training process that reports one seed's IQM.
+_st = lazy_module("scipy.stats")
 
 __all__ = [
     "SUMMARY_KEYS",
@@ -28,6 +33,7 @@ __all__ = [
     "bootstrap_ci",
     "welch_t_test",
     "cohens_d",
+    "trim_mean",
     "bonferroni",
 ]
 
@@ -56,6 +62,18 @@ def _as_1d(values: Iterable[float] | np.ndarray) -> tuple[np.ndarray, int]:
     return x[~nan], int(nan.sum())
 
 
+def trim_mean(a: np.ndarray, proportion: float, axis: int = 0) -> np.ndarray | float:
+    """``scipy.stats.trim_mean``'s computation, bit for bit (the same cut, partition and mean),
+    without importing scipy.stats: cut ``int(proportion * n)`` values from each end along
+    `axis`, average the rest."""
+    n = a.shape[axis]
+    low = int(proportion * n)
+    parted = np.partition(a, (low, n - low - 1), axis)
+    middle = [slice(None)] * a.ndim
+    middle[axis] = slice(low, n - low)
+    return np.mean(parted[tuple(middle)], axis=axis)
+
+
 def iqm(values: Iterable[float] | np.ndarray) -> float:
     """Interquartile mean: the mean of the middle 50% of the values.
 
@@ -66,7 +84,7 @@ def iqm(values: Iterable[float] | np.ndarray) -> float:
     x, _ = _as_1d(values)
     if x.size == 0:
         return _NAN
-    return float(_st.trim_mean(x, 0.25))
+    return float(trim_mean(x, 0.25))
 
 
 def bootstrap_ci(
@@ -92,7 +110,7 @@ def bootstrap_ci(
     samples = x[idx]
     if statistic is iqm:
         # vectorised trim_mean over the resamples (same cut as scipy: int(0.25 * n) each side)
-        boot = _st.trim_mean(samples, 0.25, axis=1)
+        boot = trim_mean(samples, 0.25, axis=1)
     elif statistic is np.mean:
         boot = samples.mean(axis=1)
     else:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import gymnax
-
 from ppo_lab.envs.base import Env
+from ppo_lab.envs.gymnax_api import gymnax
 from ppo_lab.envs.gymnax_config import check_gymnax
 from ppo_lab.errors import ConfigError
 

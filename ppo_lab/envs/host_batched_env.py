@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from gymnax.environments import environment, spaces
+from ppo_lab.envs.gymnax_api import environment, spaces
 
 from ppo_lab.envs.base import Env
 

@@ -26,7 +26,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 from brax.envs.wrappers.training import EpisodeWrapper
-from gymnax.environments import spaces
+from ppo_lab.envs.gymnax_api import spaces
 
 from ppo_lab.envs.base import Env
 from ppo_lab.envs.brax_env.config import check_config

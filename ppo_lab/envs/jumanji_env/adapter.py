@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 import jumanji
 from flax import struct
-from gymnax.environments import environment, spaces
+from ppo_lab.envs.gymnax_api import environment, spaces
 
 from ppo_lab.envs.base import Env
 from ppo_lab.envs.jumanji_env.config import check_config, read_config
