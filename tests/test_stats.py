@@ -76,6 +76,16 @@ def test_trim_mean_is_scipys_bit_for_bit(n):
     assert np.array_equal(trim_mean(samples, 0.25, axis=1), st.trim_mean(samples, 0.25, axis=1))
 
 
+def test_the_interval_is_scipys_student_t_bit_for_bit():
+    """summarize's half-width without importing scipy.stats: t.ppf's own `stdtrit`, the same bits."""
+    for n in [2, 3, 5, 10, 31, 200]:
+        x = np.random.default_rng(n).normal(size=n)
+        s = summarize(x, confidence=0.9)
+        sem = math.sqrt(float(np.var(x, ddof=1))) / math.sqrt(n)
+        half = float(st.t.ppf(0.95, df=n - 1)) * sem
+        assert (s["ci_low"], s["ci_high"]) == (s["mean"] - half, s["mean"] + half)
+
+
 def test_iqm_bootstrap_is_deterministic_and_seeded():
     x = np.random.default_rng(0).normal(10.0, 2.0, size=10)
     a = summarize(x)
