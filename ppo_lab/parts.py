@@ -102,6 +102,11 @@ class _LazyModule(types.ModuleType):
         return getattr(self, name)
 
 
+def loaded(name: str) -> bool:
+    """Module `name` has been imported and run (a `lazy_module` not used yet has not)."""
+    return name in sys.modules and not isinstance(sys.modules[name], _LazyModule)
+
+
 def lazy_module(name: str):
     """Module `name`, in `sys.modules` now but run on first use (the first name read from it):
     for a dependency's heavy import that a process seldom uses. `import name` anywhere later

@@ -77,9 +77,10 @@ def test_a_lazy_module_runs_on_its_first_name_and_only_once(counting_package):
     import lazy_probe.heavy as again  # an import elsewhere: the same module, still not run
     from lazy_probe import heavy as bound
 
-    assert again is heavy and bound is heavy and lazy_probe.runs == []
+    assert again is heavy and bound is heavy and lazy_probe.runs == [] and not parts.loaded("lazy_probe.heavy")
     assert heavy.VALUE == 42 and lazy_probe.runs == [1]
     assert heavy.VALUE == 42 and type(heavy).__name__ == "module" and lazy_probe.runs == [1]
+    assert parts.loaded("lazy_probe.heavy") and parts.loaded("lazy_probe") and not parts.loaded(MISSING)
     assert parts.lazy_module("lazy_probe.heavy") is heavy
 
 
@@ -97,7 +98,10 @@ def test_gymnax_loads_without_its_renderers_plotting_stack():
             "heavy = ('pandas', 'scipy.stats', 'seaborn', 'matplotlib.pyplot')\n"
             "loaded = [m for m in heavy if type(sys.modules.get(m)).__name__ == 'module']\n"
             "assert not loaded, loaded\n"
+            "import ppo_lab.analysis.figures as figures, matplotlib\n"
+            "assert matplotlib.get_backend().lower() == 'agg', matplotlib.get_backend()\n"
             "import seaborn\n"
             "assert len(seaborn.color_palette('cubehelix', 3)) == 3 and 'pandas' in sys.modules\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}  # the lab's own choice: Agg
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -1,18 +1,20 @@
 """Matplotlib for the lab's plots: a headless backend unless one is already chosen, one way to save.
 
 Importing this module picks the Agg backend unless pyplot is already in use or $MPLBACKEND
-names one (a notebook keeps its inline backend; a SLURM job or a test has no display).
+names one (a notebook keeps its inline backend; a SLURM job or a test has no display). A
+pyplot that gymnax's import left lazy (`ppo_lab.envs.gymnax_api`) is not in use yet.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import matplotlib
 
-if "matplotlib.pyplot" not in sys.modules and "MPLBACKEND" not in os.environ:
+from ppo_lab.parts import loaded
+
+if not loaded("matplotlib.pyplot") and "MPLBACKEND" not in os.environ:
     matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
