@@ -51,6 +51,7 @@ def check_benchmark_runs(workdir: Path) -> None:
     assert warm["compile_s"] < cold["compile_s"], (warm["compile_s"], cold["compile_s"])
 
 
+@pytest.mark.long  # fresh processes and cold compiles are what it measures (README "Tests")
 @pytest.mark.timeout(300)
 def test_performance_suite_quick(tmp_path):
     out = tmp_path / "bench.json"
