@@ -90,7 +90,6 @@ def call(key: str, path: Any, *args, **kwargs):
     return load(key, path)(*args, **kwargs)
 
 
-
 class _LazyModule(types.ModuleType):
     """A module whose code has not run yet. Only a name it lacks runs it (`__getattr__`, not
     `__getattribute__` as importlib's LazyLoader does: `import x` reads `x.__spec__` each time,

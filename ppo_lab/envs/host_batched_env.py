@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
-from ppo_lab.envs.gymnax_api import environment, spaces
 
 from ppo_lab.envs.base import Env
+from ppo_lab.envs.gymnax_api import environment, spaces
 
 
 class HostBatchedEnv(Env):

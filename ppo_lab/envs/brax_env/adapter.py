@@ -26,9 +26,9 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 from brax.envs.wrappers.training import EpisodeWrapper
-from ppo_lab.envs.gymnax_api import spaces
 
 from ppo_lab.envs.base import Env
+from ppo_lab.envs.gymnax_api import spaces
 from ppo_lab.envs.brax_env.config import check_config
 from ppo_lab.errors import ConfigError
 

@@ -93,9 +93,9 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 from flax import struct
-from ppo_lab.envs.gymnax_api import environment, spaces
 
 from ppo_lab.envs.base import Env
+from ppo_lab.envs.gymnax_api import environment, spaces
 from ppo_lab.envs.foraging.config import OBS_TABLES, mode_defaults, read_sections
 
 ACTION_NAMES = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]

@@ -31,9 +31,9 @@ import jax
 import jax.numpy as jnp
 import jumanji
 from flax import struct
-from ppo_lab.envs.gymnax_api import environment, spaces
 
 from ppo_lab.envs.base import Env
+from ppo_lab.envs.gymnax_api import environment, spaces
 from ppo_lab.envs.jumanji_env.config import check_config, read_config
 from ppo_lab.errors import ConfigError
 

@@ -55,9 +55,9 @@ from typing import Any, Mapping
 import jax
 import jax.numpy as jnp
 from flax import struct
-from ppo_lab.envs.gymnax_api import environment, spaces
 
 from ppo_lab.envs.base import Env
+from ppo_lab.envs.gymnax_api import environment, spaces
 from ppo_lab.envs.rare_actions.config import PARAM_DEFAULTS, check_config, read_config
 from ppo_lab.errors import ConfigError
 
