@@ -82,12 +82,13 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
                            chunk_updates=updates, grad_axis=layout.grad_axis)
     mesh = make_mesh(layout, devices)
     hypers = Hypers.replicated(ppo, layout.num_replicas)
-    state = init_replicas(trainer.init, layout, cfg.seeds, mesh, hypers)
+    state = init_replicas(trainer.init, layout, cfg.seeds, mesh, hypers, trainer.num_updates)
     hypers = hypers.sharded(replica_sharding(mesh))
+    start, total = start_update_arg(0), start_update_arg(trainer.num_updates)
     row = {"seeds": seeds, "precision": precision, "conv": comp.network.conv, "num_minibatches": ppo.num_minibatches,
            "num_envs": ppo.num_envs, "num_steps": ppo.num_steps, "layout": layout.as_dict()}
     t0 = time.perf_counter()
-    compiled = sharded_chunk(trainer.chunk, mesh).lower(state, start_update_arg(0), hypers).compile()
+    compiled = sharded_chunk(trainer.chunk, mesh).lower(state, start, hypers, total).compile()
     row["compile_s"] = time.perf_counter() - t0
     try:
         need = check_fits(compiled, devices[: layout.num_devices], cfg.hardware.memory_limit_gb, num_seeds=seeds,
@@ -95,10 +96,10 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     except ChunkTooLarge as exc:
         return {**row, "status": "does not fit", "error": str(exc)}
     row["memory_gb"] = None if need is None else need.total / 1e9
-    jax.block_until_ready(compiled(state, start_update_arg(0), hypers))  # warm-up: first-run set-up
+    jax.block_until_ready(compiled(state, start, hypers, total))  # warm-up: first-run set-up
     calls, t0 = 0, time.perf_counter()
     while calls == 0 or time.perf_counter() - t0 < min_s:
-        state, metrics = compiled(state, start_update_arg(0), hypers)
+        state, metrics = compiled(state, start, hypers, total)
         jax.block_until_ready(metrics)
         calls += 1
     elapsed = time.perf_counter() - t0

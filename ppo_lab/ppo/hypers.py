@@ -23,6 +23,7 @@ from typing import Any, Mapping
 
 import flax.struct
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ppo_lab.config import TRACED_PPO_KEYS, PPOConfig
@@ -43,11 +44,17 @@ SCHEDULES = {
 class _HypersMethods:
     """The methods of `Hypers` (its fields are made from config.TRACED_PPO_KEYS below)."""
 
-    def scheduled(self, name: str, update, num_updates: int):
+    def scheduled(self, name: str, update, num_updates):
         """`name`'s value at update `update` (0-based): linear from its start at 0 to its end at
-        `num_updates`, e.g. `scheduled("ent_coef", ...)` from ent_coef_initial to ent_coef_final."""
+        `num_updates`, e.g. `scheduled("ent_coef", ...)` from ent_coef_initial to ent_coef_final.
+
+        `num_updates` is a program argument or a constant. The fraction is `update x (1 /
+        num_updates)` in float32 either way: what XLA made of `update / num_updates` when the
+        count was a constant (it rewrites a division by a constant into a multiplication by the
+        constant's reciprocal), so a run trains to the bits it trained to then."""
         start, _ = SCHEDULES[name]
-        return vars(self)[start] + self.spans[name] * (update / num_updates)
+        per_update = jnp.float32(1) / jnp.asarray(num_updates, jnp.float32)
+        return vars(self)[start] + self.spans[name] * (jnp.asarray(update, jnp.float32) * per_update)
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]):

@@ -176,15 +176,17 @@ class Trainer:
         """A privileged critic: the policy sees the first N channels, the critic all of them."""
         return self.network.actor_obs_channels
 
-    def init(self, param_key, env_key, hypers=None) -> LearnerState:
-        """One replica's state at update 0."""
+    def init(self, param_key, env_key, hypers=None, num_updates=None) -> LearnerState:
+        """One replica's state at update 0. `num_updates`: the run's updates, as the program's
+        argument (None: `ppo`'s, as a constant; see `chunk`)."""
         ppo, num_envs = self.ppo, self.num_envs
+        num_updates = self.num_updates if num_updates is None else num_updates
         obs, env_state = batched_reset(self.env, self.env_params, env_key, num_envs)
         params = self.network.init_params(param_key, obs[:1])
         zeros = jnp.zeros((num_envs,), jnp.float32)
         return LearnerState(
             params=params,
-            opt_state=make_optimizer(ppo, self.num_updates, hypers).init(params),
+            opt_state=make_optimizer(ppo, num_updates, hypers).init(params),
             env_state=env_state,
             obs=obs,
             episode_return=zeros,
@@ -195,34 +197,43 @@ class Trainer:
             reward_norm=normalize.init_reward_norm(num_envs) if ppo.normalize_reward else None,
         )
 
-    def chunk(self, state: LearnerState, start_update, hypers=None):
+    def chunk(self, state: LearnerState, start_update, hypers=None, num_updates=None):
         """K updates in one scan: `(state, metrics[K])`; updates past `num_updates` are skipped
-        (a cheap cond: `start_update` is the same for every replica, so the predicate is not batched)."""
+        (a cheap cond: `start_update` and `num_updates` are the same for every replica, so the
+        predicate is not batched).
+
+        `num_updates` (the run's, which the schedules anneal over) is an argument of the lab's
+        programs, not a constant: runs that differ only in `ppo.total_timesteps` (a resumed run
+        given a larger budget, a test's shorter run) are one program, which the persistent
+        compilation cache serves. The same bits either way: `update / num_updates` is a float32
+        division of the same two numbers (XLA does not rewrite a division by a constant)."""
         hypers = self.own_hypers if hypers is None else hypers
+        num_updates = self.num_updates if num_updates is None else num_updates
 
         def body(state, offset):
             index = start_update + offset
             # One trace of `update` for both branches of the cond: `skip` needs only its output
             # shapes, and tracing it a second time for them was about a tenth of a chunk's compile.
-            traced, shapes = jax.make_jaxpr(self.update, return_shape=True)(state, index, hypers)
+            traced, shapes = jax.make_jaxpr(self.update, return_shape=True)(state, index, hypers, num_updates)
 
-            def update(state, index, hypers):
-                outputs = jax.core.eval_jaxpr(traced.jaxpr, traced.consts, *jax.tree.leaves((state, index, hypers)))
+            def update(state, index, hypers, num_updates):
+                leaves = jax.tree.leaves((state, index, hypers, num_updates))
+                outputs = jax.core.eval_jaxpr(traced.jaxpr, traced.consts, *leaves)
                 return jax.tree.unflatten(jax.tree.structure(shapes), outputs)
 
-            def skip(state, index, hypers):
+            def skip(state, index, hypers, num_updates):
                 """`update`'s outputs with the state unchanged and every metric NaN."""
                 return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes[1])
 
-            return jax.lax.cond(index < self.num_updates, update, skip, state, index, hypers)
+            return jax.lax.cond(index < num_updates, update, skip, state, index, hypers, num_updates)
 
         return jax.lax.scan(body, state, jnp.arange(self.chunk_updates))
 
-    def update(self, state: LearnerState, update_index, hypers):
+    def update(self, state: LearnerState, update_index, hypers, num_updates):
         """One PPO update: a rollout, its advantages, `update_epochs` epochs of minibatches."""
         ppo = self.ppo
-        tx = make_optimizer(ppo, self.num_updates, hypers)
-        sched = schedule_values(ppo, update_index, self.num_updates, hypers)
+        tx = make_optimizer(ppo, num_updates, hypers)
+        sched = schedule_values(ppo, update_index, num_updates, hypers)
         out = self.collect(state, hypers)
         traj, stats = out.records, out.stats
         advantages, returns = self.advantages(state, out, hypers)

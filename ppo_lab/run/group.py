@@ -214,7 +214,7 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
     started = _agreed(started, results)  # a logger starts in process 0 alone
     if not started:
         return
-    program = Replicas(first.comp.trainer.chunk, mesh, state, hypers, first.resumed.start_update,
+    program = Replicas(first.comp.trainer, mesh, state, hypers, first.resumed.start_update,
                        first.session.num_updates, first.comp.trainer.chunk_updates)
     if not _fits(program, started, mesh, layout, group, devices, results):
         return

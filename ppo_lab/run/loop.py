@@ -66,15 +66,17 @@ def rounded_budget(cfg: RunConfig, comp: Components) -> str:
 
 
 class LoweredChunk:
-    """The chunk traced and lowered for `state` and `hypers` on `mesh`, not compiled yet: what
-    it logs is known (`metric_names`) before XLA spends seconds on it and before the run writes
-    anything, so a config that names a metric the run does not log is refused first."""
+    """The trainer's chunk traced and lowered for `state` and `hypers` on `mesh`, not compiled
+    yet: what it logs is known (`metric_names`) before XLA spends seconds on it and before the
+    run writes anything, so a config that names a metric the run does not log is refused first.
+    The run's update count is an argument of the program (`Trainer.chunk`), like the first update."""
 
-    def __init__(self, chunk_fn, mesh, state, hypers):
+    def __init__(self, trainer, mesh, state, hypers):
         t0 = time.perf_counter()
-        # several processes: the update counter as a global array (a host scalar would be placed anew each call)
+        # several processes: the update counters as global arrays (a host scalar would be placed anew each call)
         self.start_arg = partial(global_scalar, mesh) if processes.several() else start_update_arg
-        self.lowered = sharded_chunk(chunk_fn, mesh).lower(state, self.start_arg(0), hypers)
+        self.num_updates_arg = self.start_arg(trainer.num_updates)
+        self.lowered = sharded_chunk(trainer.chunk, mesh).lower(state, self.start_arg(0), hypers, self.num_updates_arg)
         self.seconds = time.perf_counter() - t0
 
     def metric_names(self, action_names) -> list[str]:
@@ -95,12 +97,14 @@ class Replicas:
     state after the last chunk whose metrics were returned (what a checkpoint saves), exactly
     as without pipelining."""
 
-    def __init__(self, chunk_fn, mesh, state, hypers, start_update: int, num_updates: int, chunk_updates: int,
+    def __init__(self, trainer, mesh, state, hypers, start_update: int, num_updates: int, chunk_updates: int,
                  lowered: "LoweredChunk | None" = None):
-        lowered = lowered or LoweredChunk(chunk_fn, mesh, state, hypers)
+        """`num_updates`: where this loop stops (the run's end, or a reproduction's first updates);
+        the schedules anneal over the trainer's own count whatever it is."""
+        lowered = lowered or LoweredChunk(trainer, mesh, state, hypers)
         t0 = time.perf_counter()
         self.hypers = hypers
-        self.start_arg = lowered.start_arg
+        self.start_arg, self.num_updates_arg = lowered.start_arg, lowered.num_updates_arg
         self.compiled = lowered.lowered.compile()
         self.compile_s = lowered.seconds + time.perf_counter() - t0
         log.info("compiled one chunk of %d updates for %d replicas in %.1f s", chunk_updates,
@@ -115,14 +119,14 @@ class Replicas:
         """Run one chunk: its metrics (host arrays [replica, K, ...]), its update count, its wall time."""
         t0 = time.perf_counter()
         if self.in_flight is None:
-            self.in_flight = self.compiled(self.state, self.start_arg(self.update), self.hypers)
+            self.in_flight = self.compiled(self.state, self.start_arg(self.update), self.hypers, self.num_updates_arg)
         new_state, metrics = self.in_flight
         if processes.several():  # gathered before the next chunk is dispatched: a collective queued behind it would wait for it
             metrics = to_host(metrics)
         count = min(self.chunk_updates, self.num_updates - self.update)
         following = self.update + count
         held = self.hold_every is not None and following % self.hold_every == 0
-        self.in_flight = (self.compiled(new_state, self.start_arg(following), self.hypers)
+        self.in_flight = (self.compiled(new_state, self.start_arg(following), self.hypers, self.num_updates_arg)
                           if following < self.num_updates and not held else None)
         metrics = jax.device_get(metrics)
         self.state, self.update = new_state, following
@@ -235,7 +239,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     population = Population(cfg, run_dir) if cfg.pbt is not None else None
     comp = population.into(comp) if population else comp  # the members' drawn values for a fresh init
     state, resumed = resume.restore(plan, comp, cfg, mesh)
-    lowered = LoweredChunk(comp.trainer.chunk, mesh, state, comp.hypers.sharded(replica_sharding(mesh)))
+    lowered = LoweredChunk(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)))
     if population:  # pbt.fitness must be a metric the run logs: refused here, before compiling or writing
         population.check_fitness(lowered.metric_names(comp.action_names))
     if processes.writes():  # one writer per run dir: process 0 of a multi-process run
@@ -256,7 +260,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     start_recorders(session.recorders, RunContext(run_dir, cfg, summary, resumed.start_update, session.num_updates,
                                                   comp.ppo.batch_size, session.recent.mean), summary)
     try:
-        session.replicas = Replicas(comp.trainer.chunk, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
+        session.replicas = Replicas(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
                                     resumed.start_update, session.num_updates, comp.trainer.chunk_updates, lowered)
         gather_s = population.compile_gather(session.replicas.state) if population else 0.0
         summary["compile_s"] = round(session.replicas.compile_s + gather_s, 3)

@@ -53,7 +53,7 @@ def rerun(run_dir: Path, updates: int, out_dir: Path) -> int:
     session = Session(cfg, comp, out_dir, resumed)
     chunk = comp.trainer.chunk_updates
     session.num_updates = min(comp.trainer.num_updates, math.ceil(updates / chunk) * chunk)  # whole chunks
-    replicas = session.replicas = Replicas(comp.trainer.chunk, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
+    replicas = session.replicas = Replicas(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
                                            resumed.start_update, session.num_updates, chunk)
     session.start_loop()
     rows = []

@@ -190,7 +190,7 @@ def start_over(run_dir: Path, why: str) -> None:
 def restore(p: Plan, comp, cfg, mesh):
     """(state, Resumed): a fresh init, or the source's latest checkpoint on this mesh."""
     if p.source is None:
-        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers), Resumed()
+        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers, comp.trainer.num_updates), Resumed()
     template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
     try:  # the newest checkpoint that verifies; damaged ones of this run's own dir are moved aside
         # process 0 alone moves damaged ones aside (one writer per run dir)
@@ -205,7 +205,7 @@ def restore(p: Plan, comp, cfg, mesh):
             raise
         if processes.writes():
             start_over(p.source, str(exc))
-        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers), Resumed()
+        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers, comp.trainer.num_updates), Resumed()
     host_state, meta = loaded.state, loaded.meta
     saved_layout = meta.get("layout") or {}
     # Seed layouts do not depend on the device count; a split of one seed's envs does.
