@@ -6,7 +6,6 @@ import dataclasses
 
 import jax
 import numpy as np
-import pytest
 
 from conftest import TINY, compose_config
 from ppo_lab.config import TRACED_PPO_KEYS, PPOConfig, validate
@@ -36,22 +35,6 @@ def test_per_replica_values_build_stacked_structs():
     assert float(own.scheduled("ent_coef", 5, 10)) == np.float32(ppo.ent_coef_initial) + np.float32(-ppo.ent_coef_initial) * 0.5
     assert own.gamma_lambda == np.float32(ppo.gamma * ppo.gae_lambda)  # float64 product, rounded once
     assert jax.tree.structure(Hypers.replicated(ppo, 3)) == jax.tree.structure(own)
-
-
-@pytest.mark.slow
-def test_the_update_count_as_an_argument_trains_to_the_bits_of_the_constant():
-    """The chunk with the update count as its argument computes what it computed with the count
-    as a constant, bit for bit: XLA turned `update / count` into `update * (1 / count)` then,
-    which `Hypers.scheduled` now writes out (3 updates: 1/3 is inexact; every schedule on)."""
-    overrides = [*TINY, "ppo.total_timesteps=192", "ppo.ent_coef_final=0.0", "ppo.clip_eps_final=0.1", "ppo.lr_final=1e-4"]
-    trainer = build(validate(compose_config(overrides)), 1).trainer
-    assert trainer.num_updates == 3
-    state = jax.jit(trainer.init)(*jax.random.split(jax.random.PRNGKey(0)))
-    hypers = trainer.own_hypers  # arguments in both, as in a run: only the count differs
-    _, constant = jax.jit(trainer.chunk)(state, 0, hypers)
-    _, argument = jax.jit(trainer.chunk)(state, 0, hypers, np.int32(3))
-    for name in constant:
-        np.testing.assert_array_equal(argument[name], constant[name], err_msg=name)
 
 
 def test_runs_that_differ_only_in_their_budget_are_one_program():

@@ -31,15 +31,22 @@ def rows(run_dir, update: int) -> list[dict]:
 @pytest.mark.slow
 def test_traced_hyperparameters_train_as_the_constants_did():
     """The chunk with the config's hyperparameters as arguments computes what it computed
-    with them as constants (annealed lr, entropy and clip schedules, an entropy floor)."""
-    overrides = [*TINY, "ppo.ent_coef_final=0.0", "ppo.clip_eps_final=0.1", "ppo.entropy_floor=0.6", "ppo.gamma=0.97"]
+    with them as constants (annealed lr, entropy and clip schedules, an entropy floor). With
+    the update count an argument too (a run's program), the same bits as with the count a
+    constant: XLA turned `update / count` into `update * (1 / count)` then, which
+    `Hypers.scheduled` writes out (3 updates: 1/3 is inexact)."""
+    overrides = [*TINY, "ppo.total_timesteps=192", "ppo.ent_coef_final=0.0", "ppo.clip_eps_final=0.1",
+                 "ppo.lr_final=1e-4", "ppo.entropy_floor=0.6", "ppo.gamma=0.97"]
     cfg = validate(compose_config(overrides))
     trainer = build(cfg, 1).trainer
+    assert trainer.num_updates == 3
     state = jax.jit(trainer.init)(*jax.random.split(jax.random.PRNGKey(0)))
     _, constants = jax.jit(trainer.chunk)(state, 0)
     _, traced = jax.jit(trainer.chunk)(state, 0, Hypers.of(cfg.ppo))
+    _, counted = jax.jit(trainer.chunk)(state, 0, Hypers.of(cfg.ppo), np.int32(3))
     for name in constants:
         np.testing.assert_allclose(traced[name], constants[name], rtol=1e-5, atol=1e-7, err_msg=name)
+        np.testing.assert_array_equal(counted[name], traced[name], err_msg=name)
 
 
 def test_what_may_differ_within_one_program():
