@@ -11,7 +11,9 @@ from conftest import TINY, compose_config
 from ppo_lab.config import TRACED_PPO_KEYS, PPOConfig, validate
 from ppo_lab.ppo.hypers import SCHEDULES, Hypers
 from ppo_lab.ppo.parallel import make_mesh, replica_sharding, replica_template, start_update_arg
+from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run.build import build
+from ppo_lab.run.evaluate import episode_runner
 from ppo_lab.run.loop import LoweredChunk
 
 
@@ -55,3 +57,29 @@ def test_runs_that_differ_only_in_their_budget_are_one_program():
     (chunk_a, init_a, constant_a), (chunk_b, init_b, constant_b) = lowered
     assert chunk_a == chunk_b and init_a == init_b
     assert constant_a != constant_b  # what the count as a constant of the program did
+
+
+FORAGING = ["env=foraging", "env.grid_size=16", "env.food_min=4", "env.food_max=8", "env.poison_min=4", "env.poison_max=8",
+            "env.max_steps=32", "ppo.num_envs=4", "ppo.num_steps=16", "ppo.total_timesteps=512", "ppo.num_minibatches=2",
+            "ppo.update_epochs=1", "train.chunk_updates=8", "eval.episodes=2", "hardware.host_devices=1"]
+
+
+def test_every_reward_mode_is_one_program():
+    """The foraging world's params are data (`Env.params_are_data`): arguments of the chunk, of
+    init and of the episodic evaluation, so a sweep over reward modes (immortal or not, shaped or
+    not, any observation table) compiles each program once."""
+    texts = []
+    for mode in ("proxy", "ground_truth_handhold"):
+        cfg = validate(compose_config([*FORAGING, f"reward={mode}"]))
+        comp = build(cfg, 1)
+        mesh = make_mesh(comp.layout, jax.devices()[:1])
+        state = replica_template(comp.trainer.init, comp.layout, [0], mesh)
+        chunk = LoweredChunk(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)))
+        runner = episode_runner(cfg, comp.env, comp.env_params, comp.network)
+        params = jax.tree.map(lambda x: x[0], state.params)
+        evaluation = runner.func.lower(params, jax.random.PRNGKey(0), **runner.keywords)
+        init = jax.jit(comp.trainer.init).lower(*jax.random.split(jax.random.PRNGKey(0)), comp.hypers.replica(0),
+                                                start_update_arg(comp.trainer.num_updates),
+                                                env_params_argument(comp.env, comp.env_params))
+        texts.append((chunk.lowered.as_text(), evaluation.as_text(), init.as_text()))
+    assert texts[0] == texts[1]

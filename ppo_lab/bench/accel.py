@@ -41,7 +41,7 @@ from ppo_lab.hardware import start_jax
 from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.parallel import init_replicas, make_mesh, replica_sharding, sharded_chunk, start_update_arg
 from ppo_lab.ppo.rollout import policy_and_value
-from ppo_lab.ppo.train import make_trainer
+from ppo_lab.ppo.train import env_params_argument, make_trainer
 from ppo_lab.run.build import build
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
 
@@ -82,13 +82,14 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
                            chunk_updates=updates, grad_axis=layout.grad_axis)
     mesh = make_mesh(layout, devices)
     hypers = Hypers.replicated(ppo, layout.num_replicas)
-    state = init_replicas(trainer.init, layout, cfg.seeds, mesh, hypers, trainer.num_updates)
+    env_params = env_params_argument(trainer.env, trainer.env_params)
+    state = init_replicas(trainer.init, layout, cfg.seeds, mesh, hypers, trainer.num_updates, env_params)
     hypers = hypers.sharded(replica_sharding(mesh))
     start, total = start_update_arg(0), start_update_arg(trainer.num_updates)
     row = {"seeds": seeds, "precision": precision, "conv": comp.network.conv, "num_minibatches": ppo.num_minibatches,
            "num_envs": ppo.num_envs, "num_steps": ppo.num_steps, "layout": layout.as_dict()}
     t0 = time.perf_counter()
-    compiled = sharded_chunk(trainer.chunk, mesh).lower(state, start, hypers, total).compile()
+    compiled = sharded_chunk(trainer.chunk, mesh).lower(state, start, hypers, total, env_params).compile()
     row["compile_s"] = time.perf_counter() - t0
     try:
         need = check_fits(compiled, devices[: layout.num_devices], cfg.hardware.memory_limit_gb, num_seeds=seeds,
@@ -96,10 +97,10 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     except ChunkTooLarge as exc:
         return {**row, "status": "does not fit", "error": str(exc)}
     row["memory_gb"] = None if need is None else need.total / 1e9
-    jax.block_until_ready(compiled(state, start, hypers, total))  # warm-up: first-run set-up
+    jax.block_until_ready(compiled(state, start, hypers, total, env_params))  # warm-up: first-run set-up
     calls, t0 = 0, time.perf_counter()
     while calls == 0 or time.perf_counter() - t0 < min_s:
-        state, metrics = compiled(state, start, hypers, total)
+        state, metrics = compiled(state, start, hypers, total, env_params)
         jax.block_until_ready(metrics)
         calls += 1
     elapsed = time.perf_counter() - t0

@@ -21,6 +21,9 @@ Optional, with the defaults below (an env overrides what it offers):
 - `lives_outside_jax` and `for_evaluation()`: an env whose state lives in a simulator outside
   JAX evaluates on envs of its own;
 - `episode_limit(params)`: the most steps of an episode (evaluation's cap);
+- `params_are_data`: the params differ between runs meant to share one compiled program
+  (foraging's reward modes), so the trainer and the episodic evaluation take them as program
+  arguments (`ppo.train.env_params_argument`) instead of constants;
 - `info[RESETTING]` (bool per env): the step only reset the env (EnvPool resets on the step
   after an episode ends, ignoring the action); it weighs nothing in the update;
 - `info["metrics"]`: dict name -> per-step scalar, logged as its mean over a rollout.
@@ -42,6 +45,9 @@ class Env:
     actor_obs_channels: int | None = None
     action_names: Sequence[str] | None = None
     lives_outside_jax: bool = False
+    # Off by default: gymnax's own envs do arithmetic on Python-float params while tracing,
+    # which as arguments would move the last bits of their recorded runs.
+    params_are_data: bool = False
 
     @property
     def has_action_mask(self) -> bool:

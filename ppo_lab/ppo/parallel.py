@@ -167,21 +167,22 @@ def replica_sharding(mesh: Mesh) -> NamedSharding:
 def sharded_chunk(chunk_fn, mesh: Mesh):
     """jit(shard_map(vmap(chunk))): replicas along axis 0, split across the mesh; each
     replica's traced hyperparameters (ppo.hypers.Hypers, [replicas] per field) along with it;
-    the first update and the run's update count (int32 scalars) the same for all. A device
+    the first update, the run's update count (int32 scalars) and the env's params when they are
+    arguments (`ppo.train.env_params_argument`; else None) the same for all. A device
     with one replica runs the chunk unbatched: `vmap` over one replica still rewrites every op
     into its batched form, which cost 5% of PureJaxRL's speed on CartPole at 4 envs on a CPU
     (0.93x vs 0.98x, program alone, median of 12 interleaved rounds; docs/performance.md)."""
-    batched = jax.vmap(chunk_fn, in_axes=(0, None, 0, None))
+    batched = jax.vmap(chunk_fn, in_axes=(0, None, 0, None, None))
 
-    def chunk(state, start_update, hypers, num_updates):  # named so: the executable (and its cache entry) is jit_chunk
+    def chunk(state, start_update, hypers, num_updates, env_params):  # named so: the executable (and its cache entry) is jit_chunk
         if jax.tree.leaves(state)[0].shape[0] > 1:
-            return batched(state, start_update, hypers, num_updates)
+            return batched(state, start_update, hypers, num_updates, env_params)
         first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
-        out = chunk_fn(first(state), start_update, first(hypers), num_updates)
+        out = chunk_fn(first(state), start_update, first(hypers), num_updates, env_params)
         return jax.tree.map(lambda x: x[None], out)
 
     return jax.jit(
-        jax.shard_map(chunk, mesh=mesh, in_specs=(P(AXIS), P(), P(AXIS), P()), out_specs=(P(AXIS), P(AXIS)),
+        jax.shard_map(chunk, mesh=mesh, in_specs=(P(AXIS), P(), P(AXIS), P(), P()), out_specs=(P(AXIS), P(AXIS)),
                       check_vma=False)
     )
 
@@ -199,10 +200,12 @@ def replica_keys(layout: Layout, seeds: list[int]):
     return pairs
 
 
-def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers=None, num_updates: int | None = None):
+def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers=None, num_updates: int | None = None,
+                  env_params=None):
     """Initialise each replica on its own, then stack and shard. `hypers`: the replicas'
-    stacked traced hyperparameters (`Hypers`; None: the config's own); `num_updates`: the run's
-    update count, an argument of the program (None: the config's, a constant).
+    stacked traced hyperparameters (`Hypers`; None: the config's own); `num_updates` and
+    `env_params`: the run's update count and the env's params as arguments of the program
+    (None: the config's, constants).
 
     Not `vmap(init)`: a batched orthogonal initialiser (a batched QR) can deadlock the 2-thread
     XLA CPU pool (docs/toolchain.md). One jitted init per replica keeps the QR unbatched.
@@ -210,7 +213,8 @@ def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers=
     init_one = jax.jit(init_fn)
     row = lambda r: None if hypers is None else hypers.replica(r)  # noqa: E731
     updates = None if num_updates is None else start_update_arg(num_updates)
-    states = [jax.device_get(init_one(pk, ek, row(r), updates)) for r, (pk, ek) in enumerate(replica_keys(layout, seeds))]
+    states = [jax.device_get(init_one(pk, ek, row(r), updates, env_params))
+              for r, (pk, ek) in enumerate(replica_keys(layout, seeds))]
     stacked = jax.tree.map(lambda *xs: np.stack(xs), *states)
     return put_replicas(stacked, replica_sharding(mesh))
 

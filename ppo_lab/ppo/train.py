@@ -33,6 +33,7 @@ from typing import Any, Callable, NamedTuple
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from ppo_lab.config import PPOConfig
@@ -176,9 +177,16 @@ class Trainer:
         """A privileged critic: the policy sees the first N channels, the critic all of them."""
         return self.network.actor_obs_channels
 
-    def init(self, param_key, env_key, hypers=None, num_updates=None) -> LearnerState:
+    def for_env_params(self, env_params) -> "Trainer":
+        """This trainer stepping envs of `env_params` (a program argument: `env_params_argument`)."""
+        return dataclasses.replace(self, env_params=env_params, **env_functions(self.env, env_params, self.num_envs, self.dist))
+
+    def init(self, param_key, env_key, hypers=None, num_updates=None, env_params=None) -> LearnerState:
         """One replica's state at update 0. `num_updates`: the run's updates, as the program's
-        argument (None: `ppo`'s, as a constant; see `chunk`)."""
+        argument (None: `ppo`'s, as a constant; see `chunk`); `env_params`: the env's params as
+        an argument (None: the trainer's, as constants)."""
+        if env_params is not None:
+            return self.for_env_params(env_params).init(param_key, env_key, hypers, num_updates)
         ppo, num_envs = self.ppo, self.num_envs
         num_updates = self.num_updates if num_updates is None else num_updates
         obs, env_state = batched_reset(self.env, self.env_params, env_key, num_envs)
@@ -197,7 +205,7 @@ class Trainer:
             reward_norm=normalize.init_reward_norm(num_envs) if ppo.normalize_reward else None,
         )
 
-    def chunk(self, state: LearnerState, start_update, hypers=None, num_updates=None):
+    def chunk(self, state: LearnerState, start_update, hypers=None, num_updates=None, env_params=None):
         """K updates in one scan: `(state, metrics[K])`; updates past `num_updates` are skipped
         (a cheap cond: `start_update` and `num_updates` are the same for every replica, so the
         predicate is not batched).
@@ -206,7 +214,10 @@ class Trainer:
         programs, not a constant: runs that differ only in `ppo.total_timesteps` (a resumed run
         given a larger budget, a test's shorter run) are one program, which the persistent
         compilation cache serves. The same bits either way: `update / num_updates` is a float32
-        division of the same two numbers (XLA does not rewrite a division by a constant)."""
+        division of the same two numbers (XLA does not rewrite a division by a constant).
+        `env_params`, for an env whose params are data (`Env.params_are_data`), likewise."""
+        if env_params is not None:
+            return self.for_env_params(env_params).chunk(state, start_update, hypers, num_updates)
         hypers = self.own_hypers if hypers is None else hypers
         num_updates = self.num_updates if num_updates is None else num_updates
 
@@ -445,8 +456,32 @@ def make_trainer(ppo: PPOConfig, env, env_params, network, *, num_envs: int, chu
     dist = policies.for_env(env, env_params, network.cfg.squash)
     return Trainer(ppo=ppo, env=env, env_params=env_params, network=network, num_envs=num_envs,
                    chunk_updates=chunk_updates, grad_axis=grad_axis, dist=dist,
-                   env_step=env_action_step(batched_step(env, env_params, num_envs), dist),
-                   env_mask=batched_mask(env, env_params), own_hypers=Hypers.of(ppo))
+                   own_hypers=Hypers.of(ppo), **env_functions(env, env_params, num_envs, dist))
+
+
+def env_functions(env, env_params, num_envs: int, dist) -> dict:
+    """The trainer's batched env step and action mask under `env_params`."""
+    return {"env_step": env_action_step(batched_step(env, env_params, num_envs), dist),
+            "env_mask": batched_mask(env, env_params)}
+
+
+def env_params_argument(env, env_params):
+    """`env_params` as an argument of the lab's programs, leaves as float32 / int32 / bool arrays,
+    for an env whose params are data (`Env.params_are_data`: every foraging reward mode is then
+    one program); None for any other env, whose params stay constants of its programs."""
+    if not env.params_are_data:
+        return None
+
+    def leaf(x):
+        if isinstance(x, (bool, np.bool_)):
+            return np.asarray(x, np.bool_)
+        if isinstance(x, (int, np.integer)):
+            return np.asarray(x, np.int32)
+        if isinstance(x, (float, np.floating)):
+            return np.asarray(x, np.float32)
+        return np.asarray(x)
+
+    return jax.tree.map(leaf, env_params)
 
 
 def env_action_step(env_step: Callable, dist) -> Callable:

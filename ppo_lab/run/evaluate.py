@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -23,6 +24,7 @@ from ppo_lab import parts
 from ppo_lab.errors import ConfigError
 from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.rollout import action_policy, batched_mask, batched_reset, batched_step, initial_memory, rollout
+from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run.trained import load_trained
 from ppo_lab.rundir import update_summary
 
@@ -73,17 +75,20 @@ def episode_cap(cfg, env, env_params) -> int:
 
 def episode_runner(cfg, env, env_params, network):
     """The jitted episodic evaluation of one seed's parameters: `(params, key) -> metrics`. An
-    env whose envs live outside JAX (EnvPool) evaluates on envs of its own (`env.for_evaluation()`)."""
+    env whose envs live outside JAX (EnvPool) evaluates on envs of its own (`env.for_evaluation()`).
+    An env whose params are data takes them as the program's argument (every foraging reward
+    mode is one program, as in training: `env_params_argument`)."""
     cap = episode_cap(cfg, env, env_params)
     env = env.for_evaluation()  # an env outside JAX (EnvPool, Gymnasium): a pool of its own
     dist = for_env(env, env_params, cfg.network.squash)  # greedy: argmax, or the Gaussian's mean
+    argument = env_params_argument(env, env_params)
 
-    def episodes(params, key):
+    def episodes(params, key, env_params=env_params):
         policy = action_policy(network, params, cfg.eval.deterministic, dist)
         return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, cap,
                                 memory=initial_memory(network, cfg.eval.episodes))
 
-    return jax.jit(episodes)
+    return jax.jit(episodes) if argument is None else partial(jax.jit(episodes), env_params=argument)
 
 
 def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=None) -> dict[str, list[float]]:

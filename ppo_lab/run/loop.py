@@ -20,8 +20,9 @@ import jax
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
-from ppo_lab.ppo.parallel import (global_scalar, make_mesh, put_replicas, replica_sharding, sharded_chunk,
+from ppo_lab.ppo.parallel import (global_scalar, make_mesh, put_replicas, replica_sharding, replicated, sharded_chunk,
                                   start_update_arg, to_host)
+from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run import checkpoint, processes, resume
 from ppo_lab.run.build import Components
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
@@ -69,15 +70,22 @@ class LoweredChunk:
     """The trainer's chunk traced and lowered for `state` and `hypers` on `mesh`, not compiled
     yet: what it logs is known (`metric_names`) before XLA spends seconds on it and before the
     run writes anything, so a config that names a metric the run does not log is refused first.
-    The run's update count is an argument of the program (`Trainer.chunk`), like the first update."""
+    The run's update count is an argument of the program (`Trainer.chunk`), like the first
+    update, and so are the env's params when they are data (`env_params_argument`)."""
 
     def __init__(self, trainer, mesh, state, hypers):
         t0 = time.perf_counter()
         # several processes: the update counters as global arrays (a host scalar would be placed anew each call)
         self.start_arg = partial(global_scalar, mesh) if processes.several() else start_update_arg
         self.num_updates_arg = self.start_arg(trainer.num_updates)
-        self.lowered = sharded_chunk(trainer.chunk, mesh).lower(state, self.start_arg(0), hypers, self.num_updates_arg)
+        self.env_params_arg = jax.tree.map(partial(replicated, mesh), env_params_argument(trainer.env, trainer.env_params))
+        self.lowered = sharded_chunk(trainer.chunk, mesh).lower(state, self.start_arg(0), hypers, *self.constant_args)
         self.seconds = time.perf_counter() - t0
+
+    @property
+    def constant_args(self) -> tuple:
+        """The arguments after the hyperparameters, the same at every call."""
+        return self.num_updates_arg, self.env_params_arg
 
     def metric_names(self, action_names) -> list[str]:
         """The metrics.csv columns the chunk's metrics become (`rows_from_chunk`)."""
@@ -104,7 +112,7 @@ class Replicas:
         lowered = lowered or LoweredChunk(trainer, mesh, state, hypers)
         t0 = time.perf_counter()
         self.hypers = hypers
-        self.start_arg, self.num_updates_arg = lowered.start_arg, lowered.num_updates_arg
+        self.start_arg, self.constant_args = lowered.start_arg, lowered.constant_args
         self.compiled = lowered.lowered.compile()
         self.compile_s = lowered.seconds + time.perf_counter() - t0
         log.info("compiled one chunk of %d updates for %d replicas in %.1f s", chunk_updates,
@@ -119,14 +127,14 @@ class Replicas:
         """Run one chunk: its metrics (host arrays [replica, K, ...]), its update count, its wall time."""
         t0 = time.perf_counter()
         if self.in_flight is None:
-            self.in_flight = self.compiled(self.state, self.start_arg(self.update), self.hypers, self.num_updates_arg)
+            self.in_flight = self.compiled(self.state, self.start_arg(self.update), self.hypers, *self.constant_args)
         new_state, metrics = self.in_flight
         if processes.several():  # gathered before the next chunk is dispatched: a collective queued behind it would wait for it
             metrics = to_host(metrics)
         count = min(self.chunk_updates, self.num_updates - self.update)
         following = self.update + count
         held = self.hold_every is not None and following % self.hold_every == 0
-        self.in_flight = (self.compiled(new_state, self.start_arg(following), self.hypers, self.num_updates_arg)
+        self.in_flight = (self.compiled(new_state, self.start_arg(following), self.hypers, *self.constant_args)
                           if following < self.num_updates and not held else None)
         metrics = jax.device_get(metrics)
         self.state, self.update = new_state, following

@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 from ppo_lab import rundir
 from ppo_lab.errors import ConfigError
 from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
+from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run import checkpoint, processes
 from ppo_lab.rundir.older_configs import KEYS_ADDED_AS_BEFORE, is_wiring
 from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
@@ -187,10 +188,17 @@ def start_over(run_dir: Path, why: str) -> None:
                 "(the earlier attempt's files are in %s)", run_dir, folder)
 
 
+def fresh_state(comp, cfg, mesh):
+    """The replicas' state at update 0, from programs that take the update count and the env's
+    params as arguments (`Trainer.init`), as the chunk does."""
+    return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers, comp.trainer.num_updates,
+                         env_params_argument(comp.env, comp.env_params))
+
+
 def restore(p: Plan, comp, cfg, mesh):
     """(state, Resumed): a fresh init, or the source's latest checkpoint on this mesh."""
     if p.source is None:
-        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers, comp.trainer.num_updates), Resumed()
+        return fresh_state(comp, cfg, mesh), Resumed()
     template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
     try:  # the newest checkpoint that verifies; damaged ones of this run's own dir are moved aside
         # process 0 alone moves damaged ones aside (one writer per run dir)
@@ -205,7 +213,7 @@ def restore(p: Plan, comp, cfg, mesh):
             raise
         if processes.writes():
             start_over(p.source, str(exc))
-        return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers, comp.trainer.num_updates), Resumed()
+        return fresh_state(comp, cfg, mesh), Resumed()
     host_state, meta = loaded.state, loaded.meta
     saved_layout = meta.get("layout") or {}
     # Seed layouts do not depend on the device count; a split of one seed's envs does.
