@@ -19,7 +19,6 @@ SURVIVAL = ["efficiency_per_life", "food_share", "efficiency_per_world", "energy
             "deaths_per_1k", "survival_mean"]
 
 
-@pytest.mark.long  # six reward modes, six programs to compile (README "Tests")
 @pytest.mark.timeout(600)
 def test_every_mode_trains_logs_the_true_objective_and_is_evaluated(tmp_path):
     sweep = tmp_path / "sweep"
