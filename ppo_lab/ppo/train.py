@@ -213,9 +213,10 @@ class Trainer:
         `num_updates` (the run's, which the schedules anneal over) is an argument of the lab's
         programs, not a constant: runs that differ only in `ppo.total_timesteps` (a resumed run
         given a larger budget, a test's shorter run) are one program, which the persistent
-        compilation cache serves. The same bits either way: `update / num_updates` is a float32
-        division of the same two numbers (XLA does not rewrite a division by a constant).
-        `env_params`, for an env whose params are data (`Env.params_are_data`), likewise."""
+        compilation cache serves. The same bits either way: the schedules compute the
+        multiplication by `1 / num_updates` that XLA made of a division by the constant
+        (`Hypers.scheduled`). `env_params`, for an env whose params are data
+        (`Env.params_are_data`), likewise."""
         if env_params is not None:
             return self.for_env_params(env_params).chunk(state, start_update, hypers, num_updates)
         hypers = self.own_hypers if hypers is None else hypers

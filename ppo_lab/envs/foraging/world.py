@@ -45,7 +45,8 @@ Modes are data
 Everything that differs between the reward modes lives in `EnvParams` (observation tables,
 reward weights, step cost, death penalty, immortality, shaping coefficient, clip), so one
 compiled env serves every mode: `params_are_data` makes them arguments of the trainer's and the
-evaluation's programs too, so a sweep over modes compiles once. Observation channels (channels last, float32, `[V, V, C]`):
+evaluation's programs too, so a sweep over modes compiles once. Observation channels (channels
+last, float32, `[V, V, C]`):
 - `one_hot` (ground_truth, handhold): `[is_food, is_poison]`: food and poison apart.
 - `interestingness` (ground_truth_blinded, proxy_mortal, proxy): food 1.0 and poison 0.5 in
   both channels: the two still differ in brightness, so these agents CAN tell them apart.
