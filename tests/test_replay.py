@@ -21,8 +21,10 @@ FORAGING = [
     "env=foraging", "reward=ground_truth", "network=mlp",
     f"env.grid_size={GRID}", "env.food_min=4", "env.food_max=8", "env.poison_min=4", "env.poison_max=8",
     "env.max_steps=32",
+    # The programs of test_bitwise's foraging run (and its reproduce recording): one compile in
+    # the suite, not two (a foraging chunk is about 8 s of a loaded 2-core machine).
     "ppo.num_envs=4", "ppo.num_steps=16", "ppo.total_timesteps=1024", "ppo.num_minibatches=2",
-    "train.chunk_updates=8", "eval.episodes=2", "hardware.host_devices=1",
+    "ppo.update_epochs=2", "train.chunk_updates=4", "eval.episodes=2", "hardware.host_devices=1",
     "~env.evaluations.survival",  # a replay needs the checkpoint, not the survival evaluation
 ]
 
