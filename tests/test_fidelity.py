@@ -140,15 +140,23 @@ def test_privileged_rollout_casts_only_the_policy_channels_and_stores_the_next_v
     np.testing.assert_array_equal(late.obs[1][:-1], at_step.obs[1][1:])
 
 
+# The shapes of test_foraging_end_to_end's reference-recipe run, so the two share its compiled
+# programs (one foraging compile in the suite, about 8 s of a loaded 2-core machine): the reward
+# mode, the food and poison counts and the traced hyperparameters are data, not shapes.
+REFERENCE_RECIPE_PROGRAMS = [
+    "experiment=goodhart_reference", "scale=foraging_cpu", "network=mlp", "env.grid_size=16", "env.food_max=8",
+    "env.poison_max=8", "env.max_steps=32", "ppo.num_envs=4", "ppo.num_steps=16", "ppo.total_timesteps=512",
+    "ppo.update_epochs=1", "train.chunk_updates=8", "hardware.host_devices=1",
+]
+
+
 @pytest.mark.slow
 def test_a_tiny_reference_run_trains_and_logs_the_cast(tmp_path: Path, caplog):
     with caplog.at_level(logging.WARNING, logger="ppo_lab.analysis.health"):
-        summary = train_run(SMALL_FORAGING + ["experiment=goodhart_reference", "scale=foraging_cpu", "network=mlp",
-                                              "network.hidden_sizes=[16,16]", "env.grid_size=16", "env.food_min=8",
-                                              "env.food_max=8", "env.poison_min=8", "env.poison_max=8",
-                                              "ppo.num_envs=4", "ppo.num_steps=8", "ppo.total_timesteps=64",
-                                              "~env.evaluations.survival",  # not what is tested here
-                                              "train.chunk_updates=2", "reward=proxy_mortal"], tmp_path / "run")
+        summary = train_run(REFERENCE_RECIPE_PROGRAMS + ["reward=proxy_mortal", "env.food_min=8", "env.poison_min=8",
+                                                         "eval.episodes=1", "eval.max_steps=8",
+                                                         "~env.evaluations.survival"],  # not what is tested here
+                            tmp_path / "run")
     assert summary["status"] == "completed"
     rows = read_rows(tmp_path / "run")
     assert float(rows[0]["train/obs_cast_lossy_min"]) == 0.5
