@@ -64,9 +64,11 @@ def test_brax_env_trains_and_evaluates(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_pendulum_killed_after_first_checkpoint_resumes_with_its_statistics(tmp_path):
-    updates = 256  # of 64 steps; the kill lands at the first checkpoint, after 4
-    args = [*PENDULUM, f"ppo.total_timesteps={updates * 64}", "train.chunk_updates=4", "checkpoint.every_min=0.0001",
-            "num_seeds=2", "ppo.normalize_obs=true"]
+    # 256 updates of 64 steps; the kill lands at the first checkpoint, after a chunk of 8 (PENDULUM's:
+    # the programs of test_pendulum_with_normalisers' run, compiled once in the suite).
+    updates = 256
+    args = [*PENDULUM, f"ppo.total_timesteps={updates * 64}", "checkpoint.every_min=0.0001", "num_seeds=2",
+            "ppo.normalize_obs=true"]
     run_dir = tmp_path / "run"
     proc = start_launch(args, run_dir)
     deadline = time.time() + 240
