@@ -133,11 +133,12 @@ def configure_jax(hw: HardwareConfig) -> None:
     """Settings that go through jax.config (before the first compile)."""
     path = cache_dir(hw)
     if path is not None and _DISTRIBUTED is not None and hw.platform == "cpu":
-        # No process but 0 ever hits it: JAX keys a CPU program with its device assignment
-        # (stripped for GPU only) and only process 0 writes, so the others compile every launch
-        # anyway; with it on, process 0 loaded its chunk in 1.2 s and then waited at the first
-        # all-gather for process 1's 8.9 s compile, which read as training at 0.50x
-        # (docs/performance.md). Off, every process compiles and the timings say what they are.
+        # No process but 0 ever hits it: JAX's key of a CPU program hashes the topology of its
+        # devices, whose fingerprint differs per process (measured: every other part of the key
+        # is equal), and only process 0 writes, so the others compile every launch anyway; with
+        # it on, process 0 loaded its chunk in 1.2 s and then waited at the first all-gather for
+        # process 1's 8.9 s compile, which read as training at 0.50x (docs/performance.md). Off,
+        # every process compiles and the timings say what they are.
         log.info("the persistent compilation cache is off in a multi-process CPU run (only process 0 could use it)")
         path = None
     if path is not None:
