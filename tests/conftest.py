@@ -8,6 +8,7 @@ import dataclasses
 import json
 import logging
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -222,17 +223,25 @@ def group_for_workers(items) -> None:
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (and theirs, where they waited)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """PPO_LAB_TEST_TIMELINE=FILE: one JSON line per test (worker, start, end, seconds), to see
-    where a suite run's time goes beyond `--durations` (which worker idles, what runs last):
-    `python scripts/test_timeline.py FILE`."""
+    """PPO_LAB_TEST_TIMELINE=FILE: one JSON line per test (worker, start, end, and the CPU
+    seconds it used: in the test process, and in the processes it started and waited for), to
+    see where a suite run's time goes beyond `--durations` (which worker idles, what runs last,
+    what costs the cores most): `python scripts/test_timeline.py FILE`."""
     path = os.environ.get("PPO_LAB_TEST_TIMELINE")
-    start = time.time()
+    start, cpu, children = time.time(), time.process_time(), _children_cpu()
     yield
     if path:
         line = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
-                "start": start, "end": time.time()}
+                "start": start, "end": time.time(), "cpu": time.process_time() - cpu,
+                "children_cpu": _children_cpu() - children}
         with open(path, "a") as f:
             f.write(json.dumps(line) + "\n")
 
