@@ -3,8 +3,8 @@
 test:
 	bash tests/run.sh
 
-# Without the SLURM cluster and the slow end-to-end runs (438 tests in 2:00 on 2 idle AMD EPYC cores, the
-# slower of the two kinds of CI machine); its last line says how to run the rest.
+# Without the SLURM cluster and the slow end-to-end runs (the README's Tests section has the suite's
+# time); its last line says how to run the rest.
 test-fast:
 	python -m pytest -q -n 2 --dist loadgroup --durations=10 -m "not slow and not cluster"
 

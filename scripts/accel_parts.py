@@ -1,4 +1,4 @@
-"""Where the reference-scale experiment's time goes at 1..N seeds (exploration for issue 11).
+"""Where the reference-scale experiment's time goes at 1..N seeds.
 
     python scripts/accel_parts.py hardware=gpu --seeds 1,8 [--precision bf16]
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 36's bar, by hand (minutes; the suite's tests/test_multihost.py runs it tiny):
+# One run across processes at full size, by hand (minutes; the suite's tests/test_multihost.py runs it tiny):
 #   bash tests/multihost_bar.sh OUT_DIR
 # experiment=cartpole num_seeds=4 as 2 processes x 1 device and as 1 process x 2 devices; then the
 # 2 processes with process 1 SIGKILLed after the first checkpoint, and both relaunched.

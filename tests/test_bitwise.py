@@ -1,6 +1,6 @@
 """Nothing changes for users, bit for bit: five tiny configs train to the metrics.csv and final
-evaluation recorded in tests/fixtures/bitwise/<cpu_id>/ (first before the core refactor,
-issue #30), one set per CPU (tests/cpu_recordings.py: another CPU moves the last digits).
+evaluation recorded in tests/fixtures/bitwise/<cpu_id>/ (first recorded before the core
+refactor), one set per CPU (tests/cpu_recordings.py: another CPU moves the last digits).
 
 Every column of every row is compared exactly, except the wall-clock ones. To record this CPU's
 set (a new CPU; or anew, only when a change of numbers is intended and explained):

@@ -1,5 +1,5 @@
 """Faults a long run meets in its checkpoints: a damaged newest one, every one damaged, one of
-an older format (round 1's, a real run directory in tests/fixtures/), one of a newer format,
+an older format (format 1, a real run directory in tests/fixtures/), one of a newer format,
 and a full disk while training (a small tmpfs, where this machine lets root mount one)."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ppo_lab.rundir import checkpoints as checkpoint_files
 from ppo_lab.rundir.checkpoints import list_checkpoints, write_checkpoint
 from ppo_lab.run.checkpoint_migrations import infer_version, migrate
 
-ROUND1_RUN = ROOT / "tests" / "fixtures" / "round1_run"
+FORMAT1_RUN = ROOT / "tests" / "fixtures" / "format1_run"
 # Two checkpoints (updates 24 and 32 of 32): every chunk saves one.
 SMALL = ["env=cartpole", "ppo.num_envs=4", "ppo.num_steps=16", "ppo.num_minibatches=2", "ppo.update_epochs=2",
          "train.chunk_updates=8", "eval.episodes=2", "eval.max_steps=32", "hardware.host_devices=1",
@@ -106,8 +106,8 @@ def test_a_newer_or_unknown_format_is_refused_naming_both_versions():
         migrate({}, "3b", {}, "ckpt_9.json")
 
 
-def test_round1_payload_gains_the_schedule_count_and_value_norm():
-    raw = flax.serialization.msgpack_restore((ROUND1_RUN / "checkpoints" / "ckpt_16.msgpack").read_bytes())
+def test_a_format1_payload_gains_the_schedule_count_and_value_norm():
+    raw = flax.serialization.msgpack_restore((FORMAT1_RUN / "checkpoints" / "ckpt_16.msgpack").read_bytes())
     assert infer_version(raw) == 1
     template = {"value_norm": None, "opt_state": {"0": {}, "1": {"count": 0, "hyperparams": {}, "inner_state": {},
                                                                "hyperparams_states": {"learning_rate": {"count": 0}}}}}
@@ -229,11 +229,11 @@ def test_a_newer_format_checkpoint_is_refused_through_launch(trained, tmp_path):
 
 
 @pytest.mark.timeout(120)
-def test_a_round1_checkpoint_is_migrated_and_resumed(tmp_path, caplog):
-    """Round 1's real run dir (format 1: no schedule count, no value_norm) resumes: the
+def test_a_format1_checkpoint_is_migrated_and_resumed(tmp_path, caplog):
+    """A real format-1 run dir (no schedule count, no value_norm) resumes: the
     learning rate continues from the saved step count, not from the start of the schedule."""
-    run_dir = tmp_path / "round1"
-    shutil.copytree(ROUND1_RUN, run_dir, ignore=shutil.ignore_patterns("README.md"))
+    run_dir = tmp_path / "format1"
+    shutil.copytree(FORMAT1_RUN, run_dir, ignore=shutil.ignore_patterns("README.md"))
     args = [*SMALL, "ppo.total_timesteps=2048", "allow_config_change=true"]
     summary = train_run(args, run_dir)
     assert summary["status"] == "completed" and summary["resumed_from"] == 16 and summary["updates"] == 32

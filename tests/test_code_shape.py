@@ -1,4 +1,4 @@
-"""The shape of the code (issue #30's bar): short functions, no probing of envs and networks,
+"""The shape of the code: short functions, no probing of envs and networks,
 every module documented in docs/architecture.md."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The reference as its code runs (issue 18): the rollout's observation storage dtype and the
+"""The reference as its code runs: the rollout's observation storage dtype and the
 keys for the reference's other differences, each against a small hand case."""
 
 from __future__ import annotations

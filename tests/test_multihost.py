@@ -1,4 +1,4 @@
-"""One run across processes (issue 36, docs/multihost.md), as users start it: two launch.py
+"""One run across processes (docs/multihost.md), as users start it: two launch.py
 processes on this machine meeting at 127.0.0.1 (gloo collectives on CPU), one run dir.
 
 Every process a test starts is killed in a `finally`; every wait has a timeout."""

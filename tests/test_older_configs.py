@@ -59,9 +59,9 @@ def test_a_key_the_older_config_has_is_kept_as_saved():
 
 
 def test_evaluating_a_run_dir_too_old_to_complete_says_which_key_and_no_traceback(tmp_path):
-    run_dir = tmp_path / "round1"
+    run_dir = tmp_path / "format1"
     (run_dir / "checkpoints").mkdir(parents=True)
-    (run_dir / "config.yaml").write_bytes((ROOT / "tests" / "fixtures" / "round1_run" / "config.yaml").read_bytes())
+    (run_dir / "config.yaml").write_bytes((ROOT / "tests" / "fixtures" / "format1_run" / "config.yaml").read_bytes())
     proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "evaluate", str(run_dir)], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""The bar of recurrent policies, end to end through launch.py's `train`: on bsuite's
+"""Recurrent policies, end to end through launch.py's `train`: on bsuite's
 MemoryChain (a context bit seen on the first step, asked for on the last; returns +1 or -1,
 chance 0) a GRU policy is near perfect and a feed-forward one at chance, over 4 vmapped seeds;
 a GRU run killed after its first checkpoint resumes from it and still learns."""
@@ -28,7 +28,7 @@ MEMORY_CHAIN = ["experiment=memory_chain", "num_seeds=4", "hardware.host_devices
 
 @pytest.fixture(scope="module")
 def killed_gru_run(tmp_path_factory):
-    """The GRU of the bar, trained as a crash and a relaunch: launch.py killed after its first
+    """The GRU run, trained as a crash and a relaunch: launch.py killed after its first
     checkpoint, then resumed in this process. Returns (run dir, the resumed run's summary, its log)."""
     args = [*MEMORY_CHAIN, "network.recurrent=gru", "train.chunk_updates=4", "checkpoint.every_min=0.0001"]
     run_dir = tmp_path_factory.mktemp("gru") / "run"

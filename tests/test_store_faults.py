@@ -121,7 +121,7 @@ def test_probe_of_a_server_that_answers_even_404_passes():
 
 @pytest.mark.timeout(120)
 def test_unreachable_mlflow_uri_exits_2_within_seconds_naming_it(tmp_path):
-    """The issue's bar: `logger=[csv,mlflow] logger.mlflow.tracking_uri=http://127.0.0.1:9`
+    """`logger=[csv,mlflow] logger.mlflow.tracking_uri=http://127.0.0.1:9`
     exits with code 2 within 60 s and names the URI (it hung 12.5 minutes before)."""
     run_dir = tmp_path / "run"
     t0 = time.monotonic()

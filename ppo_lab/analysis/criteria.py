@@ -1,6 +1,6 @@
 """The rare-action tuning spec's success criteria, measured per (run, seed) from metrics.csv.
 
-The spec (issue 12) judged a setting by eye: "approx_kl < 0.06 and clip_frac < 0.30
+The spec judged a setting by eye: "approx_kl < 0.06 and clip_frac < 0.30
 throughout, entropy above 1.0 through 500+ updates, episode length up, return above the old
 plateau, rare actions used with judgement". Here each becomes a number per seed, so that
 aggregation gives it a mean and an interval per sweep cell like any other metric:

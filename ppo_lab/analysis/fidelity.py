@@ -1,4 +1,4 @@
-"""The Goodhart fidelity report (issue 18): cells of `sweeps/goodhart_fidelity.yaml`, their table,
+"""The Goodhart fidelity report: cells of `sweeps/goodhart_fidelity.yaml`, their table,
 the tests between them, and the bar.
 
 A cell is (reward mode, fidelity recipe): the recipe is a run's `+fidelity=` choice (conf/fidelity/:
@@ -113,7 +113,7 @@ def same_seed_for_seed(col: Collection, mode: str, a: str, b: str, metric: str) 
 
 
 def bar(col: Collection) -> list[dict]:
-    """Issue 18's bar on lab vs lab_uint8 (sampled play): one row per check, with `holds`."""
+    """The uint8-storage checks on lab vs lab_uint8 (sampled play): one row per check, with `holds`."""
     m = lambda mode, recipe, metric: _mean(values(col, (mode, recipe), metric))  # noqa: E731
     rows = []
     b = "ground_truth_blinded"

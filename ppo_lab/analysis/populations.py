@@ -5,7 +5,7 @@ A population run (`pbt.population=P`, docs/pbt.md) has P members, each a (run, s
 the unit is the population: a sweep `-m pbt.exploit=true,false seed=0,8,16,24` gives four
 populations in each of two groups. Per population, of `metric` over its members:
 
-    median, best, worst    the median, highest and lowest member (the bar of issue 31 compares
+    median, best, worst    the median, highest and lowest member (docs/pbt.md compares
                            PBT's median with random search's best, its worst with their median)
 
 and the median member of every `criteria/*` (the rare-action tuning spec, analysis/criteria.py).

@@ -4,6 +4,7 @@
     ppo-lab benchmark --quick --out b.json # small version (tests), JSON to b.json
     ppo-lab benchmark --envs cartpole hardware.host_devices=1   # extra Hydra overrides
     ppo-lab benchmark --envs pendulum,brax_inverted_pendulum    # continuous control
+    ppo-lab benchmark --markdown docs/benchmark_gpu.json        # a JSON's tables as markdown (ppo_lab.bench.markdown)
 
 Measured in this process, per environment (config composed by name with Hydra's compose API,
 `experiment=<name>` when that experiment exists, else `env=<name>`), all on ONE device at the
@@ -58,7 +59,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from ppo_lab.bench import accel, sidebyside
+from ppo_lab.bench import accel, markdown, sidebyside
 from ppo_lab.analysis.compare import compare as compare_runs
 from ppo_lab.bench.configs import compose, env_overrides, known_env
 from ppo_lab.config import CONF_DIR, validate
@@ -383,6 +384,15 @@ def machine_info(devices) -> dict:
             "python": platform.python_version(), "description": f"{cores} cores, {cpu}, {devices[0].platform}, jax {jax.__version__}"}
 
 
+def print_markdown(path: Path) -> int:
+    try:
+        print(markdown.render_file(path), end="")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for every measurement (e.g. hardware=gpu)")
@@ -396,7 +406,11 @@ def main(argv=None) -> int:
                         help="PureJaxRL checkout for the side-by-side section (default: $PPO_LAB_PUREJAXRL; skipped when neither)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the side-by-side section")
     parser.add_argument("--accelerator", action="store_true", help="run the accelerator section (always on a GPU/TPU; --quick: toy size)")
+    parser.add_argument("--markdown", type=Path, default=None, metavar="FILE.json",
+                        help="print the markdown tables of a benchmark JSON (e.g. docs/benchmark_gpu.json) and exit; measures nothing")
     args = parser.parse_args(argv)
+    if args.markdown is not None:
+        return print_markdown(args.markdown)
     size = SIZES["quick" if args.quick else "full"]
     t_start = time.perf_counter()
     base_env = dict(os.environ)

@@ -45,7 +45,7 @@ class Layout:
 # One seed's envs are split over devices only when each device's share of a minibatch has at
 # least this many rows: below it the gradient all-reduce of every minibatch costs more than the
 # smaller share saves. From idle-machine measurements on 2 host devices of a 2-core CPU
-# (PureJaxRL's CartPole network, 4 epochs x 4 minibatches x 128 steps; issue 11,
+# (PureJaxRL's CartPole network, 4 epochs x 4 minibatches x 128 steps;
 # docs/performance.md "Layout"): 4 envs split (64 rows per device) ran at 0.3x one device;
 # 64 envs split (1024 rows) at 178k steps/s, below PureJaxRL's 195k on one device.
 ENVS_SPLIT_MIN_ROWS = 2048

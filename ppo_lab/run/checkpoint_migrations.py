@@ -21,7 +21,7 @@ OLDEST = 1  # the oldest format a migration exists from
 
 def infer_version(raw: dict) -> int:
     """The layout of an unversioned payload (written before versions were recorded).
-    Round 2 added `value_norm` to the learner state; round 1's has none."""
+    Format 2 added `value_norm` to the learner state; format 1 has none."""
     return 2 if "value_norm" in raw else 1
 
 
@@ -32,8 +32,8 @@ def _leaves(tree) -> int:
 
 
 def _add_schedule_counts(raw_node, template_node) -> int:
-    """Round 2 moved the learning-rate schedule inside optax.inject_hyperparams: its state
-    gained `hyperparams_states["learning_rate"] = {"count": steps taken}`. Round 1 set the
+    """Format 2 moved the learning-rate schedule inside optax.inject_hyperparams: its state
+    gained `hyperparams_states["learning_rate"] = {"count": steps taken}`. Format 1 set the
     rate from the host and kept no such count; the optimiser's own step count is that count
     (both advance once per optimiser step). Returns how many states were filled in."""
     if not isinstance(raw_node, dict) or not isinstance(template_node, dict):
@@ -49,7 +49,7 @@ def _add_schedule_counts(raw_node, template_node) -> int:
 
 
 def _from_1(raw: dict, template: dict, where: str) -> dict:
-    """Format 1 (round 1) -> 2 (round 2)."""
+    """Format 1 -> format 2."""
     if template.get("value_norm") is not None:
         raise CheckpointFormatError(
             f"{where} is checkpoint format 1, which has no PopArt statistics; this config trains with "
@@ -63,8 +63,8 @@ def _from_1(raw: dict, template: dict, where: str) -> dict:
         raise CheckpointFormatError(
             f"{where} is checkpoint format 1, but its optimiser state is not the one format 1 wrote "
             f"(no inject_hyperparams state to carry over to format {FORMAT_VERSION})")
-    # Gradient clipping (the chain's first state) holds no arrays in either round's layout
-    # (clip_by_global_norm, or round 2's policy/value clipping apart): take this config's.
+    # Gradient clipping (the chain's first state) holds no arrays in either format's layout
+    # (clip_by_global_norm, or format 2's policy/value clipping apart): take this config's.
     if "0" in opt and "0" in opt_template and _leaves(opt["0"]) == 0 and _leaves(opt_template["0"]) == 0:
         opt["0"] = opt_template["0"]
     raw["opt_state"] = opt

@@ -15,9 +15,9 @@ only by parsing it (`ppo_lab.run.checkpoint`), and their layout is inferred from
 Format versions (each change of the payload's layout gets a number and, where it can, a
 migration in `ppo_lab.run.checkpoint_migrations`):
 
-    1  round 1 (unversioned): Adam under inject_hyperparams with a constant learning rate set
+    1  (unversioned): Adam under inject_hyperparams with a constant learning rate set
        by the host, no PopArt statistics in the learner state
-    2  round 2 (unversioned): the learning-rate schedule inside inject_hyperparams (its step
+    2  (unversioned): the learning-rate schedule inside inject_hyperparams (its step
        count in the optimiser state), LearnerState.value_norm
     3  the payload as in 2, with the version and checksums in the meta
     4  LearnerState.memory (a recurrent policy's state; None when feed-forward)

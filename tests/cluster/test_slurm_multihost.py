@@ -1,4 +1,4 @@
-"""One run across the tasks of a SLURM job step (issue 36, docs/multihost.md) on the real
+"""One run across the tasks of a SLURM job step (docs/multihost.md) on the real
 single-node cluster of slurm_up.sh: `srun` by hand, and `hydra/launcher=slurm` with two tasks.
 Every process is detected from SLURM's variables (no hardware.* keys on the command line)."""
 

@@ -1,7 +1,7 @@
 """`env=rare_actions`: a small grid game whose actions differ greatly in how often they are valid.
 
 Why it exists: to test, with seeds and intervals, claims about learning rare actions under
-action masking (the tuning spec of issue 12): 4 moves that are always valid, one resource
+action masking (the rare-action tuning spec): 4 moves that are always valid, one resource
 action valid some of the time, and three "programs" valid rarely and only in some states,
 whose value shows turns later. gymnax 1.0 API (six-value `step` with auto-reset) plus
 `action_mask(state, params)`, which the trainer, evaluation and replay honour.

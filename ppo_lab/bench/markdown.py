@@ -1,0 +1,131 @@
+"""Markdown tables from a benchmark JSON, so the figures a page shows are rendered from the data
+they were measured into (`ppo-lab benchmark --markdown FILE.json`; tests/test_docs.py checks that
+docs/performance.md holds exactly what this renders from each `docs/benchmark_*.json`).
+
+Three kinds of file, told apart by their keys:
+- a suite run (`ppo-lab benchmark --out`): `machine` and `envs`;
+- the PureJaxRL side by side (`python -m ppo_lab.bench.sidebyside --out`): `cases`;
+- accelerator figures with a `device` per row (docs/benchmark_gpu.json): `rows`, and optionally
+  `runs` (launches as users run them), `update_parts` and `sidebyside`.
+Tables are separated by one blank line. No jax here: the command renders without a backend.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def _int(x) -> str:
+    return "" if x is None else f"{round(x):,}"
+
+
+def _num(x, spec: str) -> str:
+    return "" if x is None else format(x, spec)
+
+
+def _table(header: list[str], align: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def suite_tables(d: dict) -> list[str]:
+    """The fresh-process checks and the per-env throughput of one suite run."""
+    checks = _table(
+        ["check", "measured"], ["l", "l"],
+        [["16 seeds vmapped in one process vs 16 one-seed processes",
+          f"{_num(d['seed_process_wall_s'], '.1f')} s x 16 vs {_num(d['seeds16_vmapped_wall_s'], '.1f')} s: "
+          f"{_num(d['seeds16_speedup'], '.2f')}x ({_num(d['seeds16_speedup_vs_warm_cache_processes'], '.2f')}x "
+          "against 1 cold + 15 warm-cache processes)"],
+         ["2 host devices (seeds split) vs 1 device, training steps/s", f"{_num(d['devices2_speedup'], '.2f')}x"],
+         ["compile, persistent cache cold vs warm (two fresh processes)",
+          f"{_num(d['compile_s_cold'], '.2f')} s vs {_num(d['compile_s_warm'], '.2f')} s: {_num(d['compile_cache_speedup'], '.2f')}x"],
+         ["the lab at PureJaxRL's CartPole defaults (4 envs x 128 steps), training steps/s",
+          _int((d.get("purejaxrl_cartpole") or {}).get("train_sps"))]])
+    envs = _table(
+        ["env", "envs x steps", "env alone steps/s", "rollout steps/s", "training steps/s", "time share env / policy / update"],
+        ["l", "l", "r", "r", "r", "r"],
+        [[name, f"{r['num_envs']} x {r['num_steps']}", _int(r["env_sps"]), _int(r["rollout_sps"]), _int(r["train_sps"]),
+          " / ".join(f"{r['time_share'][k]:.1%}" for k in ("env", "policy", "update"))] for name, r in d["envs"].items()])
+    return [checks, envs]
+
+
+def sidebyside_table(cases: dict) -> str:
+    """The lab against PureJaxRL, case by case: medians of interleaved rounds."""
+    rows = []
+    for c in cases.values():
+        layout = c["lab_layout"]
+        where = "one device" if layout["num_devices"] == 1 else f"{layout['mode']} over {layout['num_devices']} devices"
+        per_round = ", ".join(f"{x:.2f}" for x in c["samples"]["ratio"])
+        rows.append([f"{c['num_seeds']} seed{'s' if c['num_seeds'] > 1 else ''} x {c['num_envs']} envs", where,
+                     f"{_int(c['lab_sps'])} / {_int(c['purejaxrl_sps'])}", f"**{c['ratio']:.2f}x** ({per_round})"])
+    return _table(["case", "lab layout", "lab / PureJaxRL steps/s (medians)", "ratio: median (each round)"],
+                  ["l", "l", "r", "l"], rows)
+
+
+def accelerator_table(rows: list[dict]) -> str:
+    """The accelerator section's rows, one device per row; 'x one seed' against the same device and precision."""
+    one = {(r["device"], r["precision"]): r["sps"] for r in rows if r["seeds"] == 1}
+    out = []
+    for r in rows:
+        base = one.get((r["device"], r["precision"]))
+        out.append([r["device"], r["date"], str(r["seeds"]), r["precision"], _int(r["sps"]),
+                    "" if base is None else f"{r['sps'] / base:.2f}", _num(r.get("memory_gb"), ".1f") + " GB",
+                    _num(r.get("compile_s"), ".1f"), _num(100 * r["matrix_fraction"], ".1f") + "%"])
+    return _table(["device", "date", "seeds", "precision", "steps/s (all seeds)", "x one seed", "memory (XLA)",
+                   "compile s", "of the bf16 matmul rate"], ["l", "l", "r", "l", "r", "r", "r", "r", "r"], out)
+
+
+def runs_table(runs: list[dict]) -> str:
+    """Launches as users run them (`benchmark=true`): steps/s over the training loop's wall time."""
+    return _table(["device", "date", "run", "seeds", "minibatches", "steps/s (all seeds)", "compile s", "memory per device"],
+                  ["l", "l", "l", "r", "r", "r", "r", "r"],
+                  [[r["device"], r["date"], r["run"], str(r["seeds"]), str(r["num_minibatches"]), _int(r["sps"]),
+                    _num(r.get("compile_s"), ".1f"), "" if r.get("memory_gb") is None else f"{r['memory_gb']:.1f} GB"]
+                   for r in runs])
+
+
+def parts_table(parts: dict) -> str:
+    """Where an update's time goes, in ms, per seed count."""
+    seeds = parts["seeds"]
+    return _table(["part (ms)", *[f"{s} seed{'s' if s > 1 else ''}" for s in seeds]], ["l", *["r"] * len(seeds)],
+                  [[p["part"], *[_num(v, ".1f") for v in p["ms"]]] for p in parts["parts"]])
+
+
+def _millions(x) -> str:
+    return f"{x / 1e6:.2f}M"
+
+
+def gpu_sidebyside_table(rows: list[dict]) -> str:
+    """CartPole beside PureJaxRL at accelerator sizes."""
+    return _table(["device", "case", "lab steps/s", "PureJaxRL steps/s", "ratio"], ["l", "l", "r", "r", "r"],
+                  [[r["device"], r["case"], _millions(r["lab_sps"]), _millions(r["purejaxrl_sps"]),
+                    f"{r['lab_sps'] / r['purejaxrl_sps']:.2f}x"] for r in rows])
+
+
+def render(data: dict) -> str:
+    """Every table the file holds, as markdown, separated by blank lines."""
+    if not isinstance(data, dict):
+        raise ValueError(f"not a benchmark JSON this command renders: expected an object, got a {type(data).__name__}")
+    if "envs" in data and "machine" in data:
+        tables = suite_tables(data)
+    elif "cases" in data:
+        tables = [sidebyside_table(data["cases"])]
+    elif "rows" in data and all("device" in r for r in data["rows"]):
+        tables = [accelerator_table(data["rows"])]
+        tables += [runs_table(data["runs"])] if data.get("runs") else []
+        tables += [parts_table(data["update_parts"])] if data.get("update_parts") else []
+        tables += [gpu_sidebyside_table(data["sidebyside"])] if data.get("sidebyside") else []
+    else:
+        raise ValueError("not a benchmark JSON this command renders: expected a suite run (`machine`, `envs`), "
+                         f"a side by side (`cases`) or rows with a `device` each (`rows`); got keys {sorted(data)}")
+    return "\n\n".join(tables) + "\n"
+
+
+def render_file(path: Path) -> str:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"--markdown {path}: cannot read a JSON file there ({e})") from e
+    return render(data)

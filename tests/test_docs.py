@@ -1,0 +1,108 @@
+"""The pages under docs/ hold commands users copy and figures users quote: every `python launch.py`
+command shown there names real keys (and a single run composes and validates), every `ppo-lab`
+command's arguments parse, and every table rendered from a benchmark JSON is what
+`ppo-lab benchmark --markdown` renders from it today. All in-process: no command is run."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import shlex
+
+import pytest
+from omegaconf import OmegaConf
+
+from ppo_lab.bench import markdown
+from ppo_lab.cli import SUBCOMMANDS
+from ppo_lab.config import validate
+from ppo_lab.config_keys import check_overrides
+
+from conftest import ROOT, compose_config
+
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.glob("*.md"))
+PROMPTS = ("python launch.py ", "ppo-lab ")
+# Commands whose config the page itself writes first (a worked example), so they name no file here.
+WORKED_EXAMPLES = {("envs.md", "python launch.py env=corridor")}
+
+
+def _clean(line: str) -> str:
+    line = line.split("  #")[0].split(" # ")[0].strip()
+    return line.split("&& ", 1)[-1].strip()
+
+
+def shown_commands(text: str) -> list[str]:
+    """The commands a page shows: lines of its code blocks (fenced or indented, a trailing `\\`
+    joining the next line) and inline code spans that start with a prompt. Spans with `...` or
+    `[...]` are elisions of a command, not commands."""
+    found = []
+    for block in re.findall(r"```(?:bash|sh)?\n(.*?)```", text, re.S) + re.findall(r"(?m)((?:^    \S.*\n)+)", text):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        found += [_clean(line) for line in joined.splitlines()]
+    spans = re.findall(r"`([^`]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    found += [_clean(" ".join(span.split())) for span in spans]
+    found = [c.rstrip('"') for c in found]  # a command quoted inside another (ssh --command "...")
+    return [c for c in found if c.startswith(PROMPTS) and "..." not in c and " [" not in c and "|" not in c]
+
+
+def commands_of(prompt: str) -> list[tuple[str, str]]:
+    return sorted({(page.name, c) for page in PAGES for c in shown_commands(page.read_text()) if c.startswith(prompt)})
+
+
+def test_the_pages_show_commands_of_both_kinds():
+    assert len(commands_of("python launch.py")) > 40 and len(commands_of("ppo-lab")) > 10
+
+
+@pytest.mark.parametrize("page,command", commands_of("python launch.py"))
+def test_every_launch_command_in_the_docs_names_real_keys_and_composes(page, command):
+    if (page, command) in WORKED_EXAMPLES:
+        return
+    args = shlex.split(command)[2:]
+    overrides = [a for a in args if "=" in a and not a.startswith("-")]
+    check_overrides(overrides)
+    if "-m" in args or "-cd" in args or any(o.startswith("hydra/") for o in overrides):
+        return  # a multirun's sweeps are not one config; its keys are checked above
+    if {"--help", "--cfg"} & set(args):
+        return
+    validate(OmegaConf.to_container(compose_config(overrides), resolve=True))
+
+
+class _Parsed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("page,command", commands_of("ppo-lab"))
+def test_every_ppo_lab_command_in_the_docs_parses(page, command, monkeypatch):
+    """The subcommand exists and argparse accepts the arguments shown; parsing stops the command."""
+    args = shlex.split(command)[1:]
+    if args in ([], ["--help"]):
+        return
+    assert args[0] in SUBCOMMANDS, f"{page}: unknown ppo-lab command {args[0]!r}"
+    if len(args) == 1:
+        return  # the command named, not run: its name is what the page relies on
+    original = argparse.ArgumentParser.parse_args
+
+    def parse_then_stop(self, argv=None, namespace=None):
+        original(self, argv, namespace)
+        raise _Parsed
+
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
+    module = importlib.import_module(SUBCOMMANDS[args[0]][0])
+    with pytest.raises(_Parsed):
+        module.main(args[1:])
+
+
+@pytest.mark.parametrize("path", sorted(DOCS.glob("benchmark_*.json")), ids=lambda p: p.name)
+def test_tables_rendered_from_a_benchmark_json_match_it(path):
+    page = (DOCS / "performance.md").read_text()
+    assert f"docs/{path.name}" in page, f"docs/performance.md does not name {path.name}"
+    for table in markdown.render_file(path).strip().split("\n\n"):
+        assert table in page, f"docs/performance.md no longer holds this table of {path.name}:\n{table}"
+
+
+def test_a_file_that_is_not_a_benchmark_is_refused_naming_what_is_valid(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text('{"rows": [{"seeds": 1}]}')
+    with pytest.raises(ValueError, match="expected a suite run"):
+        markdown.render_file(bad)
