@@ -33,7 +33,10 @@ from omegaconf import DictConfig  # noqa: E402
 from ppo_lab import rundir  # noqa: E402
 from ppo_lab.analysis.objective import job_result  # noqa: E402
 from ppo_lab.launching.help import asked_for_help, help_text  # noqa: E402
+from ppo_lab.run.divergence import EXIT_DIVERGED, STATUS as DIVERGED, RunDiverged  # noqa: E402
 from ppo_lab.run.entry import USER_ERRORS, train  # noqa: E402
+from ppo_lab.run.failure import traceback_to_log_files  # noqa: E402
+from ppo_lab.run.recorders.console import resume_command  # noqa: E402
 
 
 def _run_dir() -> Path:
@@ -62,14 +65,38 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
 def main(cfg: DictConfig) -> dict | None:
     run_dir = _run_dir()
     try:
-        return job_result(train(cfg, run_dir), cfg)  # the objective when a sweeper asks for one
+        summary = train(cfg, run_dir)
     except USER_ERRORS as exc:  # bad config, missing hardware, a refused resume: nothing written
         print(f"error: {exc}", file=sys.stderr, flush=True)  # once: no log line repeating it
         if _multirun():
             exc.lab_reported = True  # said once, here, naming this job's error
             raise  # Hydra records this job as failed and the sweep goes on; the aggregate names it
         _forget_empty_run_dir(run_dir)
-        sys.exit(2)
+        sys.exit(_exit_code(exc))
+    except OSError as exc:
+        if rundir.write_failure(exc) is None or _multirun():
+            raise  # not a write of the run's files; or a sweep's job, which Hydra records as failed
+        _say_write_failure(exc, run_dir)
+    if summary.get("status") == DIVERGED and not _multirun():  # said by the closing summary; a sweep goes on
+        sys.exit(EXIT_DIVERGED)
+    return job_result(summary, cfg)  # the objective when a sweeper asks for one
+
+
+def _say_write_failure(exc: OSError, run_dir: Path) -> None:
+    """A full disk, a permission or a read-only file system met while writing the run's files:
+    one line and the resume command (the closing summary says both when it got that far), the
+    traceback only in launch.log; exit 1, as for any error."""
+    traceback_to_log_files("the run failed writing its files", exc)
+    if not getattr(exc, "closing_summary_printed", False):
+        print(f"error: {rundir.write_failure(exc)}", file=sys.stderr, flush=True)
+        print(f"resume (continues from the last checkpoint): {resume_command(run_dir)}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def _exit_code(exc: BaseException) -> int:
+    """2 for a refused command (config, hardware, resume), EXIT_DIVERGED for a relaunch of a
+    run that diverged (README, "Exit codes")."""
+    return EXIT_DIVERGED if isinstance(exc, RunDiverged) else 2
 
 
 def launch(argv: list[str]) -> None:
@@ -86,7 +113,7 @@ def launch(argv: list[str]) -> None:
         main()
     except USER_ERRORS as exc:
         if getattr(exc, "lab_reported", False):
-            sys.exit(2)
+            sys.exit(_exit_code(exc))
         fail(exc)
     except Exception as exc:
         message = lab_error(exc)

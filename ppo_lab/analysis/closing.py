@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from ppo_lab.analysis.health import health_line
 from ppo_lab.analysis.stats import summarize
 
 # What a run is judged by, in order, when its evaluation has it: the return; the foraging
@@ -63,7 +64,7 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
              f"steps: {summary.get('timesteps', 0):,} per seed x {len(seeds)} seed(s) ({updates} of {total} updates)",
              _time_line(summary)]
     evaluated = summary.get("eval") or {}
-    shown = [name for name in HEADLINE_EVAL if name in evaluated]
+    shown = [name for name in HEADLINE_EVAL if any(v is not None for v in evaluated.get(name) or [])]
     if shown:
         lines.append("evaluation, mean [95% interval] across seeds:")
         # The episodes play as eval.deterministic says; the survival protocol's metrics are
@@ -71,12 +72,24 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
         lines += [f"  {f'{name} ({eval_mode if name == HEADLINE_EVAL[0] else SURVIVAL_PLAY})':<32} {across_seeds(evaluated[name])}"
                   for name in shown]
     final = (summary.get("final") or {}).get(TRAIN_RETURN)
-    if final:
+    if final and any(v is not None for v in final):
         lines.append(f"  {'training return (last updates)':<32} {across_seeds(final)}")
+    diverged = summary.get("diverged") or []
+    if diverged and status != "diverged":  # the header names them when every seed did
+        lines.append("diverged, left out of the values above: " + ", ".join(
+            f"seed {e['seed']} at update {e['update']} ({e['metric']})" for e in diverged))
+    health = health_line(summary.get("health") or {})
+    if health:
+        lines.append(health)
     lines.append(f"run dir: {run_dir}   (per-seed values: {results_file})")
     lines.append(f"next: ppo-lab plots {run_dir}")
-    if status == "timed_out" and resume_command:  # train.duration_min counts across resumes
+    if status == "diverged" and resume_command:  # unchanged, it would diverge again (refused)
+        lines.append(f"its checkpoint holds each seed's last finite state; to go on from it, change what diverged "
+                     f"(ppo.lr, ppo.max_grad_norm) and add allow_config_change=true: {resume_command}")
+    elif status == "timed_out" and resume_command:  # train.duration_min counts across resumes
         lines.append(f"resume with a larger train.duration_min (it counts across resumes): {resume_command}")
     elif status != "completed" and resume_command:
+        if status == "failed" and summary.get("error"):  # one line; the traceback is in the run's log file
+            lines.append(f"error: {summary['error']}")
         lines.append(f"resume (continues from the last checkpoint): {resume_command}")
     return lines

@@ -10,23 +10,33 @@ from ppo_lab.config import HealthConfig
 log = logging.getLogger(__name__)
 
 
-def health_warnings(rows: list[dict], health: HealthConfig) -> list[str]:
-    """One message per problem and seed over a chunk's rows (not one per update)."""
-    found: dict[tuple[str, int], tuple[int, float]] = {}
+def health_findings(rows: list[dict], health: HealthConfig) -> dict[tuple[str, int], list[int]]:
+    """Per (problem, seed) over `rows`: the updates it was seen in, in order."""
+    found: dict[tuple[str, int], list[int]] = {}
+    for kind, row, _ in _problems(rows, health):
+        found.setdefault((kind, row["seed"]), []).append(int(row["update"]))
+    return found
 
-    def note(kind: str, row: dict, value: float) -> None:
-        key = (kind, row["seed"])
-        count, worst = found.get(key, (0, value))
-        found[key] = (count + 1, max(worst, value) if kind != "entropy collapse" else min(worst, value))
 
+def _problems(rows: list[dict], health: HealthConfig):
+    """(kind, row, value) of each problem a row shows."""
     for row in rows:
         entropy, kl, clip = (row.get(k, math.nan) for k in ("train/entropy", "train/approx_kl", "train/clip_frac"))
         if entropy < health.entropy_min and kl < health.kl_min:
-            note("entropy collapse", row, entropy)
+            yield "entropy collapse", row, entropy
         if kl > health.kl_max:
-            note("approx_kl high", row, kl)
+            yield "approx_kl high", row, kl
         if clip > health.clip_frac_max:
-            note("clip_frac high", row, clip)
+            yield "clip_frac high", row, clip
+
+
+def health_warnings(rows: list[dict], health: HealthConfig) -> list[str]:
+    """One message per problem and seed over a chunk's rows (not one per update)."""
+    found: dict[tuple[str, int], tuple[int, float]] = {}
+    for kind, row, value in _problems(rows, health):
+        key = (kind, row["seed"])
+        count, worst = found.get(key, (0, value))
+        found[key] = (count + 1, max(worst, value) if kind != "entropy collapse" else min(worst, value))
     limits = {
         "entropy collapse": f"entropy < {health.entropy_min} with approx_kl < {health.kl_min}",
         "approx_kl high": f"approx_kl > {health.kl_max}",
@@ -53,17 +63,48 @@ def obs_cast_message(rows: list[dict], dtype_name: str) -> str | None:
             f"for the update (uint8 truncates toward zero); the policy acts on the float values")
 
 
+def seen_in_summary(seen: dict, found: dict[tuple[str, int], list[int]]) -> dict:
+    """summary.json's `health` with `found` (`health_findings`) added: per problem, its seeds,
+    the first and last update it was seen in, and in how many (seed, update) rows."""
+    for (kind, seed), updates in found.items():
+        entry = seen.setdefault(kind, {"seeds": [], "first_update": updates[0], "last_update": updates[-1], "rows": 0})
+        entry["seeds"] = sorted(set(entry["seeds"]) | {seed})
+        entry["first_update"] = min(entry["first_update"], updates[0])
+        entry["last_update"] = max(entry["last_update"], updates[-1])
+        entry["rows"] += len(updates)
+    return seen
+
+
+def health_line(seen: dict) -> str | None:
+    """The closing summary's line of what the health checks saw (summary.json `health`), or None."""
+    if not seen:
+        return None
+    parts = []
+    for kind, e in sorted(seen.items()):
+        seeds = ", ".join(map(str, e["seeds"]))
+        updates = (f"update {e['first_update']}" if e["first_update"] == e["last_update"]
+                   else f"updates {e['first_update']}-{e['last_update']}")
+        parts.append(f"{kind} on seed{'s' if len(e['seeds']) > 1 else ''} {seeds} ({updates}, {e['rows']} row(s))")
+    return "health warnings: " + "; ".join(parts)
+
+
 class HealthWarnings:
-    """The health warnings as a recorder: logged once per chunk (a lossy observation cast once a run)."""
+    """The health warnings as a recorder: logged once per chunk (a lossy observation cast once
+    a run), and gathered into the summary (`health`) for its closing lines."""
 
     def __init__(self, health: HealthConfig):
         self.health = health
         self.obs_dtype, self.cast_noted = None, False
+        self.summary: dict = {}
 
     def start(self, ctx) -> None:
         self.obs_dtype = ctx.cfg.ppo.rollout_obs_dtype
+        self.summary = ctx.summary  # the run's own summary: what SummaryFile writes at the end
 
     def log_rows(self, rows: list[dict]) -> None:
+        found = health_findings(rows, self.health)
+        if found:
+            self.summary["health"] = seen_in_summary(self.summary.get("health") or {}, found)
         for message in health_warnings(rows, self.health):
             log.warning(message)
         if not self.cast_noted:

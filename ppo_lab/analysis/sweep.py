@@ -15,6 +15,8 @@ stopped     stopped by a signal or STOP file before the end: listed, used only w
             ``include_stopped``
 running     summary.json says running (still training, or killed without a trace): listed
 failed      summary.json says failed, or its job failed / was cancelled (``jobs.json``)
+diverged    the seed's training went non-finite (summary.json ``diverged``): listed with its first
+            non-finite update and metric, never averaged, also when the run's other seeds completed
 missing     a job the sweep defines (``multirun.yaml``) has no run dir or no summary.json
 ========== ================================================================================
 """
@@ -76,10 +78,17 @@ class Unit:
     group: str
     values: dict[str, float]
     used: bool
+    diverged: dict | None = None  # summary.json's entry when this seed went non-finite
 
     @property
     def status(self) -> str:
-        return self.run.status
+        return "diverged" if self.diverged is not None else self.run.status
+
+    @property
+    def reason(self) -> str | None:
+        if self.diverged is not None:
+            return f"non-finite {self.diverged.get('metric')} at update {self.diverged.get('update')}"
+        return self.run.reason
 
 
 @dataclass
@@ -285,8 +294,12 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
         evals = run.summary.get("eval") or {}
         # The tuning spec's criteria need each seed's whole history, not just its final values.
         history = rundir.columns_by_seed(run.path / rundir.METRICS) if used else {}
+        diverged = {e.get("seed"): e for e in run.summary.get("diverged") or []}
         for i, seed in enumerate(run.seeds or [None]):
             values = {}
+            if seed in diverged:
+                units.append(Unit(run=run, seed=seed, group=label, values={}, used=False, diverged=diverged[seed]))
+                continue
             if used:
                 for name, per_seed in evals.items():
                     values[f"eval/{name}"] = _at(per_seed, i)
@@ -339,7 +352,7 @@ def unit_rows(col: Collection) -> list[dict]:
     for u in col.units:
         rows.append({
             "group": u.group, **col.group_keys[u.group], "seed": u.seed, "status": u.status, "used": u.used,
-            "reason": u.run.reason or "", "job": u.run.job_num if u.run.job_num is not None else "",
+            "reason": u.reason or "", "job": u.run.job_num if u.run.job_num is not None else "",
             "job_id": u.run.job_id or "", "updates": u.run.summary.get("updates", ""), "run_dir": u.run.name,
             **{m: u.values.get(m, math.nan) for m in col.metrics},
         })
@@ -357,7 +370,7 @@ def problem_lines(col: Collection) -> list[str]:
     for u in col.problems():
         where = f"job {u.run.job_num}" if u.run.job_num is not None else ""
         lines.append(f"{u.status.upper():9s} {u.group} seed={u.seed} ({where + ': ' if where else ''}{u.run.name})"
-                     + (f": {u.run.reason}" if u.run.reason else ""))
+                     + (f": {u.reason}" if u.reason else ""))
     return lines
 
 

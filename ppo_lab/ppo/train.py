@@ -237,7 +237,12 @@ class Trainer:
                 """`update`'s outputs with the state unchanged and every metric NaN."""
                 return state, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes[1])
 
-            return jax.lax.cond(index < num_updates, update, skip, state, index, hypers, num_updates)
+            new_state, metrics = jax.lax.cond(index < num_updates, update, skip, state, index, hypers, num_updates)
+            # An update whose losses, gradients or state went non-finite is not kept: the
+            # replica stays at its last finite state (what a checkpoint may then save), and
+            # the host, seeing `NONFINITE` once per chunk, stops counting it (run/divergence.py).
+            keep = metrics[NONFINITE] == 0  # NaN for a skipped update: the state it keeps is unchanged anyway
+            return jax.tree.map(lambda new, old: jnp.where(keep, new, old), new_state, state), metrics
 
         return jax.lax.scan(body, state, jnp.arange(self.chunk_updates))
 
@@ -251,7 +256,7 @@ class Trainer:
         advantages, returns = self.advantages(state, out, hypers)
         params, opt_state, value_norm, fit_returns, fit_values = self.value_targets(state, returns, traj.value)
         batch = self.batch(state, traj._replace(value=fit_values), advantages, fit_returns)
-        (params, opt_state, key), terms = jax.lax.scan(
+        (params, opt_state, key), (terms, grads_finite) = jax.lax.scan(
             lambda carry, _: self.epoch(carry, batch, sched["clip_eps"], sched["ent_coef"], hypers, tx),
             (params, opt_state, out.key), None, ppo.update_epochs,
         )
@@ -260,6 +265,7 @@ class Trainer:
         metrics = self.update_metrics(traj, returns, terms, opt_state, sched, value_norm)
         new_state = LearnerState(params, opt_state, out.env_state, out.obs, stats.episode_return, stats.episode_length,
                                  key, value_norm, out.memory, stats.reward_norm)
+        metrics[NONFINITE] = nonfinite_code(terms, grads_finite, new_state, self.grad_axis)
         return new_state, metrics
 
     def collect(self, state: LearnerState, hypers=None) -> Rollout:
@@ -379,7 +385,8 @@ class Trainer:
         return batch._replace(start_state=state.memory[0])
 
     def epoch(self, carry, batch: Minibatch, clip_eps, ent_coef, hypers, tx):
-        """One pass over the batch in shuffled minibatches: `((params, opt_state, key), loss terms [M])`."""
+        """One pass over the batch in shuffled minibatches: `((params, opt_state, key), (loss
+        terms [M], gradients finite [M]))`."""
         params, opt_state, key = carry
         key, perm_key = jax.random.split(key)
         (params, opt_state), terms = jax.lax.scan(
@@ -407,7 +414,7 @@ class Trainer:
         if self.grad_axis is not None:
             grads = jax.lax.pmean(grads, self.grad_axis)
         updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), terms
+        return (optax.apply_updates(params, updates), opt_state), (terms, all_finite(grads))
 
     def loss(self, params, minibatch: Minibatch, clip_eps, ent_coef, hypers):
         """The PPO loss of a minibatch: `(total, its terms)`."""
@@ -511,6 +518,30 @@ def rollout_metrics(traj: Transition, dist) -> dict:
         metrics["train/obs_cast_lossy_min"] = jnp.nanmin(lowest)
         metrics["train/obs_cast_lossy_max"] = jnp.nanmax(highest)
     return metrics
+
+
+# The chunk's one health output, not a logged metric (the host takes it out of the rows): per
+# update, 0.0 when everything was finite, else the sum of the flags below of what was not.
+NONFINITE = "_nonfinite"
+NONFINITE_LOSS, NONFINITE_GRADIENT, NONFINITE_STATE = 1, 2, 4
+
+
+def all_finite(tree) -> jax.Array:
+    """Whether every float in `tree` is finite: one reduction per leaf, a scalar bool."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+def nonfinite_code(terms, grads_finite, state: LearnerState, grad_axis: str | None) -> jax.Array:
+    """`NONFINITE` of one update: its loss terms, its gradients (each minibatch's), and the
+    state it leaves that training reads again (parameters, optimiser and normaliser statistics)."""
+    code = (NONFINITE_LOSS * jnp.logical_not(all_finite(terms))
+            + NONFINITE_GRADIENT * jnp.logical_not(jnp.all(grads_finite))
+            + NONFINITE_STATE * jnp.logical_not(all_finite((state.params, state.opt_state, state.value_norm,
+                                                             state.reward_norm))))
+    if grad_axis is not None:  # one seed over devices: non-finite if it is on any of them
+        code = jax.lax.pmax(code, grad_axis)
+    return code.astype(jnp.float32)
 
 
 def combine_across_devices(metrics: dict, axis: str) -> dict:

@@ -45,6 +45,7 @@ from ppo_lab.ppo.parallel import choose_layout, make_mesh, put_replicas, replica
 from ppo_lab.run import processes, resume
 from ppo_lab.run.build import Components, build
 from ppo_lab.run.completed import completed_summary
+from ppo_lab.run.divergence import check_relaunch
 from ppo_lab.run.entry import USER_ERRORS, lock_run_dir, resolve
 from ppo_lab.run.evaluate import episode_runner
 from ppo_lab.run.loop import Replicas, Session, drive, finish, start_recorders
@@ -172,6 +173,7 @@ def _prepare(cell: Cell, devices, trainer):
     if trainer is not None:
         cell.comp = dataclasses.replace(cell.comp, trainer=trainer)
     cell.plan = resume.plan(cell.cfg, cell.run_dir)
+    check_relaunch(cell.plan, cell.run_dir)  # a diverged cell relaunched unchanged fails alone
     mesh = make_mesh(cell.comp.layout, devices)
     state, cell.resumed = resume.restore(cell.plan, cell.comp, cell.cfg, mesh)
     cell.restored = to_host(state)  # several processes: a collective, every cell in every process alike

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
 from functools import partial
 from pathlib import Path
 
@@ -23,8 +22,9 @@ from ppo_lab.config import RunConfig
 from ppo_lab.ppo.parallel import (global_scalar, make_mesh, put_replicas, replica_sharding, replicated, sharded_chunk,
                                   start_update_arg, to_host)
 from ppo_lab.ppo.train import env_params_argument
-from ppo_lab.run import checkpoint, processes, resume
+from ppo_lab.run import checkpoint, divergence, failure, processes, resume
 from ppo_lab.run.build import Components
+from ppo_lab.run.divergence import Divergence
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
 from ppo_lab.run.manifest import write_run_manifest
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
@@ -37,10 +37,16 @@ from ppo_lab.run.summary import end_fields, slurm_job_id, start_summary
 log = logging.getLogger(__name__)
 
 
+def seed_replicas(comp: Components, cfg: RunConfig) -> list[int]:
+    """Each seed's replica in the chunk's metrics: its own, or replica 0 for one seed split
+    over devices (its metrics are combined across them)."""
+    return list(range(cfg.num_seeds)) if comp.layout.mode == "seeds" else [0]
+
+
 def rows_from_chunk(metrics: dict, comp: Components, cfg: RunConfig, first_update: int, count: int, wall_s: float, sps: float) -> list[dict]:
     """One row per (update, seed) from a chunk's stacked metrics ([replica, K, ...])."""
     batch = comp.ppo.batch_size
-    replicas = range(cfg.num_seeds) if comp.layout.mode == "seeds" else [0]
+    replicas = seed_replicas(comp, cfg)
     rows = []
     for k in range(count):
         update = first_update + k + 1
@@ -90,7 +96,7 @@ class LoweredChunk:
     def metric_names(self, action_names) -> list[str]:
         """The metrics.csv columns the chunk's metrics become (`rows_from_chunk`)."""
         _, metrics = self.lowered.out_info
-        names = [n for n in metrics if n != "actions"] + ([f"actions/{a}" for a in action_names] if "actions" in metrics else [])
+        names = [n for n in metrics if n != "actions" and not n.startswith("_")] + ([f"actions/{a}" for a in action_names] if "actions" in metrics else [])
         return sorted(names + ["perf/sps"])
 
 
@@ -183,6 +189,8 @@ class Session:
         self.recorders: list = []
         self.stops: StopConditions | None = None
         self.error: BaseException | None = None  # what ended the run, if not its own end
+        self.divergence = Divergence(cfg.seeds)  # its seeds that went non-finite (run/divergence.py)
+        self.rows_recorded = True  # every recorder took the last chunk's rows (else no checkpoint of it)
         self.loop_start = time.monotonic()
 
     @property
@@ -196,12 +204,18 @@ class Session:
 
     def take(self, metrics: dict, count: int, elapsed: float) -> list[dict]:
         """Account for a chunk of `count` updates that took `elapsed` s; its rows from `metrics`
-        (host arrays [this run's replicas, K, ...])."""
+        (host arrays [this run's replicas, K, ...]), a diverged seed's ending where it diverged."""
         steps = count * self.comp.ppo.batch_size * self.cfg.num_seeds
         # sps: env steps over the loop's wall time, host work between chunks included.
         self.steps, self.seconds = self.steps + steps, time.monotonic() - self.loop_start
         self.train_wall = self.prior_wall + time.monotonic() - self.loop_start
-        rows = rows_from_chunk(metrics, self.comp, self.cfg, self.update, count, self.train_wall, steps / elapsed)
+        metrics = dict(metrics)
+        self.rows_recorded = False
+        for entry in self.divergence.observe(metrics, self.update, count, seed_replicas(self.comp, self.cfg)):
+            log.warning("%s: seed %d diverged at update %d: %s is not finite; it stops counting (its last finite state "
+                        "is kept)", self.run_dir, entry["seed"], entry["update"], entry["metric"])
+        rows = self.divergence.keep(rows_from_chunk(metrics, self.comp, self.cfg, self.update, count, self.train_wall,
+                                                    steps / elapsed))
         self.update += count
         if self.population is not None:
             self.population.annotate(rows)
@@ -227,9 +241,11 @@ class Session:
         cfg, comp, state = self.cfg, self.comp, self.state
         if not processes.writes():  # process 0 evaluates every seed; the others only gathered the state
             return {}
+        if self.divergence.everyone:  # nothing that counts to evaluate
+            return {"episode_return": [None] * cfg.num_seeds, "episode_length": [None] * cfg.num_seeds}
         log.info("evaluating (%s, %d episodes per seed)", "deterministic" if cfg.eval.deterministic else "sampled", cfg.eval.episodes)
-        return evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params_per_seed(state, comp.layout, cfg.num_seeds),
-                              run=self.eval_runner)
+        return self.divergence.masked(evaluate_seeds(cfg, comp.env, comp.env_params, comp.network,
+                                                     params_per_seed(state, comp.layout, cfg.num_seeds), run=self.eval_runner))
 
 
 def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabled: list | None = None) -> dict:
@@ -244,6 +260,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     processes.check_layout(comp.layout, len(devices), "pbt.population" if cfg.pbt is not None else "num_seeds")
     mesh = make_mesh(comp.layout, devices)
     plan = resume.plan(cfg, run_dir)  # a refused resume or config change stops here, nothing written
+    divergence.check_relaunch(plan, run_dir)  # a diverged run relaunched unchanged: refused alike
     population = Population(cfg, run_dir) if cfg.pbt is not None else None
     comp = population.into(comp) if population else comp  # the members' drawn values for a fresh init
     state, resumed = resume.restore(plan, comp, cfg, mesh)
@@ -324,11 +341,16 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
         with signals.installed():
             while active and replicas.update < replicas.num_updates:
                 metrics, count, elapsed = replicas.next_chunk()
-                for session in active:
+                for session in list(active):
                     part = session.part if session.part is not None else slice(None)
                     rows = session.take({k: v[part] for k, v in metrics.items()}, count, elapsed)
                     for recorder in session.recorders:
                         recorder.log_rows(rows)
+                    session.rows_recorded = True
+                    if session.divergence.everyone:  # every seed went non-finite: this run ends here
+                        conclude(session, divergence.STATUS,
+                                 divergence.diverged_reason(session.divergence.listed(), session.cfg.ppo), signals, devices)
+                        active.remove(session)
                 population_steps(replicas, active)
                 # decided together in a run of several processes (processes.decide)
                 due, stops = processes.decide(time.monotonic() - last_checkpoint >= every_s,
@@ -363,7 +385,7 @@ def population_steps(replicas: Replicas, sessions: list[Session]) -> None:
     for session in sessions:
         if session.population is not None and session.population.due(replicas.update, replicas.num_updates):
             t0 = time.perf_counter()
-            replicas.swap(*session.population.step(replicas.update, replicas.state))
+            replicas.swap(*session.population.step(replicas.update, replicas.state, session.divergence))
             session.population.step_s += time.perf_counter() - t0
 
 
@@ -391,27 +413,41 @@ def exit_if_requeued(status: str, signals: StopSignals, session: Session) -> Non
 
 def record_failure(exc: BaseException, session: Session, summary: dict, signals: StopSignals) -> None:
     """Keep what the last complete chunk reached (a requeued job resumes from it) and say why
-    the run ended: stopped (a signal, an exit) or failed (an error, in summary.json)."""
+    the run ended: stopped (a signal, an exit) or failed (an error, in summary.json). A chunk
+    whose rows were not all written (metrics.csv on a full disk) is not checkpointed: a resume
+    goes on from the checkpoint before it, and metrics.csv has no gap."""
     try:
-        session.save_checkpoint()
-    except Exception:  # noqa: BLE001 - never hide the original error
-        log.exception("could not save a checkpoint after the failure")
+        if session.rows_recorded:
+            session.save_checkpoint()
+        else:
+            log.warning("%s: not checkpointing update %d: its rows were not all written", session.run_dir, session.update)
+    except Exception as again:  # noqa: BLE001 - never hide the original error
+        failure.report("could not save a checkpoint after the failure", again)
     preempted = isinstance(exc, (SystemExit, KeyboardInterrupt))
     summary.update(status="stopped" if preempted else "failed",
                    stop_reason=f"signal {signals.received}" if preempted and signals.received else type(exc).__name__,
-                   error=None if preempted else "".join(traceback.format_exception_only(exc)).strip())
+                   error=None if preempted else failure.one_line(exc))
 
 
 def finish(summary: dict, session: Session, recorders: list, devices) -> dict:
     if session.population is not None and processes.writes():  # read back from pbt.jsonl, which process 0 writes
-        summary["pbt"] = session.population.summary(session.update)
+        summary["pbt"] = session.population.summary(session.update, session.divergence.listed())
     summary.update(end_fields(update=session.update, batch_size=session.comp.ppo.batch_size, wall_s=session.train_wall,
-                              steps=session.steps, seconds=session.seconds, final=session.recent.final(session.cfg.seeds),
-                              devices=devices))
+                              steps=session.steps, seconds=session.seconds,
+                              final=session.divergence.masked(session.recent.final(session.cfg.seeds)), devices=devices))
+    summary["diverged"] = session.divergence.listed()
     end_progress(recorders)  # before the recorders' last lines (a failure ends it here)
     for recorder in recorders:
-        recorder.finish(summary)
+        if session.error is None:
+            recorder.finish(summary)
+            continue
+        try:  # after a failure (a full disk) each recorder still gets its turn, and the summary is printed
+            recorder.finish(summary)
+        except Exception as again:  # noqa: BLE001 - never hide the original error
+            failure.report(f"{type(recorder).__name__} could not finish after the failure", again)
     # The per-seed values are in summary.json; the console ends with what a user needs.
     if processes.writes():
         print_closing_summary(summary, session.run_dir, session.cfg)
+        if session.error is not None:
+            session.error.closing_summary_printed = True  # launch.py: the error and resume command are said
     return summary

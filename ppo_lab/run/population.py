@@ -173,16 +173,22 @@ class Population:
         means = [np.mean([v for v in w if np.isfinite(v)]) if any(np.isfinite(w)) else np.nan for w in self.window]
         return np.asarray(means, dtype=np.float64)
 
-    def choose(self, fitness: np.ndarray, rng: np.random.Generator) -> list:
-        """Which member each copies (None: keeps its own): the bottom fraction a random top-fraction member."""
+    def choose(self, fitness: np.ndarray, rng: np.random.Generator, diverged: frozenset = frozenset()) -> list:
+        """Which member each copies (None: keeps its own): the bottom fraction a random
+        top-fraction member. A diverged member ranks last and copies one whatever the fraction
+        (its state went non-finite: it has nothing to go on from); none copies a diverged one."""
         copied: list = [None] * len(self.members)
         if not self.pbt.exploit:
             return copied
         ranked = np.argsort(np.where(np.isfinite(fitness), fitness, -np.inf), kind="stable")
+        ranked = [int(m) for m in ranked if m in diverged] + [int(m) for m in ranked if m not in diverged]
+        healthy = [m for m in ranked if m not in diverged]
         count = max(1, int(len(self.members) * self.pbt.fraction))
-        top = [int(m) for m in ranked[-count:]]
-        for member in ranked[:count]:
-            copied[int(member)] = int(rng.choice(top))
+        top = healthy[-count:]
+        if not top:
+            return copied
+        for member in ranked[:max(count, len(diverged))]:
+            copied[member] = int(rng.choice(top))
         return copied
 
     def explore(self, values: dict, rng: np.random.Generator) -> dict:
@@ -196,12 +202,15 @@ class Population:
             out[key] = float(min(max(value, r.low), r.high))
         return out
 
-    def step(self, update: int, state):
-        """The step at `update`: (new state, new stacked Hypers), and its line in pbt.jsonl."""
+    def step(self, update: int, state, divergence=None):
+        """The step at `update`: (new state, new stacked Hypers), and its line in pbt.jsonl.
+        `divergence` (run/divergence.py): the members diverged by now rank last; one that
+        copies another counts again."""
         t0 = time.perf_counter()
         rng = np.random.default_rng([self.seed, update])
         fitness = self.fitness()
-        copied = self.choose(fitness, rng)
+        diverged = frozenset(e["seed"] - self.seed for e in divergence.listed()) if divergence is not None else frozenset()
+        copied = self.choose(fitness, rng, diverged)
         members = [dict(m) for m in self.members]
         for member, source in enumerate(copied):
             if source is not None:
@@ -213,7 +222,12 @@ class Population:
         if processes.writes():  # every process decided the same step (the same rows, the same PRNG)
             rundir.append_pbt_step(self.run_dir / rundir.PBT_LOG, {
                 "update": update, "fitness": self.last_fitness, "hypers": members, "copied": copied,
-                "exploit": self.pbt.exploit})
+                "exploit": self.pbt.exploit, "diverged": sorted(diverged)})
+        for member in diverged:
+            if copied[member] is not None:
+                divergence.forget(self.seed + member)
+                log.warning("pbt: member %d had diverged; it copied member %d at update %d and trains on from there",
+                            member, copied[member], update)
         self.window, self.last_step = [[] for _ in members], update
         log.info("pbt step at update %d: %s (%.3f s)", update, ", ".join(
             f"{m}<-{s}" for m, s in enumerate(copied) if s is not None) or "nothing copied", time.perf_counter() - t0)
@@ -235,12 +249,15 @@ class Population:
         return time.perf_counter() - t0
 
     # -- the end ------------------------------------------------------------------------
-    def summary(self, end_update: int) -> dict:
+    def summary(self, end_update: int, diverged: list[dict] = ()) -> dict:
         """summary.json's `pbt`: the best member (by fitness over the last interval), its
-        hyperparameters and lineage."""
+        hyperparameters and lineage. A member diverged at the end (`diverged`: summary.json's
+        entries) is never the best."""
         fitness = self.fitness()
         if not np.isfinite(fitness).any() and self.last_fitness is not None:
             fitness = np.asarray([np.nan if f is None else f for f in self.last_fitness])
+        for entry in diverged:
+            fitness[entry["seed"] - self.seed] = np.nan
         best = int(np.nanargmax(fitness)) if np.isfinite(fitness).any() else 0
         steps = rundir.read_pbt_log(self.run_dir / rundir.PBT_LOG)
         return {"population": len(self.members), "exploit": self.pbt.exploit, "steps": len(steps),

@@ -67,6 +67,7 @@ def start_summary(cfg, comp, devices, resumed, loggers_disabled: list | None = N
         "devices": [str(d) for d in devices[: comp.layout.num_devices]],
         "ppo_effective": {"num_minibatches": comp.ppo.num_minibatches, "update_epochs": comp.ppo.update_epochs},
         "versions": versions(), "error": None, "loggers_disabled": list(loggers_disabled or []),
+        "diverged": [],  # seeds whose training went non-finite (run/divergence.py)
     }
 
 

@@ -21,7 +21,7 @@ directory": contract):
 The names below are re-exported so that callers write `rundir.read_config(...)`.
 """
 
-from ppo_lab.rundir.atomic import write_atomic, write_json_atomic, write_text_atomic
+from ppo_lab.rundir.atomic import write_atomic, write_failure, write_json_atomic, write_text_atomic
 from ppo_lab.rundir.checkpoints import has_checkpoint, latest_checkpoint, list_checkpoints
 from ppo_lab.rundir.config_file import (
     append_config_history,
@@ -86,6 +86,6 @@ __all__ = [
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
     "stop_requested", "update_summary", "write_atomic", "write_benchmark", "write_config", "write_error",
     "MANIFEST", "manifest_differences", "read_manifest", "write_manifest",
-    "write_jobs", "write_json_atomic", "write_table", "write_text_atomic",
+    "write_failure", "write_jobs", "write_json_atomic", "write_table", "write_text_atomic",
     "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",
 ]

@@ -15,12 +15,40 @@ import errno
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 
+@contextmanager
+def writing(path: Path):
+    """An OSError raised inside names the file being written (`written_path`): a full disk's
+    write() names no file. The innermost such block names it (an atomic rewrite inside an append)."""
+    try:
+        yield
+    except OSError as exc:
+        if getattr(exc, "written_path", None) is None:
+            exc.written_path = str(path)
+        raise
+
+
+def write_failure(exc: BaseException) -> str | None:
+    """An OSError raised while writing a run's files, as one line: `OSError ENOSPC writing
+    PATH: No space left on device`; None for any other error."""
+    path = getattr(exc, "written_path", None)
+    if not isinstance(exc, OSError) or path is None:
+        return None
+    code = errno.errorcode.get(exc.errno, f"errno {exc.errno}") if exc.errno else ""
+    return f"{type(exc).__name__} {code} writing {path}: {exc.strerror or exc}".replace("  ", " ")
+
+
 def write_atomic(path: Path, data: bytes) -> None:
+    with writing(path):
+        _write_atomic(path, data)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -25,7 +25,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ppo_lab.rundir.atomic import fsync_dir, write_text_atomic
+from ppo_lab.rundir.atomic import fsync_dir, write_text_atomic, writing
 from ppo_lab.rundir.paths import INT_COLUMNS, KEY_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,10 @@ class MetricsCSV:
         return len(raw) - len(kept)
 
     def append(self, rows: Iterable[dict]) -> None:
-        rows = list(rows)
+        with writing(self.path):
+            self._append(list(rows))
+
+    def _append(self, rows: list[dict]) -> None:
         if not rows:
             return
         new_file = self.columns is None

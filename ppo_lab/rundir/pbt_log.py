@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from ppo_lab.rundir.atomic import write_text_atomic
+from ppo_lab.rundir.atomic import write_text_atomic, writing
 
 
 def read_pbt_log(path: Path) -> list[dict]:
@@ -30,7 +30,7 @@ def read_pbt_log(path: Path) -> list[dict]:
 
 
 def append_pbt_step(path: Path, step: dict) -> None:
-    with Path(path).open("a") as f:
+    with writing(path), Path(path).open("a") as f:
         f.write(json.dumps(step, sort_keys=True) + "\n")
         f.flush()
         os.fsync(f.fileno())
