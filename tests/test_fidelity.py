@@ -17,7 +17,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ppo_lab.analysis import fidelity as fd, sweep as sw
+from ppo_lab.analysis import sweep as sw
+from ppo_lab.experiments.goodhart import fidelity as fd
 from ppo_lab.analysis.sweep import expected_jobs_from_config
 from ppo_lab.config import validate
 from ppo_lab.envs.foraging.world import build as build_foraging
