@@ -15,6 +15,9 @@ Optional, with the defaults below (an env overrides what it offers):
   (`has_action_mask` says whether the env defines one);
 - `actor_obs_channels`: the actor sees only the first N observation channels, the critic all
   of them (a privileged critic); None: both see everything;
+- `critic_plane_channels`: of a privileged critic's extra channels, how many at the end are
+  constant planes (one value per observation broadcast over the image, e.g. a world-wide
+  density): a critic on the actor's torso reads them once, not pixel by pixel (0: none);
 - `action_names`: names for the `actions/<name>` fractions (None: the action index);
 - `place(num_devices, axis_name)`: called once the device layout is known (envs outside JAX
   keep one simulator per device);
@@ -43,6 +46,7 @@ class Env:
 
     batched: bool = False
     actor_obs_channels: int | None = None
+    critic_plane_channels: int = 0
     action_names: Sequence[str] | None = None
     lives_outside_jax: bool = False
     # Off by default: gymnax's own envs do arithmetic on Python-float params while tracing,

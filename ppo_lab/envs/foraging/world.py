@@ -54,7 +54,8 @@ last, float32, `[V, V, C]`):
   always 0: where items are, never which.
 - privileged critic (`privileged_critic=True`): 6 channels, the policy's 2, the ground-truth
   one-hot 2, and the world's food and poison densities as constant planes (`densities`);
-  `env.actor_obs_channels == 2` tells the network to feed the actor only the first 2.
+  `env.actor_obs_channels == 2` tells the network to feed the actor only the first 2, and
+  `env.critic_plane_channels == 2` that the last 2 are constant planes.
 
 Training reward (clipped to `[-reward_clip, reward_clip]`):
 `reward_food*ate_food + reward_poison*ate_poison + reward_step + reward_death*died + shaping`.
@@ -261,6 +262,11 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
     def privileged(self) -> bool:
         """Observations carry the critic's extra channels (ground truth and densities)."""
         return self.obs_channels == PRIVILEGED_CHANNELS
+
+    @property
+    def critic_plane_channels(self) -> int:
+        """The densities: the privileged observation's last 2 channels are constant planes."""
+        return 2 if self.privileged else 0
 
     @property
     def n_cells(self) -> int:
