@@ -109,6 +109,7 @@ LAYERS = [
     ["run"],
     ["envs", "networks", "ppo"],
     ["hardware"],
+    ["jax_private"],  # the private JAX symbols the lab needs, in one module (it says why)
     ["analysis"],
     ["rundir"],
     ["resolvers"],
