@@ -3,7 +3,7 @@
     ppo-lab watch DIR            live dashboard of every run under DIR
     ppo-lab aggregate SWEEP_DIR  statistics across seeds: aggregate.csv, runs.csv, curves.png
     ppo-lab evaluate RUN_DIR     re-evaluate a saved run from its latest checkpoint
-    ppo-lab replay RUN_DIR       a GIF of one episode of a trained foraging agent
+    ppo-lab replay RUN_DIR       a GIF of one episode of a trained agent (an env that draws frames)
     ppo-lab plots RUN_DIR        a PNG panel of one run's training curves
     ppo-lab compare A B ...      compare runs or benchmarks: a table and comparison.png
     ppo-lab reproduce RUN_DIR    re-run a run's first updates and compare metrics.csv row by row
@@ -30,7 +30,7 @@ SUBCOMMANDS = {
     "watch": ("ppo_lab.analysis.watch", "live dashboard of every run under a directory"),
     "aggregate": ("ppo_lab.analysis.aggregate", "statistics across seeds of a sweep (aggregate.csv, curves.png)"),
     "evaluate": ("ppo_lab.run.evaluate", "re-evaluate a saved run from its latest checkpoint"),
-    "replay": ("ppo_lab.run.replay", "render one episode of a trained foraging agent to a GIF"),
+    "replay": ("ppo_lab.run.replay", "render one episode of a trained agent to a GIF (an env that draws frames)"),
     "plots": ("ppo_lab.analysis.run_plots", "a PNG panel of one run's training curves"),
     "compare": ("ppo_lab.analysis.compare", "compare runs or benchmarks (table and comparison.png)"),
     "reproduce": ("ppo_lab.run.reproduce", "re-run a run's first updates from its config and compare metrics.csv"),

@@ -23,9 +23,8 @@ from pathlib import Path
 from typing import Mapping
 
 import jax
-from jax._src import xla_bridge  # backends_are_initialized: has XLA's backend started yet?
-from jax._src.distributed import global_state  # the distributed runtime: its process index and key-value store
 
+from ppo_lab import jax_private
 from ppo_lab.config import HardwareConfig, validate_hardware
 
 log = logging.getLogger(__name__)
@@ -76,7 +75,7 @@ def _startup_settings(hw: HardwareConfig) -> dict:
 
 
 def backend_started() -> bool:
-    return xla_bridge.backends_are_initialized()
+    return jax_private.backends_are_initialized()
 
 
 def apply_hardware(hw: HardwareConfig) -> None:
@@ -339,7 +338,8 @@ def split_host_cpus(timeout_s: float) -> None:
     CPUs before XLA's backend starts (the runtime sizes its thread pool by the affinity mask).
     Processes already bound to their own CPUs (SLURM's task affinity, taskset) are left alone."""
     # not jax.process_index(): it would start the backend, whose thread pool must see the new CPUs
-    client, me, count = global_state.client, global_state.process_id, global_state.num_processes
+    state = jax_private.distributed_state  # the distributed runtime: its process index and key-value store
+    client, me, count = state.client, state.process_id, state.num_processes
     try:
         cpus = sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux: nothing to pin with

@@ -7,9 +7,9 @@ When the env sets `actor_obs_channels`, the actor sees only the first N channels
 observation and the critic sees all of them (a privileged critic). A privileged critic with
 `shared_torso` is the reference's (goodharts_law `goodharts/training/ppo/models.py`, `ValueHead`
 with `aux_combine`): the value head sits on the actor's torso, and its input is the actor's
-features, the critic's extra channels' pixels, and the densities (one value per world, read
-from the constant planes of channels 2+N.. of a foraging observation), through one dense
-layer of the features' width with ReLU.
+features, the critic's extra channels' pixels, and the values of the constant planes among
+them (the env's last `critic_plane_channels` channels, e.g. a world-wide density broadcast over
+the image: read once per observation), through one dense layer of the features' width with ReLU.
 
 With `network.recurrent` (gru | lstm) a recurrent cell sits between each torso and its head(s)
 (PureJaxRL's `ppo_rnn.py` shape): `ActorCritic(obs [T, B, ...], carry, reset [T, B]) ->
@@ -316,6 +316,8 @@ class ActorCritic(nn.Module):
     action_dim: int
     cfg: NetworkConfig
     actor_obs_channels: int | None = None
+    # Of the critic's extra channels, how many at the end are constant planes (`Env.critic_plane_channels`).
+    critic_plane_channels: int = 0
     conv: str = "im2col"  # conv_for_platform
     precision: str = PRECISIONS[0]  # COMPUTE_DTYPES
     # A Box action space: the policy output is (mean, log_std) of a diagonal Gaussian, the
@@ -388,12 +390,13 @@ class ActorCritic(nn.Module):
         return obs if self.actor_obs_channels is None else obs[..., : self.actor_obs_channels]
 
     def _privileged_features(self, actor_features, obs):
-        """The reference's value-head input: actor features, the extra channels' pixels but
-        the last two, and those two (densities) read once per observation, through a dense + ReLU."""
+        """The reference's value-head input: actor features, the extra channels' pixels but the
+        constant planes, and those planes read once per observation, through a dense + ReLU."""
         extra = obs[..., self.actor_obs_channels :]
-        pixels = extra[..., :-2].reshape((extra.shape[0], -1))
-        densities = extra[:, 0, 0, -2:] if extra.ndim == 4 else extra[..., -2:].reshape((extra.shape[0], -1))
-        combined = jnp.concatenate([actor_features, pixels.astype(actor_features.dtype), densities.astype(actor_features.dtype)], -1)
+        n_pixels = extra.shape[-1] - self.critic_plane_channels
+        pixels = extra[..., :n_pixels].reshape((extra.shape[0], -1))
+        planes = extra[:, 0, 0, n_pixels:] if extra.ndim == 4 else extra[..., n_pixels:].reshape((extra.shape[0], -1))
+        combined = jnp.concatenate([actor_features, pixels.astype(actor_features.dtype), planes.astype(actor_features.dtype)], -1)
         return nn.relu(self.critic_combine(combined))
 
     def _critic_features(self, actor_features, obs):

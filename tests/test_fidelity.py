@@ -17,7 +17,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ppo_lab.analysis import fidelity as fd, sweep as sw
+from ppo_lab.analysis import sweep as sw
+from ppo_lab.experiments.goodhart import fidelity as fd
 from ppo_lab.analysis.sweep import expected_jobs_from_config
 from ppo_lab.config import validate
 from ppo_lab.envs.foraging.world import build as build_foraging
@@ -183,12 +184,15 @@ def test_adam_eps_reaches_the_optimiser():
 @pytest.mark.slow
 def test_shared_torso_privileged_critic_is_a_value_head_on_the_actor_torso():
     cfg = network_config("mlp", activation="relu", privileged_critic=True, shared_torso=True, hidden_sizes=(8,))
-    net = ActorCritic(8, cfg, actor_obs_channels=2)
+    net = ActorCritic(8, cfg, actor_obs_channels=2, critic_plane_channels=2)
     obs = jax.random.uniform(jax.random.PRNGKey(0), (3, 5, 5, 6))
     params = net.init(jax.random.PRNGKey(1), obs)["params"]
     assert set(params) == {"actor_torso", "critic_combine", "policy_head", "value_head"}
     # features (8) + ground-truth pixels (5*5*2) + densities (2) -> 8
     assert params["critic_combine"]["kernel"].shape == (8 + 50 + 2, 8)
+    # Without constant planes every extra channel is read pixel by pixel: 8 + 5*5*4.
+    no_planes = ActorCritic(8, cfg, actor_obs_channels=2).init(jax.random.PRNGKey(1), obs)["params"]
+    assert no_planes["critic_combine"]["kernel"].shape == (8 + 100, 8)
     logits, value = net.apply({"params": params}, obs)
     other = obs.at[..., 2:].set(0.0)
     logits2, value2 = net.apply({"params": params}, other)

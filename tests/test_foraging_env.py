@@ -206,9 +206,9 @@ def test_observation_of_every_mode(mode):
         assert obs[2, 3].tolist() == [1.0, 0.0] and obs[2, 1].tolist() == [1.0, 0.0]
     else:
         assert obs[2, 3].tolist() == [1.0, 1.0] and obs[2, 1].tolist() == [0.5, 0.5]
-    assert env.actor_obs_channels is None
+    assert env.actor_obs_channels is None and env.critic_plane_channels == 0
     envp, pp = make(mode, privileged=True)
-    assert envp.actor_obs_channels == 2
+    assert envp.actor_obs_channels == 2 and envp.critic_plane_channels == 2  # the densities
     obs6 = np.asarray(envp.get_obs(hand_state(envp, (3, 3), food=[(3, 4), (0, 0)],
                                               poison=[(3, 2), (6, 6)]), pp))
     assert obs6.shape == (5, 5, 6)

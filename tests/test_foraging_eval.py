@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import pytest
 
 from ppo_lab.envs.foraging.world import build
-from ppo_lab.run.survival import survival_evaluation
+from ppo_lab.experiments.goodhart.survival import survival_evaluation
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""The Goodhart report's numbers (ppo_lab.analysis.goodhart) on a sweep written by hand."""
+"""The Goodhart report's numbers (ppo_lab.experiments.goodhart.report) on a sweep written by hand."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 import pytest
 
-from ppo_lab.analysis import goodhart as gh
+from ppo_lab.experiments.goodhart import report as gh
 from ppo_lab.analysis import run_plots, sweep as sw
 from ppo_lab.analysis.stats import bonferroni, bootstrap_ci, summarize, welch_t_test
 from test_aggregate import make_sweep, value

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from conftest import ROOT, compose_config
 
 from ppo_lab.config import validate
-from ppo_lab.rundir.older_configs import KEYS_ADDED_AS_BEFORE, complete
+from ppo_lab.rundir.older_configs import KEYS_ADDED_AS_BEFORE, MOVED_PARTS, complete
 
 
 def _current(*overrides) -> dict:
@@ -48,6 +48,14 @@ def test_the_foraging_worlds_added_keys_are_completed_too():
     now = _current("env=foraging", "reward=ground_truth", "network=cnn")
     assert "respawn_in_place" in now["env"]
     assert complete(_strip(now)) == now
+
+
+def test_a_saved_evaluation_whose_module_moved_is_found_where_it_lives_now():
+    now = _current("env=foraging", "reward=ground_truth", "network=cnn")
+    old = copy.deepcopy(now)
+    old["env"]["evaluations"] = {"survival": "ppo_lab.run.survival.evaluate_policy"}  # before it moved
+    assert complete(old)["env"]["evaluations"] == now["env"]["evaluations"]
+    assert validate(complete(old)).env.evaluations["survival"] == MOVED_PARTS["ppo_lab.run.survival.evaluate_policy"]
 
 
 def test_a_key_the_older_config_has_is_kept_as_saved():

@@ -1,4 +1,5 @@
-"""`ppo-lab replay RUN_DIR`: one episode of a trained foraging agent as a GIF."""
+"""`ppo-lab replay RUN_DIR`: one episode of a trained agent as a GIF, drawn by its env (the
+foraging world, gymnax's CartPole); an env without a renderer is refused."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import ROOT, launch
-from ppo_lab.run.replay import COLOURS, PAD, PANEL_W
+from conftest import ROOT, TINY, launch, train_run
+from ppo_lab.envs import cartpole_frames
+from ppo_lab.envs.foraging.frames import COLOURS, PAD, PANEL_W
+from ppo_lab.envs.rare_actions.game import build as build_rare_actions  # an env without a renderer
+from ppo_lab.run import replay as replay_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -97,9 +101,33 @@ def test_no_checkpoint_is_a_clear_error(run_dir, tmp_path):
     assert not list(empty.glob("*.gif"))
 
 
-def test_not_a_run_dir_and_not_foraging_are_clear_errors(tmp_path):
+def test_not_a_run_dir_is_a_clear_error(tmp_path):
     proc = replay(tmp_path)
     assert proc.returncode != 0 and "not a run directory" in proc.stderr and "Traceback" not in proc.stderr
-    (tmp_path / "config.yaml").write_text("env:\n  name: cartpole\nhardware:\n  platform: cpu\n")
-    proc = replay(tmp_path)
-    assert proc.returncode != 0 and "foraging" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_cartpole_run_replays_with_its_own_renderer_and_an_env_without_one_is_refused(tmp_path, capsys):
+    """In this process (TINY's programs, compiled once in the suite): a CartPole GIF of the
+    steps taken, in the renderer's colours; an env that draws no frames exits 2 naming what
+    it lacks."""
+    run_dir = tmp_path / "cartpole"
+    train_run(TINY, run_dir)
+    capsys.readouterr()  # training's own lines
+    out = tmp_path / "cartpole.gif"
+    assert replay_command.main([str(run_dir), "--steps", "12", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == str(out)
+    m = re.search(r"replay: (\d+) steps, (\d+) frames, return (\d+), (.*)", lines[-1])
+    assert m, lines[-1]
+    steps = int(m.group(1))
+    assert int(m.group(2)) == steps + 1 and int(m.group(3)) == steps  # CartPole pays 1 a step
+    assert steps == 12 or m.group(4).startswith("ended")
+    imgs = frames(out)
+    assert len(imgs) == steps + 1 and imgs[0].shape == (cartpole_frames.HEIGHT, cartpole_frames.WIDTH, 3)
+    for name in ("cart", "pole", "track"):
+        assert has_colour(imgs[0], cartpole_frames.COLOURS[name]), name
+
+    env, _ = build_rare_actions({"name": "rare_actions"}, {"name": "default"})
+    assert not env.draws_frames
+    with pytest.raises(replay_command.ReplayError, match="draws no frames.*render_episode"):
+        replay_command.check_draws_frames(env, "rare_actions")

@@ -6,9 +6,9 @@
 One panel per metric over environment steps, one thin line per seed and the mean over seeds
 in bold: return, episode length, entropy, approx KL, clip fraction, policy and value losses,
 explained variance, every `true/*` counter and `reward/*` component the env logs, the
-action distribution (stacked, mean over seeds), and for the foraging world the Goodhart curve
-(what the agent is paid against the true objective per 1k steps, mean over seeds with a 95%
-band; `ppo_lab.analysis.goodhart`). Health thresholds from the run's config are
+action distribution (stacked, mean over seeds), and for a run that logs what it pays and its
+true objective the Goodhart curve (the two per 1k steps, mean over seeds with a 95% band;
+`ppo_lab.analysis.goodhart_curve`). Health thresholds from the run's config are
 drawn as dashed lines (entropy, KL, clip fraction).
 """
 
@@ -23,7 +23,7 @@ from ppo_lab import rundir
 from ppo_lab.analysis.action_columns import continuous_dimensions, discrete_shares
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.frames import metrics_frame
-from ppo_lab.analysis.goodhart import PAID, TRUE, draw_goodhart
+from ppo_lab.analysis.goodhart_curve import PAID, TRUE, draw_goodhart
 from ppo_lab.analysis.pbt_plots import plot_population
 
 PANELS = [

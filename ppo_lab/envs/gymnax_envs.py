@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ppo_lab.envs.base import Env
+from ppo_lab.envs import cartpole_frames
+from ppo_lab.envs.base import Env, Episode
 from ppo_lab.envs.gymnax_api import gymnax
 from ppo_lab.envs.gymnax_config import check_gymnax
 from ppo_lab.errors import ConfigError
@@ -57,11 +58,35 @@ class GymnaxEnv(Env):
     def step(self, key, state, action, params=None):
         return self.gymnax_env.step(key, state, action, params)
 
+    def reset_env(self, key, params):
+        return self.gymnax_env.reset_env(key, params)
+
+    def step_env(self, key, state, action, params):
+        return self.gymnax_env.step_env(key, state, action, params)
+
+    # ---- replay: the gymnax envs the lab draws, by name ----------------------------------------
+    @property
+    def draws_frames(self) -> bool:
+        return self.name in RENDERERS
+
+    @property
+    def frame_palette(self):
+        return RENDERERS[self.name].palette() if self.draws_frames else None
+
+    def render_episode(self, episode: Episode, options: Mapping):
+        if not self.draws_frames:
+            return super().render_episode(episode, options)
+        return RENDERERS[self.name].render_episode(episode, options)
+
     def action_space(self, params=None):
         return self.gymnax_env.action_space(params)
 
     def observation_space(self, params=None):
         return self.gymnax_env.observation_space(params)
+
+
+# gymnax env name -> the module drawing its replay frames (`render_episode`, `palette`)
+RENDERERS = {"CartPole-v1": cartpole_frames}
 
 
 def make_cartpole(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):

@@ -17,11 +17,11 @@ from ppo_lab.config_keys import CONF_DIR, USER_NAMESPACE, group_options
 GROUPS = {
     "experiment": "a preset setting what differs",
     "env": "the environment",
-    "reward": "the foraging world's reward mode (default: the env's own)",
+    "reward": "the env's reward mode, for an env with several (default: the env's own)",
     "network": "the network's torso",
     "hardware": "devices, precision, memory, a ppo.num_envs for them",
     "logger": "besides metrics.csv: logger=[csv,mlflow]",
-    "scale": "picked for you: the foraging world's sizes",
+    "scale": "picked for you: sizes that suit the env on this hardware",
     "fidelity": "Goodhart fidelity cells: +fidelity=reference",
 }
 

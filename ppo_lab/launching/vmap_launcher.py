@@ -2,7 +2,7 @@
 one compiled program with replicas = cells x seeds (`ppo_lab.launching.vmap_groups`).
 
     python launch.py -cd sweeps -cn lr experiment=cartpole hydra/launcher=vmap
-    python launch.py -cd sweeps -cn rare_actions hydra/launcher=vmap hydra.launcher.max_replicas=12
+    python launch.py -cd sweeps -cn SWEEP hydra/launcher=vmap hydra.launcher.max_replicas=12
 
 The groups run one after another in this process, as the basic launcher runs its jobs; each
 job keeps its run dir (`<sweep_dir>/<job num>`). Jobs that share no program with another run

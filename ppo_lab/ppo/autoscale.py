@@ -4,7 +4,7 @@ A batch k times the reference (`ppo.auto_scale_reference_batch`, by default 256 
 steps) is split into k times more minibatches (at most 64), so each gradient step sees a
 reference-sized minibatch, and trained for fewer epochs (`ppo.auto_scale_epoch_floor`, 2 by
 default), since each epoch already takes k times more gradient steps. A smaller reference
-exercises the rule at a batch a CPU can afford (sweeps/rare_actions.yaml).
+exercises the rule at a batch a CPU can afford (`ppo.auto_scale_reference_batch`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The one rollout loop: a policy acting in an env for a fixed number of steps, in `lax.scan`.
 
-The trainer, the final evaluation, the foraging world's survival evaluation and replay, and the
+The trainer, the final evaluation, an env's own evaluation protocols, replay, and the
 benchmark all run this loop; what differs between them is passed in:
 - `env_step(key, env_state, action) -> (obs, env_state, reward, terminated, truncated, info)`:
   usually `batched_step` (gymnax's `step`, auto-reset included, over a batch of envs); the

@@ -475,8 +475,8 @@ def env_functions(env, env_params, num_envs: int, dist) -> dict:
 
 def env_params_argument(env, env_params):
     """`env_params` as an argument of the lab's programs, leaves as float32 / int32 / bool arrays,
-    for an env whose params are data (`Env.params_are_data`: every foraging reward mode is then
-    one program); None for any other env, whose params stay constants of its programs."""
+    for an env whose params are data (`Env.params_are_data`: every reward mode of such an env is
+    then one program); None for any other env, whose params stay constants of its programs."""
     if not env.params_are_data:
         return None
 

@@ -43,6 +43,7 @@ def build_env_and_network(cfg: RunConfig):
         check_continuous(cfg, env, env_params)
     conv = conv_for_platform(jax.devices()[0].platform, cfg.hardware.conv)
     network = ActorCritic(dist.action_dim, cfg.network, env.actor_obs_channels,
+                          critic_plane_channels=env.critic_plane_channels,
                           conv=conv, precision=cfg.hardware.precision, continuous=dist.continuous,
                           normalize_obs=cfg.ppo.normalize_obs)
     if dist.continuous:  # actions/mean_<i>, actions/std_<i> are named by the trainer

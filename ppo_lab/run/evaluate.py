@@ -3,8 +3,8 @@
 Episodic evaluation: `eval.episodes` envs per seed run until each finishes its first
 episode (or `eval.max_steps`), greedy (argmax) by default. The evaluation key depends only on
 the seed, so evaluating the same checkpoint twice on the same device layout gives
-bit-identical numbers. Envs that define an extra protocol (the foraging world's survival
-evaluation) name it under `evaluations` in their `conf/env/*.yaml`; its metrics join the
+bit-identical numbers. Envs that define an extra protocol (a survival evaluation, say)
+name it under `evaluations` in their `conf/env/*.yaml`; its metrics join the
 episodic ones. One that cannot be loaded stops the run (a PartError), never drops silently.
 """
 
@@ -76,8 +76,8 @@ def episode_cap(cfg, env, env_params) -> int:
 def episode_runner(cfg, env, env_params, network):
     """The jitted episodic evaluation of one seed's parameters: `(params, key) -> metrics`. An
     env whose envs live outside JAX (EnvPool) evaluates on envs of its own (`env.for_evaluation()`).
-    An env whose params are data takes them as the program's argument (every foraging reward
-    mode is one program, as in training: `env_params_argument`)."""
+    An env whose params are data takes them as the program's argument (every reward mode of
+    such an env is one program, as in training: `env_params_argument`)."""
     cap = episode_cap(cfg, env, env_params)
     env = env.for_evaluation()  # an env outside JAX (EnvPool, Gymnasium): a pool of its own
     dist = for_env(env, env_params, cfg.network.squash)  # greedy: argmax, or the Gaussian's mean

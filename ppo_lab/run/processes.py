@@ -19,10 +19,9 @@ import sys
 
 import jax
 import numpy as np
-from jax._src.distributed import global_state  # the distributed runtime's client: its key-value store
 from jax.experimental import multihost_utils
 
-from ppo_lab import rundir
+from ppo_lab import jax_private, rundir
 from ppo_lab.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -69,7 +68,7 @@ def check_same_config(resolved: dict, timeout_s: float) -> None:
     key-value store and reads every other's."""
     if not several():
         return
-    client = global_state.client
+    client = jax_private.distributed_state.client  # the distributed runtime's key-value store
     _CHECKS[0] += 1
     mine = _compared(resolved)
     client.key_value_set_bytes(f"ppo_lab/config/{_CHECKS[0]}/{jax.process_index()}", json.dumps(mine).encode())

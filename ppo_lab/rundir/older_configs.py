@@ -9,6 +9,9 @@ in, and only these:
   at that value. A recurrent cell's size and a head layer's gain go with their part: this lab's default
   when the part is absent.
 
+A part of this lab that moved since is found where it lives now: a saved wiring value naming
+its old dotted path is read as the new one (`MOVED_PARTS`).
+
 Resuming compares a relaunch's config with the saved one through the same table
 (`ppo_lab.run.resume`): such a key at its old-behaviour value is no change of config.
 Evaluation and replay read an old run's config through `complete` (`load_run_config`).
@@ -38,6 +41,12 @@ KEYS_ADDED_AS_BEFORE = {
     "hardware.deterministic": False,
 }
 
+# The lab's own parts that moved since a run dir could have been written: the dotted path a saved
+# config names -> where the part lives now.
+MOVED_PARTS = {
+    "ppo_lab.run.survival.evaluate_policy": "ppo_lab.experiments.goodhart.survival.evaluate_policy",
+}
+
 # Per section: which keys are wiring, and which conf/ file (by the key naming the option) holds them.
 WIRING = {"env": (("_target_", "check", "evaluations"), "name"), "network": (("_target_",), "kind")}
 
@@ -52,9 +61,19 @@ def _conf_file(group: str, option) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {} if path.exists() else {}
 
 
+def _follow_moved_parts(config: dict) -> None:
+    """Each saved evaluation naming a part that moved (`MOVED_PARTS`) now names where it lives."""
+    env = config.get("env")
+    evaluations = env.get("evaluations") if isinstance(env, dict) else None
+    if isinstance(evaluations, dict):
+        for name, path in evaluations.items():
+            evaluations[name] = MOVED_PARTS.get(path, path)
+
+
 def complete(saved: dict) -> dict:
     """A copy of `saved` with the wiring and the added-as-before keys it lacks filled in."""
     out = copy.deepcopy(saved)
+    _follow_moved_parts(out)
     for section, (keys, option_key) in WIRING.items():
         body = out.get(section)
         if not isinstance(body, dict) or not any(k not in body for k in keys):
@@ -73,7 +92,7 @@ def complete(saved: dict) -> dict:
     for dotted, value in KEYS_ADDED_AS_BEFORE.items():
         section, key = dotted.split(".", 1)
         if section == "env" and key not in env_keys:
-            continue  # a key of another env (env.respawn_in_place is the foraging world's)
+            continue  # a key of another env than the one this run trained on
         if isinstance(out.get(section), dict) and key not in out[section]:
             out[section][key] = value
     network = out.get("network")

@@ -1,3 +1,3 @@
 """The foraging world of the Goodhart experiment: its config and checks (`config`, jax-free),
-the world (`world`), the reference's continuous-survival evaluation (`survival`) and a renderer
-of trained agents (`replay`)."""
+the world (`world`) and the per-life ledger of the survival protocol (`lives`). The experiment's
+own protocol and reports live in `ppo_lab.experiments.goodhart`."""

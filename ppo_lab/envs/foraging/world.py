@@ -54,7 +54,8 @@ last, float32, `[V, V, C]`):
   always 0: where items are, never which.
 - privileged critic (`privileged_critic=True`): 6 channels, the policy's 2, the ground-truth
   one-hot 2, and the world's food and poison densities as constant planes (`densities`);
-  `env.actor_obs_channels == 2` tells the network to feed the actor only the first 2.
+  `env.actor_obs_channels == 2` tells the network to feed the actor only the first 2, and
+  `env.critic_plane_channels == 2` that the last 2 are constant planes.
 
 Training reward (clipped to `[-reward_clip, reward_clip]`):
 `reward_food*ate_food + reward_poison*ate_poison + reward_step + reward_death*died + shaping`.
@@ -96,8 +97,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from ppo_lab.envs.base import Env
+from ppo_lab.envs.base import Env, Episode
 from ppo_lab.envs.gymnax_api import environment, spaces
+from ppo_lab.envs.foraging import frames
 from ppo_lab.envs.foraging.config import OBS_TABLES, mode_defaults, read_sections
 
 ACTION_NAMES = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]
@@ -261,6 +263,21 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
     def privileged(self) -> bool:
         """Observations carry the critic's extra channels (ground truth and densities)."""
         return self.obs_channels == PRIVILEGED_CHANNELS
+
+    @property
+    def critic_plane_channels(self) -> int:
+        """The densities: the privileged observation's last 2 channels are constant planes."""
+        return 2 if self.privileged else 0
+
+    # ---- replay (the `Env` contract's frames) --------------------------------------------------
+    frame_palette = frames.palette()
+
+    def render_episode(self, episode: Episode, options: Mapping[str, Any]):
+        return frames.render_episode(self, episode, options)
+
+    def params_for_replay(self, params: EnvParams, options: Mapping[str, Any]) -> EnvParams:
+        """`mortal`: energy on, also for a run trained immortal (as the survival evaluation)."""
+        return params.replace(immortal=False) if options.get("mortal") else params
 
     @property
     def n_cells(self) -> int:
@@ -454,7 +471,7 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
         state, events = self.transition(key, state, action, params)
         terminated = events["died"]
         reward = self.training_reward(events, params)
-        info = {"metrics": self.true_metrics(events, state, params, reward)}
+        info = {"metrics": self.true_metrics(events, state, params, reward), "events": events}
         return self.get_obs(state, params), state, reward, terminated, info
 
     def is_truncated(self, state: EnvState, params: EnvParams) -> jax.Array:

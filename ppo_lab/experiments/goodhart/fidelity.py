@@ -6,7 +6,7 @@ A cell is (reward mode, fidelity recipe): the recipe is a run's `+fidelity=` cho
 is `lab`, or `lab_uint8` with `ppo.rollout_obs_dtype=uint8`. Runs of several sweep dirs (e.g.
 seeds 0-3 and 4-7) with the same cell pool, the unit being the (run, seed), as in the report.
 
-Tests, as `goodhart.pairwise_tests` does them (Welch's t, Cohen's d, Bonferroni within a metric):
+Tests, as `report.pairwise_tests` does them (Welch's t, Cohen's d, Bonferroni within a metric):
 per mode, `lab` against `lab_uint8`, `reference` against `reference_float32`, and `reference`
 against each other `reference_*` cell (leave one out).
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ppo_lab.analysis.goodhart import mode_of_group
+from ppo_lab.experiments.goodhart.report import mode_of_group
 from ppo_lab.analysis.intervals import mean_summary
 from ppo_lab.analysis.stats import bonferroni, cohens_d, welch_t_test
 from ppo_lab.analysis.sweep import Collection

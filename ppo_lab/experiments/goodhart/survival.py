@@ -121,10 +121,10 @@ def _summarize(run, env_params, key, policy_params, num_envs: int, num_steps: in
 
 
 def evaluate_policy(cfg, env, env_params, network, params, key) -> dict[str, float]:
-    """The runner's hook (`ppo_lab.run.evaluate.EXTRA_EVALUATIONS`): the survival protocol for one
-    seed's parameters, sized by `eval.survival_envs` x `eval.survival_steps`, played twice in the
-    same worlds: sampled (the reference's protocol) under each metric's name, and greedy (argmax)
-    under `<name>_greedy`. `eval.deterministic` governs only the episodic evaluation."""
+    """The runner's hook (`env.evaluations.survival`, run by `ppo_lab.run.evaluate`): the
+    survival protocol for one seed's parameters, sized by `eval.survival_envs` x
+    `eval.survival_steps`, played twice in the same worlds: sampled (the reference's protocol)
+    under each metric's name, and greedy (argmax) under `<name>_greedy`. `eval.deterministic` governs only the episodic evaluation."""
     n, steps = cfg.eval.survival_envs, cfg.eval.survival_steps
     key = jax.random.fold_in(key, 1)
     run = _policy_run(env, network, n, steps)  # one program for both plays: greedy is an argument

@@ -1,6 +1,7 @@
 """The Goodhart report's numbers: modes of a sweep, the mode table, pairwise tests, the curves.
 
-Used by `notebooks/goodhart_report.ipynb` and by `ppo-lab plots` (the Goodhart-curve panel).
+Used by `notebooks/goodhart_report.ipynb`; `ppo-lab plots` draws one run's curve with the
+generic `ppo_lab.analysis.goodhart_curve`.
 A sweep's groups are mapped to reward modes by their `reward=` override (or the run's summary).
 
 - `REFERENCE`: the reference project's published one-seed table, under OUR metric names and
@@ -12,7 +13,7 @@ A sweep's groups are mapped to reward modes by their `reward=` override (or the 
   Bonferroni-corrected within each metric (the family: which modes differ on that metric).
 - The Goodhart curve: per update, what the agent was paid (`reward/paid_per_1k`) against the
   true objective from counts (`true/objective_per_1k`), both per 1k agent steps of the training
-  rollouts; per mode, the mean over seeds with its interval band.
+  rollouts; per mode, the mean over seeds with its interval band (`analysis.goodhart_curve`).
 """
 
 from __future__ import annotations
@@ -25,16 +26,16 @@ from typing import Sequence
 import numpy as np
 
 from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.goodhart_curve import PAID, TRUE, draw_goodhart
 from ppo_lab.analysis.intervals import mean_summary
 from ppo_lab.analysis.stats import bonferroni, cohens_d, welch_t_test
-from ppo_lab.analysis.sweep import Collection, mean_curve, read_metric_curves
+from ppo_lab.analysis.sweep import Collection, read_metric_curves
 
 MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
          "ground_truth_handhold")
 # The survival protocol's headline metrics, in the report's order; each also as `<name>_greedy`.
 METRICS = ("efficiency_per_life", "food_share", "efficiency_per_world", "energy_per_1k",
            "survival_mean", "deaths_per_1k", "food_per_1k", "poison_per_1k")
-PAID, TRUE = "reward/paid_per_1k", "true/objective_per_1k"
 
 _REF_MODES = ("ground_truth", "ground_truth_blinded", "proxy_mortal", "proxy")
 _REF_COLUMNS = {
@@ -125,33 +126,7 @@ def _nanmean(values) -> float:
     return float(x.mean()) if x.size else math.nan
 
 
-# ----------------------------------------------------------------------------- the curve
-def draw_goodhart(ax, paid: list, true: list, confidence: float = 0.95, title: str = "") -> bool:
-    """On `ax`: the mean over seeds of what was paid and of the true objective, each with its
-    interval band (`paid`, `true`: lists of (timesteps, values) series, one per seed).
-    Returns whether anything was drawn."""
-    drawn = False
-    # The truth solid and wide, what was paid dashed on top: where a mode pays the truth
-    # (ground_truth) the two coincide and both stay visible.
-    for series, label, color, style, width in ((true, "true objective", "tab:blue", "-", 2.2),
-                                               (paid, "paid (training reward)", "tab:orange", "--", 1.4)):
-        x, mean, low, high, _ = mean_curve(series, confidence)
-        if x.size == 0:
-            continue
-        ax.plot(x, mean, color=color, lw=width, ls=style, label=f"{label}, n={len(series)}")
-        ax.fill_between(x, low, high, color=color, alpha=0.2, lw=0)
-        drawn = True
-    ax.axhline(0.0, color="k", lw=0.7)
-    ax.set_title(title or "Goodhart curve", fontsize=10)
-    ax.set_xlabel("env steps per seed", fontsize=8)
-    ax.set_ylabel("per 1k agent steps", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.grid(alpha=0.3)
-    if drawn:
-        ax.legend(fontsize=7, loc="best")
-    return drawn
-
-
+# ----------------------------------------------------------------------------- the curves by mode
 def goodhart_series(col: Collection) -> dict[str, tuple[list, list]]:
     """mode -> (paid series, true series), one (timesteps, values) pair per used seed."""
     paid, true = read_metric_curves(col, PAID), read_metric_curves(col, TRUE)
