@@ -76,7 +76,7 @@ class Hypers:
         constant's reciprocal), so a run trains to the bits it trained to then."""
         start, _ = schedules(self.names)[name]
         per_update = jnp.float32(1) / jnp.asarray(num_updates, jnp.float32)
-        return getattr(self, start) + self.spans[name] * (jnp.asarray(update, jnp.float32) * per_update)
+        return self.as_dict()[start] + self.spans[name] * (jnp.asarray(update, jnp.float32) * per_update)
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], names: tuple[str, ...] | None = None):
