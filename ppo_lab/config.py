@@ -244,7 +244,8 @@ class HealthConfig:
 @dataclass(frozen=True)
 class CheckpointConfig:
     every_min: float = declared(help=18)
-    if_all_damaged: str = declared(choices=("error", "start_over"), before="error")  # read by run/resume.py
+    if_all_damaged: str = declared(check=Check(lambda v, s: v in ("error", "start_over"), "error or start_over"),
+                                   before="error")  # read by run/resume.py
 
 
 @dataclass(frozen=True)
@@ -551,6 +552,9 @@ def _value(s: Mapping, prefix: str, f: dataclasses.Field, hint):
         value = _flag(s, prefix, name)
     elif kinds in ([int], [float]):
         value = (_optional if nullable else _number)(s, prefix, name, kinds[0])
+    elif kinds == [str]:
+        _require(name in s, key, None, "a value (the key is missing)")
+        value = s[name]
     else:
         raise TypeError(f"{key}: no reader for a field of type {hint}")
     check = f.metadata.get("check")
