@@ -5,22 +5,26 @@ a user can get wrong, each section once (the env's own keys through the jax-free
 YAML names, `env.check`), and returns frozen dataclasses. Errors name the key, the value and
 what is valid, and are raised before XLA starts, anything compiles or the run writes anything.
 
-The values themselves live in one place, `conf/`: every key is read from the composed config
-(a missing key is an error that names it), with five exceptions, defaults written in `validate`
-for keys a config saved by an older lab (or a hand-written one) may lack: `seed` (0), `reward`
-(the section `{name: default}`), `checkpoint.if_all_damaged` ("error"), `benchmark` (false) and
-`resume` (null). conf/ gives each the same value; nothing else is filled in here.
+Each key is declared once. Its default and its one-line meaning (the comment at the end of
+its line, which `--help` shows) live in its YAML in `conf/`; its type, validation and marks
+live on its field here (`declared`, `traced`): whether it is a traced hyperparameter, how it
+may change when a run dir is relaunched (run/resume.py), the value a run dir written before it
+existed reads (rundir/older_configs.py), its place in `--help`. Every key is read from the
+composed config (a missing key is an error that names it); nothing is filled in here, except in
+a saved config, where a key added since reads as its `before` mark says.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+import typing
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ppo_lab import parts
 from ppo_lab.config_keys import check_sections
@@ -30,51 +34,75 @@ from ppo_lab.errors import ConfigError
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
-def traced():
-    """Marks a PPOConfig field as a traced hyperparameter: it changes no shape, so it is an
-    argument of the compiled chunk, one value per replica (ppo/hypers.py `Hypers`), and jobs of
-    a grid that differ only in such keys share one program (hydra/launcher=vmap). Adding one:
-    mark its field here and give its YAML default (conf/ppo/); the trainer reads it by name."""
-    return field(metadata={"traced": True})
+@dataclass(frozen=True)
+class Check:
+    """A field's validation: `holds(value, section)` (the section's values, for a bound set by
+    another key), else a ConfigError saying `valid` (formatted with the section's values)."""
+    holds: Callable[[Any, Mapping], bool]
+    valid: str
 
 
 @dataclass(frozen=True)
-class PPOConfig:
-    lr: float = traced()
-    lr_final: float = traced()
-    anneal_lr: bool
-    gamma: float = traced()
-    gae_lambda: float = traced()
-    clip_eps: float = traced()
-    clip_eps_final: float = traced()
-    clip_vloss: bool
-    vf_coef: float = traced()
-    ent_coef_initial: float = traced()
-    ent_coef_final: float = traced()
-    entropy_floor: float | None = traced()
-    entropy_floor_coef: float = traced()
-    max_grad_norm: float = traced()
-    update_epochs: int
-    num_minibatches: int
-    normalize_advantages: bool
-    bootstrap_truncation: bool
+class LabDefaultWhen:
+    """The `before` mark of a key that sizes a part: a run dir written before the key existed
+    reads this lab's conf/ default while the key `key` of the same section has `value` (the part
+    is not there, so its size changes nothing)."""
+    key: str
+    value: Any
+
+
+# How a key may change when a run directory is relaunched (or resumed from): see run/resume.py.
+FREE = "free"  # freely: it changes nothing trained (a stopping budget, where logs go)
+ALLOWED = "allowed"  # only with allow_config_change=true, recorded in config_history.jsonl
+FIXED = "fixed"  # never: the checkpoint's shapes or meaning depend on it
+
+
+def declared(*, traced: bool = False, resume: str | None = None, before: Any = dataclasses.MISSING,
+             help: int | Mapping[str, int] | None = None, key: str | None = None, check: Check | None = None,
+             choices: tuple | None = None, **field_options):
+    """A config key's field with its marks; its default and one-line meaning live in its YAML.
+      traced    a hyperparameter that changes no shape: an argument of the compiled chunk, one
+                value per replica (ppo/hypers.py `Hypers`), never a constant of the trainer
+      resume    FREE, ALLOWED or FIXED (unmarked: its section's mark, else ALLOWED)
+      before    the value a run dir written before the key existed reads (rundir/older_configs.py),
+                or `LabDefaultWhen(...)`
+      help      its place among the keys `python launch.py --help` lists (a mapping of own key ->
+                place for a field holding a part's own keys)
+      key       its name in the config where it differs from the field's
+      check     `Check`: its validation; choices: its valid values"""
+    marks = {"traced": traced, "resume": resume, "help": help, "key": key, "check": check, "choices": choices}
+    metadata = {k: v for k, v in marks.items() if v is not None and v is not False}
+    if before is not dataclasses.MISSING:  # None and False are values a key can be added at
+        metadata["before"] = before
+    return field(metadata=metadata, **field_options)
+
+
+def traced(**marks):
+    """A traced hyperparameter's field (`declared(traced=True, ...)`). Adding one is its field
+    here and its line in conf/ppo/default.yaml; the trainer reads it as `hypers.<name>`."""
+    return declared(traced=True, **marks)
+
+
+def _at_least(low: float, valid: str) -> Check:
+    return Check(lambda v, s: v >= low, valid)
+
+
+def _above(low: float, valid: str) -> Check:
+    return Check(lambda v, s: v > low, valid)
+
+
+ROLLOUT_OBS_DTYPES = ("float32", "uint8", "bfloat16")  # ppo.obs_storage
+VALUE_NORMS = (None, "popart")
+VALUE_LOSSES = ("mean_of_max", "max_of_means")  # ppo.losses
+
+
+class _PPOSizes:
+    """The batch sizes a `ppo` section implies (PPOConfig's and its static part's)."""
+
     num_envs: int
     num_steps: int
+    num_minibatches: int
     total_timesteps: int
-    auto_scale: bool
-    auto_scale_epoch_floor: int
-    auto_scale_reference_batch: int
-    value_norm: str | None  # None or "popart"
-    popart_beta_min: float
-    separate_grad_clip: bool
-    rollout_obs_dtype: str  # the dtype the rollout stores observations in for the update (ppo/obs_storage.py)
-    adam_eps: float
-    # The value loss: "mean_of_max" (0.5 x the mean over samples of max(e1, e2), PPO2/CleanRL)
-    # or "max_of_means" (the reference's: max(mean e1, mean e2), no 1/2).
-    value_loss: str
-    privileged_view_after_step: bool  # a privileged critic's extra channels taken after the step (the reference's)
-    normalize_obs: bool  # running mean/variance of observations (ppo/normalize.py)
-    normalize_reward: bool  # rewards over the running std of the discounted return
 
     @property
     def batch_size(self) -> int:
@@ -90,20 +118,93 @@ class PPOConfig:
 
 
 @dataclass(frozen=True)
+class PPOConfig(_PPOSizes):
+    lr: float = traced(help=3, check=_above(0, "a learning rate > 0"))
+    lr_final: float = traced(check=Check(lambda v, s: 0 <= v <= s["lr"], "0 <= lr_final <= lr ({lr})"))
+    anneal_lr: bool = declared()
+    gamma: float = traced(help=8, check=Check(lambda v, s: 0 < v <= 1, "a discount in (0, 1]"))
+    gae_lambda: float = traced(help=9, check=Check(lambda v, s: 0 <= v <= 1, "a value in [0, 1]"))
+    clip_eps: float = traced(help=10, check=_above(0, "a clip range > 0"))
+    clip_eps_final: float = traced(check=_above(0, "a clip range > 0"))
+    clip_vloss: bool = declared()
+    vf_coef: float = traced(check=_at_least(0, "a coefficient >= 0"))
+    ent_coef_initial: float = traced(help=11, check=_at_least(0, "a coefficient >= 0"))
+    ent_coef_final: float = traced(check=_at_least(0, "a coefficient >= 0"))
+    # Traced, and null or not is the program's choice: an entropy floor is in the loss or not.
+    entropy_floor: float | None = traced(check=_at_least(0, "null or an entropy >= 0"))
+    entropy_floor_coef: float = traced(check=_at_least(0, "a coefficient >= 0"))
+    max_grad_norm: float = traced(help=12, check=_above(0, "a norm > 0"))
+    update_epochs: int = declared(help=7, check=_at_least(1, "an integer >= 1"))
+    num_minibatches: int = declared(help=6, check=_at_least(1, "an integer >= 1"))
+    normalize_advantages: bool = declared()
+    bootstrap_truncation: bool = declared()
+    num_envs: int = declared(help=4, resume=FIXED, check=_at_least(1, "an integer >= 1"))
+    num_steps: int = declared(help=5, resume=FIXED, check=_at_least(1, "an integer >= 1"))
+    total_timesteps: int = declared(help=2, check=_above(0, "a positive number of steps"))
+    auto_scale: bool = declared()
+    auto_scale_epoch_floor: int = declared(check=_at_least(1, "an integer >= 1"))
+    auto_scale_reference_batch: int = declared(check=_at_least(1, "a batch size (envs x steps) >= 1"))
+    value_norm: str | None = declared(choices=VALUE_NORMS)
+    popart_beta_min: float = declared(check=Check(lambda v, s: 0 < v <= 1, "a step size in (0, 1]"))
+    separate_grad_clip: bool = declared()
+    # the dtype the rollout stores observations in for the update (ppo/obs_storage.py)
+    rollout_obs_dtype: str = declared(choices=ROLLOUT_OBS_DTYPES, before="float32")
+    adam_eps: float = declared(check=_above(0, "an epsilon > 0"))
+    value_loss: str = declared(choices=VALUE_LOSSES, before="mean_of_max")
+    privileged_view_after_step: bool = declared(before=False)
+    normalize_obs: bool = declared(before=False)  # ppo/normalize.py
+    normalize_reward: bool = declared(before=False)
+
+    def static(self) -> "StaticPPO":
+        """This config less its traced keys: what the trainer may read as constants."""
+        traced_names = traced_keys(type(self))
+        return StaticPPO(
+            values=tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in traced_names),
+            null_traced=frozenset(k for k in traced_names if getattr(self, k) is None),
+        )
+
+
+@dataclass(frozen=True)
+class StaticPPO(_PPOSizes):
+    """The static part of a `ppo` section: its keys that are not traced, by name (`.num_envs`),
+    and which traced keys are null (a program's choice: `is_null("entropy_floor")`). A traced
+    key's value is no constant of a program: reading one here fails, naming `hypers.<key>`."""
+    values: tuple[tuple[str, Any], ...]
+    null_traced: frozenset
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("values", "null_traced"):
+            raise AttributeError(name)
+        found = dict(self.values)
+        if name in found:
+            return found[name]
+        if name in traced_keys():
+            raise AttributeError(f"ppo.{name} is a traced hyperparameter, one value per replica: read it from the "
+                                 f"replica's `hypers.{name}` (ppo/hypers.py), never as a constant of the trainer")
+        raise AttributeError(name)
+
+    def is_null(self, traced_key: str) -> bool:
+        return traced_key in self.null_traced
+
+
+@dataclass(frozen=True)
 class NetworkConfig:
     """`conf/network/*.yaml`: the torso is the module at `target` (`_target_`), built with
     `torso` (its own keys: hidden_sizes, or conv_channels and dense_size) and `activation`."""
     kind: str
-    target: str
-    activation: str
-    privileged_critic: bool
-    shared_torso: bool
-    squash: str | None  # continuous actions: None (clip to the bounds) or "tanh"
-    torso: tuple[tuple[str, Any], ...]  # the torso's own keys, as sorted (name, value) pairs (hashable)
-    recurrent: str | None  # None (feed-forward), "gru" or "lstm": a cell between the torso and the heads
-    recurrent_size: int  # the cell's hidden units
-    head_hidden: int  # units of a dense + activation layer in each head before its output; 0: linear heads
-    head_hidden_gain: float  # that layer's orthogonal initial gain
+    target: str = declared(key="_target_")
+    activation: str = declared()
+    privileged_critic: bool = declared()
+    shared_torso: bool = declared()
+    squash: str | None = declared(before=None)  # continuous actions: None (clip to the bounds) or "tanh"
+    # the torso's own keys, as sorted (name, value) pairs (hashable)
+    torso: tuple[tuple[str, Any], ...] = declared(help={"hidden_sizes": 13})
+    # None (feed-forward), "gru" or "lstm": a cell between the torso and the heads
+    recurrent: str | None = declared(help=14, before=None)
+    recurrent_size: int = declared(before=LabDefaultWhen("recurrent", None))  # the cell's hidden units
+    # units of a dense + activation layer in each head before its output; 0: linear heads
+    head_hidden: int = declared(before=0)
+    head_hidden_gain: float = declared(before=LabDefaultWhen("head_hidden", 0))  # that layer's orthogonal initial gain
 
     @property
     def is_recurrent(self) -> bool:
@@ -115,20 +216,21 @@ class NetworkConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    duration_min: float | None
-    target_return: float | None
-    patience: int
-    return_window: int
-    chunk_updates: int
+    """`conf/train/default.yaml`: the host loop's budget and chunks, free to change on a relaunch."""
+    duration_min: float | None = declared(help=15, resume=FREE)
+    target_return: float | None = declared(help=16, resume=FREE)
+    patience: int = declared(resume=FREE)
+    return_window: int = declared(resume=FREE)
+    chunk_updates: int = declared(resume=FREE)
 
 
 @dataclass(frozen=True)
 class EvalConfig:
-    episodes: int
-    deterministic: bool
-    max_steps: int | None
-    survival_envs: int
-    survival_steps: int
+    episodes: int = declared(help=17)
+    deterministic: bool = declared()
+    max_steps: int | None = declared()
+    survival_envs: int = declared()
+    survival_steps: int = declared()
 
 
 @dataclass(frozen=True)
@@ -140,26 +242,37 @@ class HealthConfig:
 
 
 @dataclass(frozen=True)
+class CheckpointConfig:
+    every_min: float = declared(help=18)
+    if_all_damaged: str = declared(check=Check(lambda v, s: v in ("error", "start_over"), "error or start_over"),
+                                   before="error")  # read by run/resume.py
+
+
+@dataclass(frozen=True)
 class HardwareConfig:
-    """`conf/hardware/*.yaml` (cpu, gpu, tpu): what `ppo_lab.hardware.start_jax` applies."""
+    """`conf/hardware/*.yaml` (cpu, gpu, tpu): what `ppo_lab.hardware.start_jax` applies. Where
+    compiled code is cached, how device memory is taken, how the same computation is laid out
+    and checked, and how many processes run it change nothing trained (`resume=FREE`)."""
     platform: str
-    allow_fallback: bool
-    host_devices: int | str  # an integer, or "auto" (one per core)
-    num_envs: int | None  # the env count a scale file sizes for this hardware
-    preallocate: bool
-    mem_fraction: float | None
-    compilation_cache_dir: str | None
-    layout: str
-    precision: str
-    memory_limit_gb: float | None
-    conv: str
-    deterministic: bool  # XLA's deterministic-ops flags where the backend has them (GPU): ppo_lab.hardware
-    # one run across processes (ppo_lab.hardware.distributed_settings): null = detected
-    coordinator_address: str | None = None
-    num_processes: int | None = None
-    process_id: int | None = None
-    init_timeout_s: float = 60
-    split_host_cpus: bool = True  # processes of one CPU run on one host each take their own CPUs
+    allow_fallback: bool = declared(resume=FREE)
+    host_devices: int | str = declared(help=19)  # an integer, or "auto" (one per core)
+    num_envs: int | None = declared()  # the env count a scale file sizes for this hardware
+    preallocate: bool = declared(resume=FREE)
+    mem_fraction: float | None = declared(resume=FREE)
+    compilation_cache_dir: str | None = declared(resume=FREE)
+    layout: str = declared(resume=FREE)  # a split of envs is refused by its own check on resume
+    precision: str = declared()
+    memory_limit_gb: float | None = declared(resume=FREE)
+    conv: str = declared(resume=FREE)
+    # XLA's deterministic-ops flags where the backend has them (GPU): ppo_lab.hardware
+    deterministic: bool = declared(before=False)
+    # one run across processes (ppo_lab.hardware.distributed_settings): null = detected; a
+    # config saved before multi-process runs reads as one process
+    coordinator_address: str | None = declared(resume=FREE, before=None)
+    num_processes: int | None = declared(resume=FREE, before=None)
+    process_id: int | None = declared(resume=FREE, before=None)
+    init_timeout_s: float = declared(resume=FREE, before=60)
+    split_host_cpus: bool = declared(before=True)  # processes of one CPU run on one host each take their own CPUs
 
 
 class _KeysByName:
@@ -184,7 +297,7 @@ class EnvSection(_KeysByName):
     evaluations: Mapping[str, str]  # name -> dotted path of `evaluate(cfg, env, env_params, network, params, key)`
     options: Mapping[str, Any]
     # task -> {random, reference}: the returns that normalise scores across tasks (the analysis's only)
-    scores: Mapping[str, Any] = field(default_factory=dict)
+    scores: Mapping[str, Any] = declared(resume=FREE)
 
 
 @dataclass(frozen=True)
@@ -214,14 +327,14 @@ class ExploredKey:
 @dataclass(frozen=True)
 class PBTConfig:
     """`conf/pbt/default.yaml`: population-based training (ppo_lab/run/population.py, docs/pbt.md)."""
-    population: int  # members; 0: off
-    interval_updates: int
-    fraction: float
-    fitness: str
-    exploit: bool
-    hypers: Mapping[str, ExploredKey]  # traced key (config.TRACED_PPO_KEYS) -> its range
-    factors: tuple[float, ...]
-    resample_prob: float
+    population: int = declared(resume=FIXED)  # members; 0: off
+    interval_updates: int = declared()
+    fraction: float = declared()
+    fitness: str = declared()
+    exploit: bool = declared()
+    hypers: Mapping[str, ExploredKey] = declared()  # traced key (`traced_keys()`) -> its range
+    factors: tuple[float, ...] = declared(key="perturb.factors")
+    resample_prob: float = declared(key="perturb.resample_prob")
 
     @property
     def on(self) -> bool:
@@ -230,26 +343,28 @@ class PBTConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    seed: int
-    num_seeds: int
-    experiment: str
-    resume: str | None
-    benchmark: bool
-    env: EnvSection
-    reward: RewardSection
-    ppo: PPOConfig
-    network: NetworkConfig
-    train: TrainConfig
-    eval: EvalConfig
-    health: HealthConfig
-    checkpoint_every_min: float
-    hardware: HardwareConfig
-    logger: Mapping[str, LoggerSpec]
-    pbt: PBTConfig | None = None  # None: no population (pbt.population=0)
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    seed: int = declared(help=0, resume=FIXED, before=0)
+    num_seeds: int = declared(help=1, resume=FIXED)
+    experiment: str = declared()
+    resume: str | None = declared(resume=FREE, before=None)
+    # a relaunch into a run dir under another config goes on (run/resume.py)
+    allow_config_change: bool = declared(resume=FREE, before=False)
+    benchmark: bool = declared(before=False)
+    env: EnvSection = declared(resume=FIXED)
+    reward: RewardSection = declared(resume=FIXED, before={"name": "default"})
+    ppo: PPOConfig = declared()
+    network: NetworkConfig = declared(resume=FIXED)
+    train: TrainConfig = declared()
+    eval: EvalConfig = declared(resume=FREE)
+    health: HealthConfig = declared(resume=FREE)
+    checkpoint: CheckpointConfig = declared(resume=FREE)
+    hardware: HardwareConfig = declared()
+    logger: Mapping[str, LoggerSpec] = declared(resume=FREE)
+    # None: no population (pbt.population=0); a config saved before populations trains none
+    pbt: PBTConfig | None = declared(before=LabDefaultWhen("population", 0))
     # The user's own keys (`+tags.owner=me`): recorded in config.yaml and the loggers' params,
     # read by nothing; the one place an unknown key is allowed (config_keys.USER_NAMESPACE).
-    tags: Mapping[str, Any] = field(default_factory=dict)
+    tags: Mapping[str, Any] = declared(resume=FREE)
     # The whole resolved config (plain dicts) this RunConfig was validated from: what
     # config.yaml, loggers and the resume check see. Not part of equality: it repeats the fields.
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -258,21 +373,115 @@ class RunConfig:
     def seeds(self) -> list[int]:
         return list(range(self.seed, self.seed + self.num_seeds))
 
+    @property
+    def checkpoint_every_min(self) -> float:
+        return self.checkpoint.every_min
+
+
+def traced_keys(ppo_class: type | None = None) -> tuple[str, ...]:
+    """The PPO keys marked `traced()`, in the order of their fields (of `PPOConfig`, or of
+    `ppo_class`)."""
+    return tuple(f.name for f in dataclasses.fields(ppo_class or PPOConfig) if f.metadata.get("traced"))
+
+
+def nullable_traced_keys() -> tuple[str, ...]:
+    """Traced keys that may be null: null or not is the program's choice (an entropy floor in
+    the loss or not), only their value is traced; a population never explores them."""
+    hints = typing.get_type_hints(PPOConfig)
+    return tuple(k for k in traced_keys() if type(None) in typing.get_args(hints[k]))
+
+
+@dataclass(frozen=True)
+class DeclaredKey:
+    """A key of the config as a field declares it: its dotted name, its field and section type."""
+    key: str
+    field: dataclasses.Field
+    section: type | None  # the dataclass of its keys, for a section; else None
+
+    def mark(self, name: str, default=None):
+        return self.field.metadata.get(name, default)
+
+    def has(self, name: str) -> bool:
+        return name in self.field.metadata
+
+
+def _section_type(hint) -> type | None:
+    for candidate in (hint, *typing.get_args(hint)):
+        if dataclasses.is_dataclass(candidate):
+            return candidate
+    return None
+
+
+def declared_keys(cls: type | None = None, prefix: str = "") -> list[DeclaredKey]:
+    """Every key the config's dataclasses declare, sections first then their keys (the
+    current `RunConfig`'s: a test may swap a section's class)."""
+    cls = RunConfig if cls is None else cls
+    hints = typing.get_type_hints(cls, globalns=globals())
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.name == "resolved":
+            continue
+        name = prefix + f.metadata.get("key", f.name)
+        section = _section_type(hints[f.name])
+        out.append(DeclaredKey(name, f, section))
+        if section is not None:
+            out.extend(declared_keys(section, name + "."))
+    return out
+
+
+def keys_marked(mark: str) -> dict[str, Any]:
+    """dotted key -> its `mark`, for every key (or section) that carries it."""
+    return {k.key: k.mark(mark) for k in declared_keys() if k.has(mark)}
+
+
+def help_keys() -> list[str]:
+    """The keys `python launch.py --help` lists, in their marked order."""
+    places = {}
+    for k, place in keys_marked("help").items():
+        if isinstance(place, Mapping):  # a part's own keys, which sit beside the field's in its section
+            places.update({f"{k.rpartition('.')[0]}.{own}": p for own, p in place.items()})
+        else:
+            places[k] = place
+    return sorted(places, key=places.get)
+
+
+def keys_added_as_before() -> dict[str, Any]:
+    """dotted key -> the value a config saved before the key existed reads (`before` marks that
+    are values, not `LabDefaultWhen`)."""
+    return {k: v for k, v in keys_marked("before").items() if not isinstance(v, LabDefaultWhen)}
+
+
+def with_keys_added_since(saved: Mapping[str, Any]) -> dict:
+    """A copy of a saved config with each key added since it was written (a `before` value
+    mark) that it lacks, at that value. The `LabDefaultWhen` keys read conf/ (rundir/older_configs.py)."""
+    out = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in saved.items()}
+    for dotted, value in keys_added_as_before().items():
+        *section, name = dotted.split(".")
+        body = out
+        for part in section:
+            if not isinstance(body.get(part), Mapping):
+                body = None
+                break
+            body = body[part]
+        if body is not None and name not in body:
+            body[name] = copy.deepcopy(value)
+    return out
+
 
 ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
-# The PPO keys marked `traced()` in PPOConfig, in its order. `entropy_floor` null or not is the
-# program's choice, its value is not.
-TRACED_PPO_KEYS = tuple(f.name for f in dataclasses.fields(PPOConfig) if f.metadata.get("traced"))
+# The traced keys of the lab's PPOConfig (`traced_keys()` reads the current class).
+TRACED_PPO_KEYS = traced_keys()
 
 
 def shared_program_key(resolved: Mapping[str, Any]) -> str:
     """What runs must have in common to train in one compiled program (hydra/launcher=vmap):
     the resolved config (plain dicts, no `hydra`) less `seed` (a seed is a replica's PRNG key)
-    and `TRACED_PPO_KEYS`, keeping whether `ppo.entropy_floor` is null (the program's choice)."""
+    and the traced keys, keeping whether a nullable one is null (the program's choice)."""
     rest = {k: v for k, v in resolved.items() if k not in ("seed", "hydra", "tags")}
     ppo = dict(rest.get("ppo") or {})
-    floor_on = ppo.get("entropy_floor") is not None
-    rest["ppo"] = {k: v for k, v in ppo.items() if k not in TRACED_PPO_KEYS} | {"entropy_floor (on)": floor_on}
+    traced_names = traced_keys()
+    switches = {f"{k} (on)": ppo.get(k) is not None for k in nullable_traced_keys()}
+    rest["ppo"] = {k: v for k, v in ppo.items() if k not in traced_names} | switches
     return json.dumps(rest, sort_keys=True, default=str)
 
 
@@ -285,16 +494,11 @@ def config_hash(resolved: Mapping[str, Any], exclude: tuple[str, ...] = ("hydra"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# hardware keys a config saved before multi-process runs lacks (defaults: one process)
-PROCESS_KEYS = ("coordinator_address", "num_processes", "process_id", "init_timeout_s", "split_host_cpus")
 LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
 PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
-VALUE_NORMS = (None, "popart")
 RECURRENT_CELLS = (None, "gru", "lstm")  # network.recurrent; networks.CELLS
 PLATFORMS = ("cpu", "gpu", "tpu")
-ROLLOUT_OBS_DTYPES = ("float32", "uint8", "bfloat16")  # ppo.obs_storage
-VALUE_LOSSES = ("mean_of_max", "max_of_means")  # ppo.losses
 
 
 def _require(cond: bool, key: str, value, valid: str) -> None:
@@ -304,7 +508,7 @@ def _require(cond: bool, key: str, value, valid: str) -> None:
 
 def _number(section: Mapping, prefix: str, name: str, kind=float):
     """Read `section[name]` as a number, with a ConfigError naming `prefix.name` if it is not."""
-    key = f"{prefix}.{name}"
+    key = _dotted(prefix, name)
     if name not in section:
         raise ConfigError(key, None, "a value (the key is missing)")
     value = section[name]
@@ -319,9 +523,13 @@ def _number(section: Mapping, prefix: str, name: str, kind=float):
     return value
 
 
+def _dotted(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
 def _flag(section: Mapping, prefix: str, name: str) -> bool:
     value = section.get(name)
-    _require(isinstance(value, bool), f"{prefix}.{name}", value, "true or false")
+    _require(isinstance(value, bool), _dotted(prefix, name), value, "true or false")
     return value
 
 
@@ -329,64 +537,36 @@ def _optional(section: Mapping, prefix: str, name: str, kind=float):
     return None if section.get(name) is None else _number(section, prefix, name, kind)
 
 
-def _traced_values(s: Mapping) -> dict[str, float | None]:
-    """The traced keys of the `ppo` section: numbers (null too where the field allows None)."""
-    fields = [f for f in dataclasses.fields(PPOConfig) if f.name in TRACED_PPO_KEYS]
-    return {f.name: (_optional if "None" in str(f.type) else _number)(s, "ppo", f.name) for f in fields}
+def _value(s: Mapping, prefix: str, f: dataclasses.Field, hint):
+    """Read field `f`'s key of section `s` by its type (a number, a flag, a choice; null where
+    the type allows None) and check it with its `check` and `choices` marks."""
+    name, key = f.name, f"{prefix}.{f.name}"
+    kinds = [t for t in (typing.get_args(hint) or (hint,)) if t is not type(None)]
+    nullable = type(None) in typing.get_args(hint)
+    choices = f.metadata.get("choices")
+    if choices is not None:
+        _require(name in s, key, None, "a value (the key is missing)")
+        value = s[name]
+        _require(value in choices, key, value, f"one of {list(choices)}")
+    elif kinds == [bool]:
+        value = _flag(s, prefix, name)
+    elif kinds in ([int], [float]):
+        value = (_optional if nullable else _number)(s, prefix, name, kinds[0])
+    elif kinds == [str]:
+        _require(name in s, key, None, "a value (the key is missing)")
+        value = s[name]
+    else:
+        raise TypeError(f"{key}: no reader for a field of type {hint}")
+    check = f.metadata.get("check")
+    if check is not None and value is not None:
+        _require(check.holds(value, s), key, value, check.valid.format_map(s))
+    return value
 
 
 def _ppo(s: Mapping) -> PPOConfig:
-    n = lambda name, kind=float: _number(s, "ppo", name, kind)  # noqa: E731
-    ppo = PPOConfig(
-        **_traced_values(s),
-        anneal_lr=_flag(s, "ppo", "anneal_lr"),
-        clip_vloss=_flag(s, "ppo", "clip_vloss"),
-        update_epochs=n("update_epochs", int),
-        num_minibatches=n("num_minibatches", int),
-        normalize_advantages=_flag(s, "ppo", "normalize_advantages"),
-        bootstrap_truncation=_flag(s, "ppo", "bootstrap_truncation"),
-        num_envs=n("num_envs", int),
-        num_steps=n("num_steps", int),
-        total_timesteps=n("total_timesteps", int),
-        auto_scale=_flag(s, "ppo", "auto_scale"),
-        auto_scale_epoch_floor=n("auto_scale_epoch_floor", int),
-        auto_scale_reference_batch=n("auto_scale_reference_batch", int),
-        value_norm=s.get("value_norm"),
-        popart_beta_min=n("popart_beta_min"),
-        separate_grad_clip=_flag(s, "ppo", "separate_grad_clip"),
-        rollout_obs_dtype=s.get("rollout_obs_dtype"),
-        adam_eps=n("adam_eps"),
-        value_loss=s.get("value_loss"),
-        privileged_view_after_step=_flag(s, "ppo", "privileged_view_after_step"),
-        normalize_obs=_flag(s, "ppo", "normalize_obs"),
-        normalize_reward=_flag(s, "ppo", "normalize_reward"),
-    )
-    _require(ppo.rollout_obs_dtype in ROLLOUT_OBS_DTYPES, "ppo.rollout_obs_dtype", ppo.rollout_obs_dtype,
-             f"one of {list(ROLLOUT_OBS_DTYPES)}")
-    _require(ppo.adam_eps > 0, "ppo.adam_eps", ppo.adam_eps, "an epsilon > 0")
-    _require(ppo.value_loss in VALUE_LOSSES, "ppo.value_loss", ppo.value_loss, f"one of {list(VALUE_LOSSES)}")
-    _require(ppo.value_norm in VALUE_NORMS, "ppo.value_norm", ppo.value_norm, f"one of {list(VALUE_NORMS)}")
-    _require(0 < ppo.popart_beta_min <= 1, "ppo.popart_beta_min", ppo.popart_beta_min, "a step size in (0, 1]")
-    _require(ppo.auto_scale_epoch_floor >= 1, "ppo.auto_scale_epoch_floor", ppo.auto_scale_epoch_floor, "an integer >= 1")
-    _require(ppo.auto_scale_reference_batch >= 1, "ppo.auto_scale_reference_batch", ppo.auto_scale_reference_batch, "a batch size (envs x steps) >= 1")
-    _require(ppo.lr > 0, "ppo.lr", ppo.lr, "a learning rate > 0")
-    _require(0 <= ppo.lr_final <= ppo.lr, "ppo.lr_final", ppo.lr_final, f"0 <= lr_final <= lr ({ppo.lr})")
-    _require(0 < ppo.gamma <= 1, "ppo.gamma", ppo.gamma, "a discount in (0, 1]")
-    _require(0 <= ppo.gae_lambda <= 1, "ppo.gae_lambda", ppo.gae_lambda, "a value in [0, 1]")
-    _require(ppo.clip_eps > 0, "ppo.clip_eps", ppo.clip_eps, "a clip range > 0")
-    _require(ppo.clip_eps_final > 0, "ppo.clip_eps_final", ppo.clip_eps_final, "a clip range > 0")
-    _require(ppo.vf_coef >= 0, "ppo.vf_coef", ppo.vf_coef, "a coefficient >= 0")
-    _require(ppo.ent_coef_initial >= 0, "ppo.ent_coef_initial", ppo.ent_coef_initial, "a coefficient >= 0")
-    _require(ppo.ent_coef_final >= 0, "ppo.ent_coef_final", ppo.ent_coef_final, "a coefficient >= 0")
-    if ppo.entropy_floor is not None:
-        _require(ppo.entropy_floor >= 0, "ppo.entropy_floor", ppo.entropy_floor, "null or an entropy >= 0")
-    _require(ppo.entropy_floor_coef >= 0, "ppo.entropy_floor_coef", ppo.entropy_floor_coef, "a coefficient >= 0")
-    _require(ppo.max_grad_norm > 0, "ppo.max_grad_norm", ppo.max_grad_norm, "a norm > 0")
-    _require(ppo.update_epochs >= 1, "ppo.update_epochs", ppo.update_epochs, "an integer >= 1")
-    _require(ppo.num_minibatches >= 1, "ppo.num_minibatches", ppo.num_minibatches, "an integer >= 1")
-    _require(ppo.num_envs >= 1, "ppo.num_envs", ppo.num_envs, "an integer >= 1")
-    _require(ppo.num_steps >= 1, "ppo.num_steps", ppo.num_steps, "an integer >= 1")
-    _require(ppo.total_timesteps > 0, "ppo.total_timesteps", ppo.total_timesteps, "a positive number of steps")
+    """The `ppo` section: each key read and checked by its field, then the batch's arithmetic."""
+    hints = typing.get_type_hints(PPOConfig)
+    ppo = PPOConfig(**{f.name: _value(s, "ppo", f, hints[f.name]) for f in dataclasses.fields(PPOConfig)})
     _require(
         ppo.batch_size % ppo.num_minibatches == 0,
         "ppo.num_minibatches",
@@ -487,8 +667,8 @@ def _eval(s: Mapping) -> EvalConfig:
 
 def _explored(key: str, s) -> ExploredKey:
     prefix = f"pbt.hypers.{key}"
-    _require(key in TRACED_PPO_KEYS and key != "entropy_floor", prefix, s,
-             f"an explorable key, one of {[k for k in TRACED_PPO_KEYS if k != 'entropy_floor']} (traced: they "
+    explorable = [k for k in traced_keys() if k not in nullable_traced_keys()]
+    _require(key in explorable, prefix, s, f"an explorable key, one of {explorable} (traced: they "
              f"change no shape, so one compiled program trains every member)")
     _require(isinstance(s, Mapping) and set(s) == {"low", "high", "log"}, prefix, s, "{low: NUMBER, high: NUMBER, log: BOOL}")
     low, high = _number(s, prefix, "low"), _number(s, prefix, "high")
@@ -538,7 +718,7 @@ def _known(s: Mapping, section: str, keys) -> None:
 
 def _validate_processes(s: Mapping) -> None:
     addr, n, pid = (s.get(k) for k in ("coordinator_address", "num_processes", "process_id"))
-    wait = s.get("init_timeout_s", 60)
+    wait = s["init_timeout_s"]
     _require(addr is None or (isinstance(addr, str) and ":" in addr), "hardware.coordinator_address", addr, "null or host:port")
     _require(n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 1), "hardware.num_processes", n,
              "null or an integer >= 1")
@@ -549,7 +729,7 @@ def _validate_processes(s: Mapping) -> None:
              "coordinator_address, num_processes and process_id set together (or all null: detected)")
     _require(isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0, "hardware.init_timeout_s", wait,
              "a number of seconds > 0")
-    split = s.get("split_host_cpus", True)
+    split = s["split_host_cpus"]
     _require(isinstance(split, bool), "hardware.split_host_cpus", split, "true or false")
 
 
@@ -558,7 +738,7 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
     if isinstance(s, HardwareConfig):
         return s
     _known(s, "hardware", [f.name for f in dataclasses.fields(HardwareConfig)])
-    for key in [f.name for f in dataclasses.fields(HardwareConfig) if f.name not in PROCESS_KEYS]:
+    for key in [f.name for f in dataclasses.fields(HardwareConfig)]:
         _require(key in s, f"hardware.{key}", None, "a value (the key is missing)")
     platform = s["platform"]
     _require(platform in PLATFORMS, "hardware.platform", platform, f"one of {list(PLATFORMS)}")
@@ -582,7 +762,7 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
     cache = s["compilation_cache_dir"]
     _require(cache is None or isinstance(cache, str), "hardware.compilation_cache_dir", cache, "null or a folder")
     _validate_processes(s)
-    return HardwareConfig(**{f.name: s[f.name] for f in dataclasses.fields(HardwareConfig) if f.name in s})
+    return HardwareConfig(**{f.name: s[f.name] for f in dataclasses.fields(HardwareConfig)})
 
 
 # `scores`: the task -> {random, reference} returns that normalise scores across tasks in
@@ -631,41 +811,49 @@ def _logger(s: Mapping | None) -> dict[str, LoggerSpec]:
     return specs
 
 
+def _required(cfg: Mapping, key: str):
+    _require(key in cfg, key, None, "a value (the key is missing)")
+    return cfg[key]
+
+
 def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
     """Check a resolved config (plain nested dicts) and freeze it into a RunConfig. `saved`: a
-    run directory's config.yaml, a record: a key a later lab no longer has must not make it unreadable."""
-    if not saved:
+    run directory's config.yaml, a record: a key a later lab no longer has must not make it
+    unreadable, and one added since reads as its `before` mark says."""
+    if saved:
+        cfg = with_keys_added_since(cfg)
+    else:
         check_sections(cfg)  # an unknown key (a typo, `+ppo.lrr=...`) first: it would otherwise be ignored
-    seed = _number(cfg, "", "seed", int) if "seed" in cfg else 0
+    seed = _number(cfg, "", "seed", int)
     num_seeds = _number(cfg, "", "num_seeds", int)
     _require(num_seeds >= 1, "num_seeds", num_seeds, "an integer >= 1")
     _require(seed >= 0, "seed", seed, "an integer >= 0")
-    reward_section = dict(cfg.get("reward") or {"name": "default"})
+    experiment = _required(cfg, "experiment")
+    _require(isinstance(experiment, str) and experiment, "experiment", experiment, "a name")
+    reward_section = dict(_required(cfg, "reward") or {})
     _require(isinstance(reward_section.get("name"), str), "reward.name", reward_section.get("name"), "a reward mode name")
     reward = RewardSection(name=reward_section["name"], options=reward_section)
     env, mode = _env(cfg["env"], reward)
     if isinstance(mode, str):  # the log, summary.json and replays name the mode, never `default`
         reward = dataclasses.replace(reward, name=mode)
-    every = _number(cfg["checkpoint"], "checkpoint", "every_min")
-    _require(every > 0, "checkpoint.every_min", every, "minutes > 0")
-    if_all_damaged = cfg["checkpoint"].get("if_all_damaged", "error")  # read by run/resume.py
-    _require(if_all_damaged in ("error", "start_over"), "checkpoint.if_all_damaged", if_all_damaged, "error or start_over")
-    benchmark = cfg.get("benchmark", False)
-    _require(isinstance(benchmark, bool), "benchmark", benchmark, "true or false")
-    resume = cfg.get("resume")
+    checkpoint = _checkpoint(_required(cfg, "checkpoint"))
+    for key in ("benchmark", "allow_config_change", "resume"):
+        _required(cfg, key)
+    benchmark, allow = _flag(cfg, "", "benchmark"), _flag(cfg, "", "allow_config_change")
+    resume = cfg["resume"]
     _require(resume is None or isinstance(resume, str), "resume", resume, "null or a run directory")
     logger = _logger(cfg.get("logger"))
-    known = {f.name for f in dataclasses.fields(RunConfig)} | {"checkpoint"}
-    known.discard("resolved")
     tags = cfg.get("tags") or {}
     _require(isinstance(tags, Mapping), "tags", tags, "a mapping of your own keys (+tags.NAME=VALUE)")
+    # No pbt section: a config saved before populations, which trained none (its `before` mark).
     pbt = _pbt(cfg.get("pbt"), num_seeds)
     return RunConfig(
         seed=seed,
         # A population's members are its seeds seed..seed+population-1 (one replica each).
         num_seeds=pbt.population if pbt else num_seeds,
-        experiment=str(cfg.get("experiment")),
+        experiment=experiment,
         resume=resume,
+        allow_config_change=allow,
         benchmark=benchmark,
         env=env,
         reward=reward,
@@ -674,12 +862,17 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
         train=_train(cfg["train"]),
         eval=_eval(cfg["eval"]),
         health=_health(cfg["health"]),
-        checkpoint_every_min=every,
+        checkpoint=checkpoint,
         hardware=validate_hardware(cfg["hardware"]),
         logger=logger,
         pbt=pbt,
-        extra={k: v for k, v in cfg.items() if k not in known},
         tags=dict(tags),
         resolved=dict(cfg),
     )
 
+
+def _checkpoint(s: Mapping) -> CheckpointConfig:
+    hints = typing.get_type_hints(CheckpointConfig)
+    c = CheckpointConfig(**{f.name: _value(s, "checkpoint", f, hints[f.name]) for f in dataclasses.fields(CheckpointConfig)})
+    _require(c.every_min > 0, "checkpoint.every_min", c.every_min, "minutes > 0")
+    return c

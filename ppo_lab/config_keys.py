@@ -35,6 +35,9 @@ NAMED_SECTIONS = ("logger",)
 # Top-level keys that are no section of the lab's: Hydra's own, and the user's namespace.
 NOT_CHECKED = ("hydra", USER_NAMESPACE)
 _PACKAGE = re.compile(r"^#\s*@package\s+(\S+)", re.M)
+# A YAML line `key: value  # meaning`: a key's one-line meaning is the comment ending its line.
+_KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w-]*):(?P<rest>.*)$")
+_LINE_COMMENT = re.compile(r"\s#\s(?P<meaning>.*)$")
 
 
 class UnknownKeyError(ConfigError):
@@ -98,6 +101,40 @@ def known_keys() -> frozenset[str]:
         if package:
             keys.update(".".join(package.split(".")[: i + 1]) for i in range(len(package.split("."))))
     return frozenset(keys)
+
+
+def inline_meanings(path: Path) -> dict[str, str]:
+    """A YAML file's keys (dotted, as the file nests them) -> their one-line meanings: the
+    comment at the end of each key's line (a comment block above it may say more)."""
+    meanings, parents = {}, []  # parents: (indent, key) of the enclosing mappings
+    for line in path.read_text().splitlines():
+        found = _KEY_LINE.match(line)
+        if not found:
+            continue
+        indent = len(found["indent"])
+        while parents and parents[-1][0] >= indent:
+            parents.pop()
+        dotted = ".".join([k for _, k in parents] + [found["key"]])
+        comment = _LINE_COMMENT.search(found["rest"])
+        if comment:
+            meanings[dotted] = comment["meaning"].strip()
+        parents.append((indent, found["key"]))
+    return meanings
+
+
+def meaning(key: str, choices: Mapping[str, str] | None = None) -> str | None:
+    """A dotted key's one-line meaning, from the YAML that declares it: its group's file (the
+    option `choices` names first, then the group's others), or conf/config.yaml; None if none says."""
+    section, _, rest = key.partition(".")
+    options = group_options(section) if rest else None
+    if options is None:
+        return inline_meanings(CONF_DIR / "config.yaml").get(key)
+    chosen = (choices or {}).get(section)
+    for option in ([chosen] if chosen in options else []) + options:
+        found = inline_meanings(CONF_DIR / section / f"{option}.yaml").get(rest)
+        if found:
+            return found
+    return None
 
 
 def group_options(group: str) -> list[str] | None:

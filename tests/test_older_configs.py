@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from conftest import ROOT, compose_config
 
 from ppo_lab.config import validate
-from ppo_lab.rundir.older_configs import KEYS_ADDED_AS_BEFORE, MOVED_PARTS, complete
+from ppo_lab.rundir.older_configs import MOVED_PARTS, added_as_before, complete
 
 
 def _current(*overrides) -> dict:
@@ -29,9 +29,11 @@ def _strip(config: dict) -> dict:
     old["network"].pop("head_hidden_gain")
     for options in old["logger"].values():
         options.pop("_target_")
-    for dotted in KEYS_ADDED_AS_BEFORE:
-        section, key = dotted.split(".", 1)
-        old[section].pop(key, None)
+    for dotted, before in added_as_before().items():  # those at the value they were added at
+        *section, key = dotted.split(".")
+        body = old[section[0]] if section else old
+        if body.get(key, before) == before:
+            body.pop(key, None)
     return old
 
 

@@ -1,7 +1,7 @@
 """`Hypers`: the traced hyperparameters of one replica (or of stacked replicas), one typed struct.
 
-Its fields are the PPOConfig keys marked `traced()` in ppo_lab/config.py, under their config
-names (`config.TRACED_PPO_KEYS`): they change no shape, so they are arguments of the compiled
+Its values are the PPOConfig keys marked `traced()` in ppo_lab/config.py, under their config
+names (`config.traced_keys()`): they change no shape, so they are arguments of the compiled
 chunk, not constants, and one program trains a grid (or a population) of them. The trainer
 reads them by name (`hypers.vf_coef`); a scheduled one (`<name>_final` beside `<name>` or
 `<name>_initial`) is read at an update as `hypers.scheduled("ent_coef", update, num_updates)`.
@@ -26,23 +26,45 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppo_lab.config import TRACED_PPO_KEYS, PPOConfig
+from ppo_lab.config import PPOConfig, nullable_traced_keys, traced_keys
 from ppo_lab.ppo.parallel import put_replicas
 
-# A traced key `<name>_final` schedules `<name>` linearly over training from `<name>` (or
-# `<name>_initial`): {scheduled name: (start key, end key)}.
-SCHEDULES = {
-    key[: -len("_final")]: (
-        key[: -len("_final")] if key[: -len("_final")] in TRACED_PPO_KEYS else key[: -len("_final")] + "_initial",
-        key,
-    )
-    for key in TRACED_PPO_KEYS
-    if key.endswith("_final")
-}
+
+def schedules(keys: tuple[str, ...]) -> dict[str, tuple[str, str]]:
+    """A traced key `<name>_final` schedules `<name>` linearly over training from `<name>` (or
+    `<name>_initial`): {scheduled name: (start key, end key)}."""
+    out = {}
+    for key in keys:
+        if key.endswith("_final"):
+            name = key[: -len("_final")]
+            out[name] = (name if name in keys else name + "_initial", key)
+    return out
 
 
-class _HypersMethods:
-    """The methods of `Hypers` (its fields are made from config.TRACED_PPO_KEYS below)."""
+SCHEDULES = schedules(traced_keys())
+
+
+@flax.struct.dataclass
+class Hypers:
+    """A replica's traced hyperparameters (or stacked replicas'): one value per traced key,
+    read by name (`hypers.vf_coef`), plus the derived `spans` and `gamma_lambda` (see the
+    module's docstring). The keys are the current PPOConfig's (`config.traced_keys()`), so a
+    key added there is here too; they are the struct's static part, the values its leaves."""
+
+    names: tuple[str, ...] = flax.struct.field(pytree_node=False)
+    values: tuple
+    spans: dict
+    gamma_lambda: Any
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("names", "values"):
+            raise AttributeError(name)
+        if name in self.names:
+            return self.values[self.names.index(name)]
+        raise AttributeError(f"{name!r} is no traced hyperparameter; traced: {', '.join(self.names)}")
+
+    def as_dict(self) -> dict:
+        return dict(zip(self.names, self.values))
 
     def scheduled(self, name: str, update, num_updates):
         """`name`'s value at update `update` (0-based): linear from its start at 0 to its end at
@@ -52,23 +74,25 @@ class _HypersMethods:
         num_updates)` in float32 either way: what XLA made of `update / num_updates` when the
         count was a constant (it rewrites a division by a constant into a multiplication by the
         constant's reciprocal), so a run trains to the bits it trained to then."""
-        start, _ = SCHEDULES[name]
+        start, _ = schedules(self.names)[name]
         per_update = jnp.float32(1) / jnp.asarray(num_updates, jnp.float32)
-        return vars(self)[start] + self.spans[name] * (jnp.asarray(update, jnp.float32) * per_update)
+        return self.as_dict()[start] + self.spans[name] * (jnp.asarray(update, jnp.float32) * per_update)
 
     @classmethod
-    def from_values(cls, values: Mapping[str, Any]):
-        """One replica's struct from its traced keys' values (floats; a null entropy floor: 0,
-        unused by a program without one)."""
-        values = {k: 0.0 if k == "entropy_floor" and values[k] is None else float(values[k]) for k in TRACED_PPO_KEYS}
-        spans = {name: np.float32(values[end] - values[start]) for name, (start, end) in SCHEDULES.items()}
-        return cls(**{k: np.float32(v) for k, v in values.items()}, spans=spans,
+    def from_values(cls, values: Mapping[str, Any], names: tuple[str, ...] | None = None):
+        """One replica's struct from its traced keys' values (floats; a null nullable key: 0,
+        unused by a program without it). `names`: the traced keys (None: `traced_keys()`)."""
+        names = traced_keys() if names is None else names
+        nullable = nullable_traced_keys()
+        values = {k: 0.0 if k in nullable and values[k] is None else float(values[k]) for k in names}
+        spans = {name: np.float32(values[end] - values[start]) for name, (start, end) in schedules(names).items()}
+        return cls(names=names, values=tuple(np.float32(values[k]) for k in names), spans=spans,
                    gamma_lambda=np.float32(values["gamma"] * values["gae_lambda"]))
 
     @classmethod
     def of(cls, ppo: PPOConfig):
         """A run's struct: its config's values."""
-        return cls.from_values(dataclasses.asdict(ppo))
+        return cls.from_values(dataclasses.asdict(ppo), traced_keys(type(ppo)))
 
     @staticmethod
     def stack(per_replica: list):
@@ -88,15 +112,3 @@ class _HypersMethods:
         """Stacked structs on the devices, laid out as the replicas' state is."""
         return put_replicas(self, sharding)
 
-
-Hypers = flax.struct.dataclass(type("Hypers", (_HypersMethods,), {
-    "__doc__": "A replica's traced hyperparameters: one field per `config.TRACED_PPO_KEYS` key, plus the "
-               "derived `spans` and `gamma_lambda` (see the module's docstring).",
-    "__module__": __name__,
-    "__annotations__": {**{k: Any for k in TRACED_PPO_KEYS}, "spans": dict, "gamma_lambda": Any},
-}))
-
-
-def traced_keys() -> tuple[str, ...]:
-    """The traced keys (config names), e.g. those a population explores."""
-    return TRACED_PPO_KEYS

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ppo_lab.config import PPOConfig
+from ppo_lab.config import PPOConfig, StaticPPO
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo import normalize, policies
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
@@ -91,11 +91,11 @@ class Transition(NamedTuple):
     previous_final_value: jax.Array | None = None
 
 
-def make_optimizer(ppo: PPOConfig, num_updates: int, hypers: Hypers | None = None) -> optax.GradientTransformation:
+def make_optimizer(ppo: PPOConfig | StaticPPO, num_updates: int, hypers: Hypers | None = None) -> optax.GradientTransformation:
     """Adam with clipping and the learning-rate schedule; `hypers`: a replica's traced
-    hyperparameters (ppo/hypers.py; None: `ppo`'s own, as constants). Pure functions either
-    way: built inside the chunk, it closes over that replica's values; the state's structure
-    never depends on them."""
+    hyperparameters (ppo/hypers.py; None: a whole `PPOConfig`'s own, as constants). Pure
+    functions either way: built inside the chunk, it closes over that replica's values; the
+    state's structure never depends on them."""
     hypers = Hypers.of(ppo) if hypers is None else hypers
     # inject_hyperparams keeps the scheduled learning rate in the optimiser state, by name.
     steps_per_update = ppo.update_epochs * ppo.num_minibatches
@@ -150,9 +150,13 @@ class Trainer:
     methods in calling order: `init`; `chunk` -> `update` -> `collect` (the rollout) ->
     `advantages` -> `epoch` -> `minibatch` (-> `loss`). Each takes a last, optional `hypers`:
     the replica's traced hyperparameters (`ppo.hypers.Hypers`; None: the config's own, as
-    constants of the program). Built by `make_trainer`."""
+    constants of the program). Built by `make_trainer`.
 
-    ppo: PPOConfig
+    `ppo` is the config's static part (`PPOConfig.static()`): it has no traced key, so a value
+    that differs between the cells of a grid or the members of a population can only be read
+    from `hypers`, never baked into the program as cell 0's constant."""
+
+    ppo: StaticPPO
     env: Any
     env_params: Any
     network: Any
@@ -188,6 +192,7 @@ class Trainer:
         if env_params is not None:
             return self.for_env_params(env_params).init(param_key, env_key, hypers, num_updates)
         ppo, num_envs = self.ppo, self.num_envs
+        hypers = self.own_hypers if hypers is None else hypers
         num_updates = self.num_updates if num_updates is None else num_updates
         obs, env_state = batched_reset(self.env, self.env_params, env_key, num_envs)
         params = self.network.init_params(param_key, obs[:1])
@@ -425,7 +430,7 @@ class Trainer:
             minibatch.returns, dist.entropy(logits, traj.action, traj.mask),
             clip_eps=clip_eps, vf_coef=hypers.vf_coef, ent_coef=ent_coef, clip_vloss=ppo.clip_vloss,
             normalize_advantages=ppo.normalize_advantages,
-            entropy_floor=None if ppo.entropy_floor is None else hypers.entropy_floor,
+            entropy_floor=None if ppo.is_null("entropy_floor") else hypers.entropy_floor,
             entropy_floor_coef=hypers.entropy_floor_coef, value_loss=ppo.value_loss, weights=traj.weight,
         )
         return terms.total, terms
@@ -462,7 +467,7 @@ def make_trainer(ppo: PPOConfig, env, env_params, network, *, num_envs: int, chu
                  grad_axis: str | None = None) -> Trainer:
     """Build one replica's trainer. `num_envs` is this replica's share of `ppo.num_envs`."""
     dist = policies.for_env(env, env_params, network.cfg.squash)
-    return Trainer(ppo=ppo, env=env, env_params=env_params, network=network, num_envs=num_envs,
+    return Trainer(ppo=ppo.static(), env=env, env_params=env_params, network=network, num_envs=num_envs,
                    chunk_updates=chunk_updates, grad_axis=grad_axis, dist=dist,
                    own_hypers=Hypers.of(ppo), **env_functions(env, env_params, num_envs, dist))
 

@@ -23,34 +23,22 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from ppo_lab import rundir
-from ppo_lab.errors import ConfigError
+from ppo_lab.config import ALLOWED, FIXED, FREE, keys_marked
 from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
 from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run import checkpoint, processes
-from ppo_lab.rundir.older_configs import KEYS_ADDED_AS_BEFORE, is_wiring
+from ppo_lab.rundir.older_configs import added_as_before, as_before_when_absent, is_wiring
 from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
 
 log = logging.getLogger(__name__)
 
 ALLOW_KEY = "allow_config_change"
-# Keys whose change makes a checkpoint unusable (shapes or meaning of the saved state):
-# refused even with allow_config_change=true.
-RESUME_MUST_MATCH = ("seed", "num_seeds", "env", "reward", "network", "ppo.num_envs", "ppo.num_steps",
-                     "pbt.population")
-# Keys (and sections) that do not change what is trained: they may differ freely on a relaunch.
-FREE_KEYS = (
-    "train.duration_min", "train.target_return", "train.patience", "train.return_window", "train.chunk_updates",
-    "checkpoint", "logger", "eval", "health", "resume", ALLOW_KEY, "hydra",
-    "env.scores",  # the returns that normalise scores in the analysis (rliable.json)
-    "tags",  # the user's own free-form keys (config_keys.USER_NAMESPACE): read by nothing
-    "optimize",  # what a tuning sweeper reads from the summary (hydra/sweeper=optuna), not what is trained
-    # where compiled code is cached and how device memory is taken: not what is computed
-    "hardware.compilation_cache_dir", "hardware.preallocate", "hardware.mem_fraction", "hardware.allow_fallback",
-    # how the same computation is laid out and checked (a split of envs is refused by its own check)
-    "hardware.layout", "hardware.conv", "hardware.memory_limit_gb",
-    # how many processes run it and where they meet (a seeds layout does not depend on it)
-    "hardware.coordinator_address", "hardware.num_processes", "hardware.process_id", "hardware.init_timeout_s",
-)
+# How each key may change on a relaunch is the `resume` mark on its field (ppo_lab/config.py):
+# FIXED (its change makes a checkpoint unusable: refused even with allow_config_change=true),
+# FREE (changes nothing trained) or ALLOWED (with allow_config_change=true, recorded). These
+# keys are no field of the lab's: Hydra's own, and what a tuning sweeper reads from the summary
+# (hydra/sweeper=optuna), not what is trained.
+NOT_THE_LABS = ("hydra", "optimize")
 _UNSET = "<unset>"
 
 
@@ -60,6 +48,16 @@ class ResumeError(RuntimeError):
 
 def _under(key: str, prefixes) -> bool:
     return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def on_resume(key: str, marks: dict | None = None) -> str:
+    """How a dotted key may change on a relaunch: the `resume` mark of the most specific field
+    (or section) that covers it, else ALLOWED."""
+    if _under(key, NOT_THE_LABS):
+        return FREE
+    marks = keys_marked("resume") if marks is None else marks
+    covering = [m for m in marks if _under(key, [m])]
+    return marks[max(covering, key=len)] if covering else ALLOWED
 
 
 def flatten(d, prefix: str = "") -> dict:
@@ -81,21 +79,20 @@ def _added_as_before(key: str, saved, now: dict) -> bool:
         return False
     if is_wiring(key):
         return True
-    if key.startswith("pbt."):  # the pbt section, added off: as before while no population trains
-        return now.get("pbt.population", 0) == 0
-    if key == "network.recurrent_size":
-        return now.get("network.recurrent", _UNSET) is None
-    if key == "network.head_hidden_gain":  # the gain of a head layer that is not there
-        return now.get("network.head_hidden", _UNSET) == 0
-    return key in KEYS_ADDED_AS_BEFORE and now.get(key, _UNSET) == KEYS_ADDED_AS_BEFORE[key]
+    part = as_before_when_absent(key)  # a part's size, or the pbt section: as before while the part is absent
+    if part is not None:
+        return now.get(part.key, _UNSET) == part.value
+    before = added_as_before()
+    return key in before and now.get(key, _UNSET) == before[key]
 
 
 def config_changes(saved: dict, now: dict) -> dict[str, tuple]:
     """Every key (dotted) that changes training and differs: key -> (saved, now)."""
     a, b = flatten(saved), flatten(now)
+    marks = keys_marked("resume")
     keys = sorted(set(a) | set(b))
     return {k: (a.get(k, _UNSET), b.get(k, _UNSET)) for k in keys
-            if not _under(k, FREE_KEYS) and a.get(k, _UNSET) != b.get(k, _UNSET)
+            if on_resume(k, marks) != FREE and a.get(k, _UNSET) != b.get(k, _UNSET)
             and not _added_as_before(k, a.get(k, _UNSET), b)}
 
 
@@ -107,19 +104,13 @@ class Plan:
     changes: dict = field(default_factory=dict)  # allowed config changes: key -> (before, after)
 
 
-def _allowed(cfg) -> bool:
-    allow = cfg.resolved.get(ALLOW_KEY, False)
-    if not isinstance(allow, bool):
-        raise ConfigError(ALLOW_KEY, allow, "true or false")
-    return allow
-
-
 def check_config(saved: dict, now: dict, where: str, allow: bool) -> dict[str, tuple]:
     """The config changes between `saved` and `now`, refused (ResumeError) unless allowed."""
     changes = config_changes(saved, now)
     if not changes:
         return {}
-    fixed = [k for k in changes if _under(k, RESUME_MUST_MATCH)]
+    marks = keys_marked("resume")
+    fixed = [k for k in changes if on_resume(k, marks) == FIXED]
     if allow and not fixed:
         return changes
     lines = "\n".join(f"  {k}: {old!r} -> {new!r}" for k, (old, new) in changes.items())
@@ -133,7 +124,7 @@ def check_config(saved: dict, now: dict, where: str, allow: bool) -> dict[str, t
 
 
 def _starts_over(cfg) -> bool:
-    return (cfg.resolved.get("checkpoint") or {}).get("if_all_damaged", "error") == "start_over"
+    return cfg.checkpoint.if_all_damaged == "start_over"
 
 
 def plan(cfg, run_dir: Path) -> Plan:
@@ -164,7 +155,7 @@ def plan(cfg, run_dir: Path) -> Plan:
 
     now = OmegaConf.to_container(OmegaConf.create(dict(cfg.resolved)), resolve=True)  # as config.yaml holds it
     where = f"the run directory {reference}" if reference == run_dir else f"resume={reference}"
-    changes = check_config(rundir.read_config(reference), now, where, _allowed(cfg))
+    changes = check_config(rundir.read_config(reference), now, where, cfg.allow_config_change)
     return Plan(source, own, changes)
 
 

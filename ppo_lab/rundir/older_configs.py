@@ -5,14 +5,16 @@ in, and only these:
 - keys that say how a part is found, not what is trained (`env._target_`, `env.check`,
   `env.evaluations`, `network._target_`, `logger.<name>._target_`): from this lab's own
   `conf/` file of the part the run names (`conf/env/<env.name>.yaml`, ...);
-- keys added with a value that trains as the lab did before them (`KEYS_ADDED_AS_BEFORE`):
-  at that value. A recurrent cell's size and a head layer's gain go with their part: this lab's default
-  when the part is absent.
+- keys added with a value that trains as the lab did before them: the `before` mark on the
+  key's field in ppo_lab/config.py (`config.keys_added_as_before()`, `with_keys_added_since`),
+  and an env's own keys (`ENV_KEYS_ADDED_AS_BEFORE`: env options have no field there). A key
+  that sizes a part (a recurrent cell's size, a head layer's gain) is marked
+  `LabDefaultWhen(...)`: this lab's default while the part is absent.
 
 A part of this lab that moved since is found where it lives now: a saved wiring value naming
 its old dotted path is read as the new one (`MOVED_PARTS`).
 
-Resuming compares a relaunch's config with the saved one through the same table
+Resuming compares a relaunch's config with the saved one through the same marks
 (`ppo_lab.run.resume`): such a key at its old-behaviour value is no change of config.
 Evaluation and replay read an old run's config through `complete` (`load_run_config`).
 """
@@ -24,22 +26,17 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ppo_lab.config import CONF_DIR
+from ppo_lab.config import CONF_DIR, LabDefaultWhen, keys_added_as_before, keys_marked, with_keys_added_since
 
-# Keys added since a run dir could have been written, with the value that trains as the lab
-# did before them (a feed-forward network, float observations in the update, ...).
-KEYS_ADDED_AS_BEFORE = {
-    "network.recurrent": None,
-    "network.head_hidden": 0,
-    "ppo.rollout_obs_dtype": "float32",
-    "ppo.privileged_view_after_step": False,
-    "ppo.value_loss": "mean_of_max",
-    "env.respawn_in_place": False,
-    "network.squash": None,
-    "ppo.normalize_obs": False,
-    "ppo.normalize_reward": False,
-    "hardware.deterministic": False,
-}
+# An env's own keys added since a run dir could have been written, with the value that trains
+# as before them; filled in only for an env whose conf/env file has the key.
+ENV_KEYS_ADDED_AS_BEFORE = {"env.respawn_in_place": False}
+
+
+def added_as_before() -> dict:
+    """Every key added with a value that trains as before: the fields' marks and the envs' keys."""
+    return {**keys_added_as_before(), **ENV_KEYS_ADDED_AS_BEFORE}
+
 
 # The lab's own parts that moved since a run dir could have been written: the dotted path a saved
 # config names -> where the part lives now.
@@ -54,6 +51,16 @@ WIRING = {"env": (("_target_", "check", "evaluations"), "name"), "network": (("_
 def is_wiring(key: str) -> bool:
     """Whether a dotted key only says how a part is found (`*._target_`, `*.check`, `env.evaluations.*`)."""
     return key.rsplit(".", 1)[-1] in ("_target_", "check") or key.startswith(("env.evaluations", "env.scores"))
+
+
+def as_before_when_absent(key: str) -> LabDefaultWhen | None:
+    """The `LabDefaultWhen` mark that covers a dotted key (its own, or its section's), with the
+    mark's `key` made dotted: e.g. network.recurrent_size -> (network.recurrent, None)."""
+    for marked, mark in keys_marked("before").items():
+        if isinstance(mark, LabDefaultWhen) and (key == marked or key.startswith(marked + ".")):
+            section = marked if key != marked else marked.rpartition(".")[0]
+            return LabDefaultWhen(f"{section}.{mark.key}" if section else mark.key, mark.value)
+    return None
 
 
 def _conf_file(group: str, option) -> dict:
@@ -72,7 +79,7 @@ def _follow_moved_parts(config: dict) -> None:
 
 def complete(saved: dict) -> dict:
     """A copy of `saved` with the wiring and the added-as-before keys it lacks filled in."""
-    out = copy.deepcopy(saved)
+    out = with_keys_added_since(copy.deepcopy(saved))
     _follow_moved_parts(out)
     for section, (keys, option_key) in WIRING.items():
         body = out.get(section)
@@ -89,17 +96,22 @@ def complete(saved: dict) -> dict:
         if "_target_" not in options and "_target_" in defaults:
             loggers[name] = {**options, "_target_": defaults["_target_"]}
     env_keys = _conf_file("env", (out.get("env") or {}).get("name"))
-    for dotted, value in KEYS_ADDED_AS_BEFORE.items():
-        section, key = dotted.split(".", 1)
-        if section == "env" and key not in env_keys:
-            continue  # a key of another env than the one this run trained on
-        if isinstance(out.get(section), dict) and key not in out[section]:
-            out[section][key] = value
-    network = out.get("network")
-    if isinstance(network, dict):  # the size (gain) of a part that is not there: this lab's default
-        defaults = _conf_file("network", network.get("kind"))
-        if network.get("recurrent") is None and "recurrent_size" not in network:
-            network["recurrent_size"] = defaults.get("recurrent_size")
-        if network.get("head_hidden") == 0 and "head_hidden_gain" not in network:
-            network["head_hidden_gain"] = defaults.get("head_hidden_gain")
+    for dotted, value in ENV_KEYS_ADDED_AS_BEFORE.items():
+        key = dotted.split(".", 1)[1]
+        if key in env_keys and isinstance(out.get("env"), dict) and key not in out["env"]:
+            out["env"][key] = value
+    _complete_part_sizes(out)
     return out
+
+
+def _complete_part_sizes(out: dict) -> None:
+    """Keys marked `LabDefaultWhen` inside a section (a part's size): this lab's conf/ default
+    where the saved config lacks the key and the part is absent."""
+    for marked, mark in keys_marked("before").items():
+        if not isinstance(mark, LabDefaultWhen) or "." not in marked:
+            continue  # a whole section (pbt): validate reads its absence as the mark says
+        section, key = marked.split(".", 1)
+        body = out.get(section)
+        if isinstance(body, dict) and key not in body and body.get(mark.key) == mark.value:
+            option = body.get(WIRING[section][1]) if section in WIRING else "default"
+            body[key] = _conf_file(section, option).get(key)
