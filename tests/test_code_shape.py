@@ -123,6 +123,16 @@ def test_a_group_has_no_host_loop_of_its_own():
     assert "drive(" in (PACKAGE / "run" / "group.py").read_text()
 
 
+def test_a_group_starts_its_cells_as_runs_start():
+    """A group's cells are set up by run/start.py, as a run alone is: group.py builds no
+    Session and checks no memory of its own (one start-up step, one edit)."""
+    calls = {n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+             for n in ast.walk(ast.parse((PACKAGE / "run" / "group.py").read_text())) if isinstance(n, ast.Call)
+             and isinstance(n.func, (ast.Name, ast.Attribute))}
+    assert not calls & {"Session", "check_fits", "start_summary", "choose_recorders", "write_run_manifest"}, calls
+    assert {"start_session", "check_memory"} <= calls
+
+
 def named_in_architecture(module: Path, doc: str) -> bool:
     """Whether docs/architecture.md names `module` (a path under ppo_lab/): by its path
     (`run/loop.py`), or by its name on a table row of its folder (`bench/sidebyside.py`,
