@@ -17,11 +17,9 @@ Evaluation and replay read an old run's config through `complete` (`load_run_con
 from __future__ import annotations
 
 import copy
-from pathlib import Path
-
 from omegaconf import OmegaConf
 
-from ppo_lab.config import CONF_DIR
+from ppo_lab.config_keys import option_file
 
 # Keys added since a run dir could have been written, with the value that trains as the lab
 # did before them (a feed-forward network, float observations in the update, ...).
@@ -48,8 +46,8 @@ def is_wiring(key: str) -> bool:
 
 
 def _conf_file(group: str, option) -> dict:
-    path = Path(CONF_DIR) / group / f"{option}.yaml"
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {} if path.exists() else {}
+    path = option_file(group, option)  # conf/ first, then the user's config folders
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {} if path is not None else {}
 
 
 def complete(saved: dict) -> dict:
