@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ppo_lab import parts
-from ppo_lab.config_keys import check_sections
+from ppo_lab.config_keys import check_sections, group_options
 from ppo_lab.errors import ConfigError
 
 # The config groups: `conf/` at the top of the repository (the lab runs from its checkout).
@@ -376,6 +376,13 @@ class RunConfig:
     @property
     def checkpoint_every_min(self) -> float:
         return self.checkpoint.every_min
+
+    def part_paths(self) -> list[str]:
+        """The dotted paths of the parts this run loads (`ppo_lab.parts`): the env's builder,
+        check and extra evaluations, the network's torso, the loggers' factories."""
+        paths = [self.env.target, self.env.check, *self.env.evaluations.values(), self.network.target,
+                 *(spec.target for spec in self.logger.values())]
+        return [path for path in paths if path is not None]
 
 
 def traced_keys(ppo_class: type | None = None) -> tuple[str, ...]:
@@ -770,9 +777,11 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
 ENV_WIRING_KEYS = ("_target_", "check", "evaluations", "scores")
 
 
-def _env(s: Mapping, reward: RewardSection) -> tuple[EnvSection, str | None]:
+def _env(s: Mapping, reward: RewardSection, saved: bool = False) -> tuple[EnvSection, str | None]:
     """The `env` section: its wiring checked here, its own keys by the check it names; and the
-    reward mode's name that check gives, if any (`default` is the env's own: its real name)."""
+    reward mode's name that check gives, if any (`default` is the env's own: its real name).
+    `saved`: a run dir's record, whose env is found by its parts' paths, not by an option file
+    that may have moved since (a missing module then names the folders searched)."""
     name = s.get("name")
     _require(isinstance(name, str) and name, "env.name", name, f"an environment name, one of {env_options()}")
     target = s.get("_target_")
@@ -784,7 +793,7 @@ def _env(s: Mapping, reward: RewardSection) -> tuple[EnvSection, str | None]:
     _require(all(isinstance(v, str) for v in evaluations.values()), "env.evaluations", evaluations,
              "a mapping of name -> dotted path of an evaluation function")
     options = {k: v for k, v in s.items() if k not in ENV_WIRING_KEYS}
-    _require(name in env_options(), "env.name", name, f"one of {env_options()}")
+    _require(saved or name in env_options(), "env.name", name, f"one of {env_options()}")
     mode = parts.call("env.check", check, options, dict(reward.options)) if check is not None else None
     scores = s.get("scores") or {}
     _require(isinstance(scores, Mapping) and all(isinstance(v, Mapping) and {"random", "reference"} <= set(v) for v in scores.values()),
@@ -794,8 +803,9 @@ def _env(s: Mapping, reward: RewardSection) -> tuple[EnvSection, str | None]:
 
 
 def env_options() -> list[str]:
-    """The env group's options: the files of `conf/env/` next to this package."""
-    return sorted(p.stem for p in CONF_DIR.joinpath("env").glob("*.yaml"))
+    """The env group's options: the files of `conf/env/` next to this package and of `env/`
+    in the user's config folders on Hydra's search path (`config_keys.use_config_dirs`)."""
+    return group_options("env") or []
 
 
 def _logger(s: Mapping | None) -> dict[str, LoggerSpec]:
@@ -833,7 +843,7 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
     reward_section = dict(_required(cfg, "reward") or {})
     _require(isinstance(reward_section.get("name"), str), "reward.name", reward_section.get("name"), "a reward mode name")
     reward = RewardSection(name=reward_section["name"], options=reward_section)
-    env, mode = _env(cfg["env"], reward)
+    env, mode = _env(cfg["env"], reward, saved)
     if isinstance(mode, str):  # the log, summary.json and replays name the mode, never `default`
         reward = dataclasses.replace(reward, name=mode)
     checkpoint = _checkpoint(_required(cfg, "checkpoint"))

@@ -12,12 +12,20 @@ writes), and checks two things against it, both before jax starts anything:
 A user's own keys go under `tags` (`+tags.owner=me`): free-form, recorded in config.yaml,
 read by nothing. Only `section.key` (and `logger.<name>.key`) are checked: deeper values
 (`env.evaluations`, `logger.mlflow.tags`) are mappings whose keys are the user's.
+
+A user's own config folder on Hydra's search path (`hydra.searchpath=[file://MY/conf]`, its
+env in `MY/conf/env/corridor.yaml`) counts as conf/ does: its options are valid options and its
+keys known keys. The folders are taken (`use_config_dirs`) from the command line
+(`check_overrides` sees the override), from each job's Hydra config in whatever process runs
+it (launching/callbacks.py) and from a run dir's manifest.json when a run is loaded again
+(`rundir.use_recorded_parts`).
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
+import importlib.util
 import re
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -38,6 +46,9 @@ _PACKAGE = re.compile(r"^#\s*@package\s+(\S+)", re.M)
 # A YAML line `key: value  # meaning`: a key's one-line meaning is the comment ending its line.
 _KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w-]*):(?P<rest>.*)$")
 _LINE_COMMENT = re.compile(r"\s#\s(?P<meaning>.*)$")
+SEARCHPATH_KEY = "hydra.searchpath"
+# Config folders of the user's on Hydra's search path, in the order added (conf/ comes first).
+_user_config_dirs: list[Path] = []
 
 
 class UnknownKeyError(ConfigError):
@@ -68,10 +79,53 @@ class UnknownOptionError(ConfigError):
         return type(self), (self.group, self.option, self.choices)
 
 
-def _package_of(path: Path, text: str) -> str:
-    """Where a YAML file's keys land: its `# @package` line, else its group's folder."""
+def searchpath_folder(entry: str) -> Path | None:
+    """The folder of one Hydra search path entry: `file://DIR` (relative to the working
+    folder) or `pkg://PACKAGE` (where that package lies; None when it is not importable)."""
+    if entry.startswith("file://"):
+        return Path(entry[len("file://"):]).resolve()
+    if entry.startswith("pkg://"):
+        try:
+            spec = importlib.util.find_spec(entry[len("pkg://"):].replace("/", "."))
+        except (ImportError, ValueError):
+            return None
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        return Path(locations[0]).resolve() if locations else None
+    return None
+
+
+def use_config_dirs(entries) -> None:
+    """Add config folders (search path entries `file://DIR`, `pkg://PACKAGE`, or folders) to
+    the ones whose options and keys are valid, for the rest of this process."""
+    for entry in entries or ():
+        folder = searchpath_folder(entry) if "://" in str(entry) else Path(entry).resolve()
+        if folder is not None and folder != CONF_DIR and folder not in _user_config_dirs:
+            _user_config_dirs.append(folder)
+
+
+def user_config_dirs() -> list[Path]:
+    """The user's config folders added so far (`use_config_dirs`), conf/ not counted."""
+    return list(_user_config_dirs)
+
+
+def config_dirs() -> list[Path]:
+    """Every config folder options are looked for in: conf/, then the user's."""
+    return [CONF_DIR, *_user_config_dirs]
+
+
+def option_file(group: str, option) -> Path | None:
+    """The YAML file of `group=option` in the first config folder that has it (Hydra's order)."""
+    for folder in config_dirs():
+        path = folder / group / f"{option}.yaml"
+        if path.is_file():
+            return path
+    return None
+
+
+def _package_of(path: Path, text: str, root: Path) -> str:
+    """Where a YAML file of config folder `root` lands: its `# @package` line, else its group's folder."""
     found = _PACKAGE.search(text)
-    group = path.parent.relative_to(CONF_DIR).as_posix() if path.is_relative_to(CONF_DIR) else ""
+    group = path.parent.relative_to(root).as_posix()
     package = found.group(1) if found else group.replace("/", ".")
     if package.startswith("_global_"):
         package = package[len("_global_"):].lstrip(".")
@@ -89,13 +143,19 @@ def _paths(node, prefix: str, depth: int) -> Iterable[str]:
         yield from _paths(value, path, depth - 1)
 
 
-@functools.cache
 def known_keys() -> frozenset[str]:
-    """Every dotted key (to `section.key`, `logger.<name>.key`) some file of conf/ or sweeps/ writes."""
+    """Every dotted key (to `section.key`, `logger.<name>.key`) some file of conf/, sweeps/ or
+    a user's config folder writes."""
+    return _known_keys(tuple(config_dirs()))
+
+
+@functools.cache
+def _known_keys(folders: tuple[Path, ...]) -> frozenset[str]:
     keys = {USER_NAMESPACE}
-    for path in [*CONF_DIR.rglob("*.yaml"), *SWEEPS_DIR.glob("*.yaml")]:
+    files = [(path, folder) for folder in folders for path in folder.rglob("*.yaml")]
+    for path, root in [*files, *((path, None) for path in SWEEPS_DIR.glob("*.yaml"))]:
         text = path.read_text()
-        package = "" if path.is_relative_to(SWEEPS_DIR) or path.parent == CONF_DIR else _package_of(path, text)
+        package = "" if root is None or path.parent == root else _package_of(path, text, root)
         data = yaml.safe_load(text) or {}
         keys.update(p for p in _paths(data, package, 3) if not p.startswith("hydra"))
         if package:
@@ -138,11 +198,12 @@ def meaning(key: str, choices: Mapping[str, str] | None = None) -> str | None:
 
 
 def group_options(group: str) -> list[str] | None:
-    """The options of a config group of conf/ (`env`, `hydra/launcher`), None if it is no group."""
-    folder = CONF_DIR / group
-    if not group or not folder.is_dir():
+    """The options of a config group (`env`, `hydra/launcher`) in conf/ and the user's config
+    folders, None if it is a group in none of them."""
+    folders = [folder / group for folder in config_dirs() if group and (folder / group).is_dir()]
+    if not folders:
         return None
-    return sorted(p.stem for p in folder.glob("*.yaml"))
+    return sorted({p.stem for folder in folders for p in folder.glob("*.yaml")})
 
 
 def _depth(key: str) -> int:
@@ -180,8 +241,14 @@ def check_sections(cfg: Mapping) -> None:
 
 def check_overrides(overrides: Iterable[str]) -> None:
     """Command-line overrides (Hydra syntax, sweeps included): every key one the lab reads and
-    every group option one that exists, before Hydra composes anything."""
-    for override in OverridesParser.create().parse_overrides(list(overrides)):
+    every group option one that exists, before Hydra composes anything. A search path among
+    them (`hydra.searchpath=[file://MY/conf]`) adds its folders' options and keys first."""
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    for override in parsed:
+        if override.key_or_group == SEARCHPATH_KEY and not override.is_delete():
+            value = override.value()
+            use_config_dirs(value if isinstance(value, list) else [value])
+    for override in parsed:
         name = override.key_or_group
         if override.is_delete() or name.split(".")[0].split("/")[0] in NOT_CHECKED:
             continue

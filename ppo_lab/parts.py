@@ -11,7 +11,13 @@ adapters import them at their top, so they may be loaded only once the run has s
 a string in the config is what lets everything else import at its top.
 
 A part that fails to load is a `PartError` (a ConfigError: exit 2, before anything compiles)
-naming the part, its path, and the missing package with the extra that brings it.
+naming the part, its path, and the missing package: with the extra that brings it for the
+lab's own optional packages (`INSTALL_HINTS`), else with the folders Python searched.
+
+A user's own part lives outside the lab (docs/envs.md): its folder is on PYTHONPATH when it
+trains. `import_dirs` says which folder each of a run's parts was imported from (manifest.json
+records it), and `use_import_dirs` puts those folders back on the path when a later command
+(evaluate, reproduce, replay) loads the run, from any working folder, without that PYTHONPATH.
 
 Also here, as the other way of loading a module by name: `lazy_module`, a module whose code
 runs on first use (for heavy imports that most processes never use).
@@ -19,12 +25,15 @@ runs on first use (for heavy imports that most processes never use).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
+import os
 import sys
 import types
 from contextlib import contextmanager
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
 from hydra.utils import get_object
 
@@ -42,6 +51,9 @@ INSTALL_HINTS = {  # the extras of pyproject.toml
     "tensorboard": "pip install -e '.[tensorboard]'",
     "optuna": "pip install -e '.[optuna]'",
 }
+
+
+LAB_PACKAGE = __name__.split(".")[0]
 
 
 class PartError(ConfigError):
@@ -75,14 +87,60 @@ def load(key: str, path: Any) -> Callable:
             return get_object(path)
     except Exception as exc:  # noqa: BLE001 - Hydra wraps the import error: unwrap it for the user
         missing = _missing_module(exc)
-        if missing and missing.split(".")[0] == "ppo_lab":
-            raise PartError(key, path, f"a path inside ppo_lab that exists (no module {missing})") from exc
+        if missing and missing.split(".")[0] == LAB_PACKAGE:
+            raise PartError(key, path, f"a path inside {LAB_PACKAGE} that exists (no module {missing})") from exc
+        if missing and missing.split(".")[0] in INSTALL_HINTS:
+            top = missing.split(".")[0]
+            raise PartError(key, path, f"an importable part: it needs the package '{top}', "
+                                       f"which is not installed ({INSTALL_HINTS[top]})") from exc
         if missing:
-            missing = missing.split(".")[0]
-            hint = INSTALL_HINTS.get(missing, f"pip install {missing}")
-            raise PartError(key, path, f"an importable part: it needs the package '{missing}', "
-                                       f"which is not installed ({hint})") from exc
+            raise PartError(key, path, not_found(missing)) from exc
         raise PartError(key, path, f"an importable function or class ({type(exc).__name__}: {exc})") from exc
+
+
+def not_found(module: str) -> str:
+    """What a missing module that is no optional package of the lab's is said as: the module
+    and the folders searched (a name is never guessed into a `pip install`: it could be
+    another project's)."""
+    top = module.split(".")[0]
+    folders = [os.path.abspath(entry) for entry in sys.path if not entry.endswith(".zip")]
+    searched = [folder if os.path.isdir(folder) else f"{folder} (no such folder)" for folder in folders]
+    return (f"an importable part: no module named '{module}' was found; searched: {', '.join(searched)}. "
+            f"Put the folder that holds '{top}' on PYTHONPATH, or install the package that provides it")
+
+
+def import_dirs(paths: Iterable[str | None]) -> dict[str, str]:
+    """For the dotted paths of loaded parts outside the lab: each top-level module -> the folder
+    it was imported from (the entry of sys.path it was found in). Parts of the lab, and paths
+    whose module is not loaded, are left out."""
+    out = {}
+    for path in paths:
+        top = path.split(".")[0] if isinstance(path, str) else None
+        module = sys.modules.get(top) if top and top != LAB_PACKAGE else None
+        spec = getattr(module, "__spec__", None)
+        if spec is None:
+            continue
+        if spec.submodule_search_locations:  # a package (a namespace package has no origin file)
+            folder = Path(list(spec.submodule_search_locations)[0]).parent
+        elif spec.origin and spec.has_location:  # a module of its own
+            folder = Path(spec.origin).parent
+        else:
+            continue
+        out[top] = str(folder.resolve())
+    return out
+
+
+def use_import_dirs(folders: Iterable[str]) -> None:
+    """Put `folders` on Python's path where PYTHONPATH would (after the script's own folder),
+    each once: the folders a run's own parts were imported from when it trained."""
+    added = False
+    for folder in folders:
+        folder = str(folder)
+        if folder not in sys.path:
+            sys.path.insert(1 if sys.path else 0, folder)
+            added = True
+    if added:
+        importlib.invalidate_caches()
 
 
 def call(key: str, path: Any, *args, **kwargs):

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -122,6 +123,23 @@ def start_launch(args, run_dir: Path) -> subprocess.Popen:
 def read_rows(run_dir: Path) -> list[dict]:
     with (Path(run_dir) / "metrics.csv").open(newline="") as f:
         return list(csv.DictReader(f))
+
+
+# docs/envs.md's worked example: each file shown under its path (`my_envs/corridor.py`:).
+DOCS_ENV_FILES = ("my_envs/corridor_check.py", "my_envs/corridor.py", "conf/env/corridor.yaml")
+
+
+def write_docs_env(folder: Path) -> Path:
+    """docs/envs.md's example env written into `folder` (a user's own folder) from the page's
+    own text, laid out as the page lays it out, so the page cannot drift from what works."""
+    text = (ROOT / "docs" / "envs.md").read_text()
+    files = dict(re.findall(r"^`([\w/.]+)`:\n\n```(?:python|yaml)\n(.*?)```", text, re.S | re.M))
+    assert set(DOCS_ENV_FILES) <= set(files), f"docs/envs.md shows {sorted(files)}, not {DOCS_ENV_FILES}"
+    for name in DOCS_ENV_FILES:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(files[name])
+    (folder / "my_envs" / "__init__.py").write_text("")  # the page's tree: empty, makes my_envs a package
+    return folder
 
 
 def read_summary(run_dir: Path) -> dict:

@@ -84,31 +84,36 @@ def test_every_env_derives_from_the_contract():
     assert HostBatchedEnv.batched and HostBatchedEnv.lives_outside_jax and not Foraging().batched
 
 
-def test_the_worked_env_example_in_docs_builds_and_steps(tmp_path):
-    import importlib.util
-    import re
+def test_the_worked_env_example_in_docs_builds_and_steps(tmp_path, monkeypatch):
+    """The page's env, written out of the page into a folder of its own, builds and steps
+    through the trainer's rollout helpers; its check imports no jax (nor gymnax, flax)."""
     import sys
 
     import jax
 
+    from conftest import write_docs_env
     from ppo_lab.envs.base import Env
     from ppo_lab.ppo.rollout import batched_mask, batched_reset, batched_step
 
-    text = (ROOT / "docs" / "envs.md").read_text()
-    code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
-    (tmp_path / "corridor_example.py").write_text(code)
-    spec = importlib.util.spec_from_file_location("corridor_example", tmp_path / "corridor_example.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["corridor_example"] = module
-    spec.loader.exec_module(module)
-    env, params = module.build({"length": 4, "max_steps": 8}, {})
-    assert isinstance(env, Env) and not env.has_action_mask and env.episode_limit(params) == 8
-    assert batched_mask(env, params) is None
-    obs, state = batched_reset(env, params, jax.random.PRNGKey(0), 3)
-    step = batched_step(env, params, 3)
-    for _ in range(3):
-        obs, state, reward, terminated, truncated, info = step(jax.random.PRNGKey(1), state, jax.numpy.ones(3, int))
-    assert obs.shape == (3, 4) and float(reward.sum()) == 3.0 and bool(terminated.all())
+    folder = write_docs_env(tmp_path)
+    tree = ast.parse((folder / "my_envs" / "corridor_check.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert not {m.split(".")[0] for m in imported} & {"jax", "gymnax", "flax", "optax", "jumanji", "brax"}, imported
+    monkeypatch.syspath_prepend(str(folder))
+    from my_envs.corridor import build
+    try:
+        env, params = build({"length": 4, "max_steps": 8}, {})
+        assert isinstance(env, Env) and not env.has_action_mask and env.episode_limit(params) == 8
+        assert batched_mask(env, params) is None
+        obs, state = batched_reset(env, params, jax.random.PRNGKey(0), 3)
+        step = batched_step(env, params, 3)
+        for _ in range(3):
+            obs, state, reward, terminated, truncated, info = step(jax.random.PRNGKey(1), state, jax.numpy.ones(3, int))
+        assert obs.shape == (3, 4) and float(reward.sum()) == 3.0 and bool(terminated.all())
+    finally:
+        for name in ("my_envs", "my_envs.corridor", "my_envs.corridor_check"):  # this folder's alone
+            sys.modules.pop(name, None)
 
 
 def test_a_group_has_no_host_loop_of_its_own():
@@ -121,6 +126,16 @@ def test_a_group_has_no_host_loop_of_its_own():
                            for c in ast.walk(n))]
     assert not chunk_loops, chunk_loops
     assert "drive(" in (PACKAGE / "run" / "group.py").read_text()
+
+
+def test_a_group_starts_its_cells_as_runs_start():
+    """A group's cells are set up by run/start.py, as a run alone is: group.py builds no
+    Session and checks no memory of its own (one start-up step, one edit)."""
+    calls = {n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+             for n in ast.walk(ast.parse((PACKAGE / "run" / "group.py").read_text())) if isinstance(n, ast.Call)
+             and isinstance(n.func, (ast.Name, ast.Attribute))}
+    assert not calls & {"Session", "check_fits", "start_summary", "choose_recorders", "write_run_manifest"}, calls
+    assert {"start_session", "check_memory"} <= calls
 
 
 def named_in_architecture(module: Path, doc: str) -> bool:

@@ -43,6 +43,15 @@ def test_known_packages_get_their_install_hint():
     assert "pip install" in parts.INSTALL_HINTS["jumanji"]
 
 
+def test_a_users_missing_module_names_the_folders_searched_not_a_package_to_install(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path / "gone"))
+    with pytest.raises(parts.PartError) as err:
+        parts.load("env._target_", "my_absent_envs.corridor.build")
+    message = str(err.value)
+    assert "no module named 'my_absent_envs'" in message and f"{tmp_path / 'gone'} (no such folder)" in message
+    assert "pip install" not in message
+
+
 @pytest.mark.parametrize("override, key", [
     ("env._target_=needs_absent.build", "env._target_"),
     ("+env.evaluations={extra: needs_absent.build}", "env.evaluations.extra"),

@@ -1,4 +1,4 @@
-"""Hydra glue for sweeps: end-of-multirun aggregation, skipping completed runs, one resolver.
+"""Hydra glue: end-of-multirun aggregation, skipping completed runs, one resolver, the user's config folders.
 
 - ``SweepCallback`` (configured in ``conf/config.yaml`` under ``hydra.callbacks``) aggregates
   the sweep dir when a multirun ends: from ``on_multirun_end`` when every job succeeded, and
@@ -10,6 +10,9 @@
   the command to aggregate it later is printed instead.
 - ``${ppo_lab.scaled:BASE,F1,F2,...}`` (``ppo_lab.resolvers``, registered when this
   module is imported; Hydra imports it before it builds the sweeper).
+- Every job, single or of a multirun, in whatever process a launcher runs it: the user's
+  config folders on ``hydra.searchpath`` count as ``conf/`` for the lab's key and option checks
+  (``on_job_start``: ``config_keys.use_config_dirs``), and a run records them (manifest.json).
 
 No jax here: this module is imported in the launching process of every Hydra command. Nor
 matplotlib: the aggregator (``ppo_lab.analysis.aggregate``, plots included, about half a second
@@ -30,7 +33,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab import parts, rundir  # jax-free: safe before the hardware settings are applied
-from ppo_lab.config_keys import check_overrides
+from ppo_lab.config_keys import SEARCHPATH_KEY, check_overrides, use_config_dirs
 from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}
 from ppo_lab.rundir import slurm_jobs
 
@@ -83,6 +86,11 @@ class SweepCallback(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         self._aggregate()
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        # A job of a submitit launcher runs in a process of its own, whose command line is not
+        # the user's: the search path comes from the job's config.
+        use_config_dirs(OmegaConf.select(config, SEARCHPATH_KEY) or [])
 
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         """A job that raised before the runner wrote summary.json (a config error, say) leaves

@@ -13,23 +13,30 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 from pathlib import Path
 from typing import Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from ppo_lab.config import validate
+from ppo_lab.config import RunConfig, validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import HardwareError, process_index_before_start, start_jax
-from ppo_lab.run.build import build
+from ppo_lab.ppo.parallel import make_mesh, replica_sharding
+from ppo_lab.run import divergence, processes, resume
+from ppo_lab.run.build import Components, build
 from ppo_lab.run.completed import completed_summary
-from ppo_lab.run.loop import run
+from ppo_lab.run.loop import LoweredChunk, Replicas, drive, rounded_budget
 from ppo_lab.run.memory import ChunkTooLarge
+from ppo_lab.run.population import Population
 from ppo_lab.run.processes import check_same_config, end_after_failure
 from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
+from ppo_lab.run.start import check_memory, lock_run_dir, start_session
 from ppo_lab.rundir import lock
 from ppo_lab.rundir.checkpoint_format import CheckpointError
+
+log = logging.getLogger(__name__)
 
 # ChunkTooLarge comes after compiling, before the first step (summary.json says failed: memory).
 # CheckpointError: no checkpoint verifies, or one of a format that cannot be carried over.
@@ -63,12 +70,6 @@ def train(cfg: Mapping, run_dir: Path) -> dict:
         raise
 
 
-def lock_run_dir(run_dir: Path, run_cfg, process_index: int = 0):
-    """The run dir's lock (rundir/lock.py), or RunDirLocked naming its live holder. A run of
-    several processes passes its process index: process 0 holds the lock for all of them."""
-    return lock.acquire(run_dir, lock.stale_after_s(run_cfg.checkpoint_every_min), process_index=process_index)
-
-
 def _train(run_cfg, run_dir: Path) -> dict:
     disabled = []
     if not run_cfg.benchmark:  # a benchmark records to no logger
@@ -80,3 +81,41 @@ def _train(run_cfg, run_dir: Path) -> dict:
     check_same_config(run_cfg.resolved, run_cfg.hardware.init_timeout_s)  # every process, the same run (else exit 2)
     components = build(run_cfg, len(devices))  # once; env-specific config errors surface here
     return run(run_cfg, components, run_dir, devices, loggers_disabled=disabled)
+
+
+def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabled: list | None = None) -> dict:
+    """Train (or resume) one run, a population or not, in `run_dir` with the components `build`
+    made; returns the summary. `loggers_disabled`: loggers left out because their store was
+    unreachable at start (summary.json)."""
+    run_dir = Path(run_dir)
+    log.info(
+        "run %s | env=%s reward=%s | seeds %s | layout %s over %d device(s) | batch %d x %d, %d updates%s",
+        run_dir, cfg.env.name, cfg.reward.name, cfg.seeds, comp.layout.mode, comp.layout.num_devices,
+        comp.ppo.num_envs, comp.ppo.num_steps, comp.trainer.num_updates, rounded_budget(cfg, comp),
+    )
+    processes.check_layout(comp.layout, len(devices), "pbt.population" if cfg.pbt is not None else "num_seeds")
+    mesh = make_mesh(comp.layout, devices)
+    plan = resume.plan(cfg, run_dir)  # a refused resume or config change stops here, nothing written
+    divergence.check_relaunch(plan, run_dir)  # a diverged run relaunched unchanged: refused alike
+    population = Population(cfg, run_dir) if cfg.pbt is not None else None
+    comp = population.into(comp) if population else comp  # the members' drawn values for a fresh init
+    state, resumed = resume.restore(plan, comp, cfg, mesh)
+    lowered = LoweredChunk(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)))
+    if population:  # pbt.fitness must be a metric the run logs: refused here, before compiling or writing
+        population.check_fitness(lowered.metric_names(comp.action_names))
+    if processes.writes():  # one writer per run dir: process 0 of a multi-process run
+        run_dir.mkdir(parents=True, exist_ok=True)
+    if population:  # the population at the checkpoint; pbt.jsonl cut back to it
+        population.resume(resumed)
+        comp = population.into(comp)
+    session = start_session(cfg, comp, run_dir, devices, plan, resumed, loggers_disabled=loggers_disabled,
+                            population=population)
+    session.replicas = Replicas(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
+                                resumed.start_update, session.num_updates, comp.trainer.chunk_updates, lowered)
+    gather_s = population.compile_gather(session.replicas.state) if population else 0.0
+    session.summary["compile_s"] = round(session.replicas.compile_s + gather_s, 3)
+    session.replicas.hold_every = cfg.pbt.interval_updates if population else None
+    check_memory(session.replicas, [session], mesh, devices)
+    session.start_loop()
+    drive(session.replicas, [session], devices, reraise=True)
+    return session.summary

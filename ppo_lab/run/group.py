@@ -37,7 +37,6 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 
-from ppo_lab import rundir
 from ppo_lab.config import RunConfig, shared_program_key, validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import process_index_before_start, start_jax
@@ -46,14 +45,12 @@ from ppo_lab.run import processes, resume
 from ppo_lab.run.build import Components, build
 from ppo_lab.run.completed import completed_summary
 from ppo_lab.run.divergence import check_relaunch
-from ppo_lab.run.entry import USER_ERRORS, lock_run_dir, resolve
+from ppo_lab.run.entry import USER_ERRORS, resolve
 from ppo_lab.run.evaluate import episode_runner
-from ppo_lab.run.loop import Replicas, Session, drive, finish, start_recorders
-from ppo_lab.run.manifest import write_run_manifest
-from ppo_lab.run.memory import ChunkTooLarge, check_fits
-from ppo_lab.run.recorders import RunContext, choose_recorders
+from ppo_lab.run.loop import Replicas, Session, drive
+from ppo_lab.run.memory import ChunkTooLarge
 from ppo_lab.run.recorders.reachability import check_stores
-from ppo_lab.run.summary import start_summary
+from ppo_lab.run.start import check_memory, lock_run_dir, start_session
 
 log = logging.getLogger(__name__)
 
@@ -208,8 +205,9 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
              replicas, layout.num_devices, first.resumed.start_update)
     started = []
     for position, cell in enumerate(cells):
-        try:
-            _start(cell, position, group, devices)
+        try:  # each cell set up as a run of its own (process 0 alone writes its run dir)
+            cell.session = start_session(cell.cfg, cell.comp, cell.run_dir, devices, cell.plan, cell.resumed,
+                                         loggers_disabled=cell.loggers_disabled, vmap_group=dict(group, cell=position))
             started.append(cell)
         except Exception as exc:  # noqa: BLE001 - a logger that cannot start fails its cell alone
             results[cell.index] = exc
@@ -218,8 +216,14 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
         return
     program = Replicas(first.comp.trainer, mesh, state, hypers, first.resumed.start_update,
                        first.session.num_updates, first.comp.trainer.chunk_updates)
-    if not _fits(program, started, mesh, layout, group, devices, results):
+    try:  # the whole group's memory, before the first step; a group that cannot fit fails every cell
+        need = check_memory(program, [c.session for c in started], mesh, devices, group=True)
+    except ChunkTooLarge as exc:
+        for cell in started:
+            results[cell.index] = exc
         return
+    if need is not None:
+        group["chunk_memory_mb_per_replica"] = round(need.total * layout.num_devices / replicas / 2**20, 2)
     # One evaluation program for every cell: same env, network and eval settings (the program key).
     runner = None if first.cfg.benchmark else episode_runner(first.cfg, first.comp.env, first.comp.env_params,
                                                               first.comp.network)
@@ -235,41 +239,3 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
     lost = next((c.session.error for c in started if isinstance(c.session.error, Exception)), None)
     if lost is not None:  # several processes: end now, each cell's summary written (a lost peer would hold the shutdown)
         processes.end_after_failure(lost)
-
-
-def _fits(program: Replicas, cells: list[Cell], mesh, layout, group: dict, devices, results: list) -> bool:
-    """The memory check for the whole group, before the first step; a group that cannot fit fails every cell."""
-    first = cells[0]
-    hw, ppo = first.cfg.hardware, first.comp.ppo
-    try:
-        need = check_fits(program.compiled, processes.local(mesh.devices.flat), hw.memory_limit_gb, num_seeds=first.cfg.num_seeds,
-                          num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=hw.precision,
-                          group_cells=len(cells))
-    except ChunkTooLarge as exc:
-        for cell in cells:
-            cell.session.summary.update(status="failed", stop_reason="memory", error=str(exc))
-            finish(cell.session.summary, cell.session, cell.session.recorders, devices)
-            results[cell.index] = exc
-        return False
-    if need is not None:
-        group["chunk_memory_mb_per_replica"] = round(need.total * layout.num_devices / group["replicas"] / 2**20, 2)
-    return True
-
-
-def _start(cell: Cell, position: int, group: dict, devices) -> None:
-    """What `loop.run` does for a run before compiling: config.yaml, kept rows, recorders
-    (process 0 alone writes them in a run of several processes)."""
-    cfg, comp, resumed = cell.cfg, cell.comp, cell.resumed
-    if processes.writes():
-        cell.run_dir.mkdir(parents=True, exist_ok=True)
-        rundir.write_config(cell.run_dir, cfg.resolved)
-    write_run_manifest(cell.run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
-    session = cell.session = Session(cfg, comp, cell.run_dir, resumed)
-    session.recent.add(processes.kept_rows(lambda: resume.keep_rows(cell.plan, resumed, cell.run_dir, cfg.train.return_window),
-                                           cell.run_dir, cfg.train.return_window, resumed.source is not None))
-    session.summary = start_summary(cfg, comp, devices, resumed, cell.loggers_disabled)
-    session.summary["vmap_group"] = dict(group, cell=position)
-    session.recorders = choose_recorders(cfg) if processes.writes() else []
-    start_recorders(session.recorders, RunContext(cell.run_dir, cfg, session.summary, resumed.start_update,
-                                                  session.num_updates, comp.ppo.batch_size, session.recent.mean),
-                    session.summary)

@@ -19,20 +19,16 @@ import jax
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
-from ppo_lab.ppo.parallel import (global_scalar, make_mesh, put_replicas, replica_sharding, replicated, sharded_chunk,
-                                  start_update_arg, to_host)
+from ppo_lab.ppo.parallel import global_scalar, put_replicas, replicated, sharded_chunk, start_update_arg, to_host
 from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run import checkpoint, divergence, failure, processes, resume
 from ppo_lab.run.build import Components
 from ppo_lab.run.divergence import Divergence
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
-from ppo_lab.run.manifest import write_run_manifest
-from ppo_lab.run.memory import ChunkTooLarge, check_fits
 from ppo_lab.run.population import Population
-from ppo_lab.run.recorders import RunContext, choose_recorders
 from ppo_lab.run.recorders.console import ProgressRecorder, print_closing_summary
 from ppo_lab.run.stopping import EarlyStopping, RecentReturns, StopConditions, StopSignals
-from ppo_lab.run.summary import end_fields, slurm_job_id, start_summary
+from ppo_lab.run.summary import end_fields, slurm_job_id
 
 log = logging.getLogger(__name__)
 
@@ -248,78 +244,10 @@ class Session:
                                                      params_per_seed(state, comp.layout, cfg.num_seeds), run=self.eval_runner))
 
 
-def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabled: list | None = None) -> dict:
-    """Train (or resume) one run in `run_dir` with the components `build` made; returns the summary.
-    `loggers_disabled`: loggers left out because their store was unreachable at start (summary.json)."""
-    run_dir = Path(run_dir)
-    log.info(
-        "run %s | env=%s reward=%s | seeds %s | layout %s over %d device(s) | batch %d x %d, %d updates%s",
-        run_dir, cfg.env.name, cfg.reward.name, cfg.seeds, comp.layout.mode, comp.layout.num_devices,
-        comp.ppo.num_envs, comp.ppo.num_steps, comp.trainer.num_updates, rounded_budget(cfg, comp),
-    )
-    processes.check_layout(comp.layout, len(devices), "pbt.population" if cfg.pbt is not None else "num_seeds")
-    mesh = make_mesh(comp.layout, devices)
-    plan = resume.plan(cfg, run_dir)  # a refused resume or config change stops here, nothing written
-    divergence.check_relaunch(plan, run_dir)  # a diverged run relaunched unchanged: refused alike
-    population = Population(cfg, run_dir) if cfg.pbt is not None else None
-    comp = population.into(comp) if population else comp  # the members' drawn values for a fresh init
-    state, resumed = resume.restore(plan, comp, cfg, mesh)
-    lowered = LoweredChunk(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)))
-    if population:  # pbt.fitness must be a metric the run logs: refused here, before compiling or writing
-        population.check_fitness(lowered.metric_names(comp.action_names))
-    if processes.writes():  # one writer per run dir: process 0 of a multi-process run
-        run_dir.mkdir(parents=True, exist_ok=True)
-    if population:  # the population at the checkpoint; pbt.jsonl cut back to it
-        population.resume(resumed)
-        comp = population.into(comp)
-    if processes.writes():
-        rundir.write_config(run_dir, cfg.resolved)
-    write_run_manifest(run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
-    session = Session(cfg, comp, run_dir, resumed)
-    session.population = population
-    session.recent.add(processes.kept_rows(lambda: resume.keep_rows(plan, resumed, run_dir, cfg.train.return_window),
-                                           run_dir, cfg.train.return_window, resumed.source is not None))
-
-    session.summary = summary = start_summary(cfg, comp, devices, resumed, loggers_disabled)
-    session.recorders = choose_recorders(cfg) if processes.writes() else []
-    start_recorders(session.recorders, RunContext(run_dir, cfg, summary, resumed.start_update, session.num_updates,
-                                                  comp.ppo.batch_size, session.recent.mean), summary)
-    try:
-        session.replicas = Replicas(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
-                                    resumed.start_update, session.num_updates, comp.trainer.chunk_updates, lowered)
-        gather_s = population.compile_gather(session.replicas.state) if population else 0.0
-        summary["compile_s"] = round(session.replicas.compile_s + gather_s, 3)
-        session.replicas.hold_every = cfg.pbt.interval_updates if population else None
-        hw, ppo = cfg.hardware, comp.ppo  # before the first step: numbers and knobs, not RESOURCE_EXHAUSTED
-        check_fits(session.replicas.compiled, processes.local(mesh.devices.flat), hw.memory_limit_gb, num_seeds=cfg.num_seeds,
-                   num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches, precision=hw.precision)
-    except ChunkTooLarge as exc:
-        summary.update(status="failed", stop_reason="memory", error=str(exc))
-        finish(summary, session, session.recorders, devices)
-        raise
-    session.start_loop()
-    drive(session.replicas, [session], devices, reraise=True)
-    return summary
-
-
 def end_progress(recorders: list) -> None:
     for recorder in recorders:
         if isinstance(recorder, ProgressRecorder):
             recorder.finish()
-
-
-def start_recorders(recorders: list, ctx: RunContext, summary: dict) -> None:
-    """Start every recorder; one that cannot start (a logger) fails the run, said in summary.json."""
-    started = []
-    try:
-        for recorder in recorders:
-            recorder.start(ctx)
-            started.append(recorder)
-    except Exception as exc:
-        summary.update(status="failed", stop_reason="logger", error=f"{type(exc).__name__}: {exc}")
-        for recorder in started:
-            recorder.finish(summary)
-        raise
 
 
 def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -> None:

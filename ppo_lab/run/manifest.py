@@ -5,7 +5,9 @@ commit and whether its tree had uncommitted changes, Python and the versions of 
 that compute or feed the numbers, the XLA flags and JAX/XLA variables this process started its
 backend with, the devices (platform, kinds and counts), the layout of seeds and envs on them,
 the process count, the host CPU (`ppo_lab.host_cpu`: XLA:CPU compiles for it, so another CPU
-may move the last digits) and the config's hash (`ppo_lab.config.config_hash`).
+may move the last digits) and the config's hash (`ppo_lab.config.config_hash`). A run with parts
+of the user's own (docs/envs.md) also records where they were found (`user_parts`), which is how
+evaluate, reproduce and replay find them again (`rundir.use_recorded_parts`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from collections import Counter
 
 import jax
 
-from ppo_lab import rundir
+from ppo_lab import parts, rundir
 from ppo_lab.config import config_hash
+from ppo_lab.config_keys import user_config_dirs
 from ppo_lab.hardware import PROJECT_ROOT
 from ppo_lab.host_cpu import cpu_record
 
@@ -64,9 +67,18 @@ def device_record(devices) -> dict:
             "local_count": len(local), "global_count": jax.device_count()}
 
 
+def user_parts(cfg) -> dict:
+    """Where the run's parts of the user's own were found (empty for a run of the lab's parts
+    alone): `config_dirs`, the user's config folders on Hydra's search path; `import_dirs`, each
+    own top-level module -> the folder it was imported from."""
+    found = {"config_dirs": [str(folder) for folder in user_config_dirs()],
+             "import_dirs": parts.import_dirs(cfg.part_paths())}
+    return {key: value for key, value in found.items() if value}
+
+
 def build_manifest(cfg, layout: dict, devices) -> dict:
     """The record of this process's run of `cfg` on `devices` with `layout` (layout.as_dict())."""
-    return {
+    record = {
         "lab": lab_source(),
         "python": platform.python_version(),
         "packages": package_versions(),
@@ -83,6 +95,10 @@ def build_manifest(cfg, layout: dict, devices) -> dict:
         "host": socket.gethostname(),
         "written_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+    own = user_parts(cfg)
+    if own:  # only then: the manifest of a run of the lab's parts alone is as it was
+        record["user_parts"] = own
+    return record
 
 
 def write_run_manifest(run_dir, cfg, layout: dict, devices) -> None:

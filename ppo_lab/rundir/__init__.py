@@ -64,7 +64,7 @@ from ppo_lab.rundir.paths import (
     SUMMARY,
     has_run_files,
 )
-from ppo_lab.rundir.manifest import manifest_differences, read_manifest, write_manifest
+from ppo_lab.rundir.manifest import manifest_differences, read_manifest, use_recorded_parts, write_manifest
 from ppo_lab.rundir.stop_file import request_stop, stop_requested
 from ppo_lab.rundir.summary import (
     read_benchmark,
@@ -85,7 +85,7 @@ __all__ = [
     "read_experiment", "read_header", "read_jobs", "read_json", "read_metrics", "read_multirun",
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
     "stop_requested", "update_summary", "write_atomic", "write_benchmark", "write_config", "write_error",
-    "MANIFEST", "manifest_differences", "read_manifest", "write_manifest",
+    "MANIFEST", "manifest_differences", "read_manifest", "use_recorded_parts", "write_manifest",
     "write_failure", "write_jobs", "write_json_atomic", "write_table", "write_text_atomic",
     "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",
 ]

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from ppo_lab.config import validate
 from ppo_lab.rundir.atomic import write_text_atomic
+from ppo_lab.rundir.manifest import use_recorded_parts
 from ppo_lab.rundir.older_configs import complete
 from ppo_lab.rundir.paths import CONFIG, CONFIG_HISTORY
 
@@ -54,7 +55,9 @@ def read_experiment(run_dir: Path):
 def load_run_config(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
     """The RunConfig a run was trained with, optionally with other evaluation settings; a run
     written by an older lab gets the keys added since at their old-behaviour values
-    (`older_configs.complete`)."""
+    (`older_configs.complete`). Every command that loads a run comes here: the run's own parts
+    are found where it found them (`manifest.use_recorded_parts`) before its check loads one."""
+    use_recorded_parts(run_dir)
     raw = complete(read_config(run_dir))
     if eval_episodes is not None:
         raw["eval"]["episodes"] = eval_episodes

@@ -7,13 +7,18 @@ between the run and its reproduction. Fields: ``lab`` (commit, dirty), ``python`
 ``jax_config``, ``devices`` (platform, kind -> count, local and global counts), ``cpu``
 (machine, vendor, model, family, instruction-set features: ``ppo_lab.host_cpu``),
 ``layout``, ``process_count``, ``process_index``, ``config_hash``, ``deterministic``,
-``host``, ``written_at``.
+``host``, ``written_at``; and ``user_parts`` for a run with parts of the user's own
+(``config_dirs``: the user's config folders on Hydra's search path; ``import_dirs``: each own
+top-level module -> the folder it was imported from), which ``use_recorded_parts`` reads back
+for every command that loads the run (``load_run_config``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ppo_lab import parts
+from ppo_lab.config_keys import use_config_dirs
 from ppo_lab.rundir.atomic import write_json_atomic
 from ppo_lab.rundir.jsonfile import read_json
 from ppo_lab.rundir.paths import MANIFEST
@@ -29,6 +34,16 @@ def write_manifest(run_dir: Path, manifest: dict) -> None:
 def read_manifest(run_dir: Path) -> dict | None:
     """The run's manifest.json, or None for a run written before the lab kept one."""
     return read_json(Path(run_dir) / MANIFEST, default=None)
+
+
+def use_recorded_parts(run_dir: Path) -> None:
+    """Find the run's own parts as it found them when it trained, from any working folder and
+    without its PYTHONPATH: its config folders count as conf/ again, and the folders its own
+    modules were imported from go on Python's path (manifest.json's ``user_parts``). A run of
+    the lab's parts alone, or one older than the manifest, adds nothing."""
+    own = (read_manifest(run_dir) or {}).get("user_parts") or {}
+    use_config_dirs(own.get("config_dirs") or [])
+    parts.use_import_dirs((own.get("import_dirs") or {}).values())
 
 
 def _flatten(d, prefix: str = "") -> dict:

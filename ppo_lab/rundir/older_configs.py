@@ -22,11 +22,10 @@ Evaluation and replay read an old run's config through `complete` (`load_run_con
 from __future__ import annotations
 
 import copy
-from pathlib import Path
-
 from omegaconf import OmegaConf
 
-from ppo_lab.config import CONF_DIR, LabDefaultWhen, keys_added_as_before, keys_marked, with_keys_added_since
+from ppo_lab.config import LabDefaultWhen, keys_added_as_before, keys_marked, with_keys_added_since
+from ppo_lab.config_keys import option_file
 
 # An env's own keys added since a run dir could have been written, with the value that trains
 # as before them; filled in only for an env whose conf/env file has the key.
@@ -64,8 +63,8 @@ def as_before_when_absent(key: str) -> LabDefaultWhen | None:
 
 
 def _conf_file(group: str, option) -> dict:
-    path = Path(CONF_DIR) / group / f"{option}.yaml"
-    return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {} if path.exists() else {}
+    path = option_file(group, option)  # conf/ first, then the user's config folders
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {} if path is not None else {}
 
 
 def _follow_moved_parts(config: dict) -> None:

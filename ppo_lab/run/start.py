@@ -1,0 +1,94 @@
+"""A run's start, written once for a run alone, a population and each cell of a vmap group.
+
+    lock_run_dir     the run dir's lock, right after the config validates (before XLA starts)
+    start_session    before compiling: config.yaml, manifest.json, the `loop.Session` with the
+                     rows a resumed run keeps, the summary at start, the recorders started
+    check_memory     after compiling, before the first step: the chunk against the devices'
+                     memory; a chunk that cannot fit ends every run it trains (failed: memory)
+
+A plain run (run/entry.py) and a vmap group (run/group.py) call the same three, so a new
+start-up step is one edit here. In a run of several processes process 0 alone writes the run
+dir (config.yaml, manifest.json, the recorders' files).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ppo_lab import rundir
+from ppo_lab.config import RunConfig
+from ppo_lab.run import processes, resume
+from ppo_lab.run.build import Components
+from ppo_lab.run.loop import Replicas, Session, finish
+from ppo_lab.run.manifest import write_run_manifest
+from ppo_lab.run.memory import ChunkMemory, ChunkTooLarge, check_fits
+from ppo_lab.run.population import Population
+from ppo_lab.run.recorders import RunContext, choose_recorders
+from ppo_lab.run.summary import start_summary
+from ppo_lab.rundir import lock
+
+
+def lock_run_dir(run_dir: Path, run_cfg: RunConfig, process_index: int = 0):
+    """The run dir's lock (rundir/lock.py), or RunDirLocked naming its live holder. A run of
+    several processes passes its process index: process 0 holds the lock for all of them."""
+    return lock.acquire(run_dir, lock.stale_after_s(run_cfg.checkpoint_every_min), process_index=process_index)
+
+
+def start_session(cfg: RunConfig, comp: Components, run_dir: Path, devices, plan: resume.Plan, resumed: resume.Resumed, *,
+                  loggers_disabled: list | None = None, population: Population | None = None,
+                  vmap_group: dict | None = None) -> Session:
+    """Set one run up on the host before its program compiles: config.yaml and manifest.json,
+    its `Session` (the rows a resumed run keeps, in its windowed return), summary.json's
+    fields at start and its recorders started. `population`: a population run's members;
+    `vmap_group`: the summary's `vmap_group` of a group's cell (in it before a recorder starts).
+    A recorder that cannot start (a logger) raises, its failure in the summary."""
+    run_dir = Path(run_dir)
+    if processes.writes():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        rundir.write_config(run_dir, cfg.resolved)
+    write_run_manifest(run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
+    session = Session(cfg, comp, run_dir, resumed)
+    session.population = population
+    session.recent.add(processes.kept_rows(lambda: resume.keep_rows(plan, resumed, run_dir, cfg.train.return_window),
+                                           run_dir, cfg.train.return_window, resumed.source is not None))
+    session.summary = start_summary(cfg, comp, devices, resumed, loggers_disabled)
+    if vmap_group is not None:
+        session.summary["vmap_group"] = dict(vmap_group)
+    session.recorders = choose_recorders(cfg) if processes.writes() else []
+    start_recorders(session.recorders, RunContext(run_dir, cfg, session.summary, resumed.start_update,
+                                                  session.num_updates, comp.ppo.batch_size, session.recent.mean),
+                    session.summary)
+    return session
+
+
+def start_recorders(recorders: list, ctx: RunContext, summary: dict) -> None:
+    """Start every recorder; one that cannot start (a logger) fails the run, said in summary.json."""
+    started = []
+    try:
+        for recorder in recorders:
+            recorder.start(ctx)
+            started.append(recorder)
+    except Exception as exc:
+        summary.update(status="failed", stop_reason="logger", error=f"{type(exc).__name__}: {exc}")
+        for recorder in started:
+            recorder.finish(summary)
+        raise
+
+
+def check_memory(program: Replicas, sessions: list[Session], mesh, devices, *, group: bool = False) -> ChunkMemory | None:
+    """The compiled chunk of `program` against the memory of this process's devices, before the
+    first step: numbers and knobs, not RESOURCE_EXHAUSTED. `sessions`: the runs it trains (one,
+    or with `group` a vmap group's cells, which share every setting the check reads). A chunk that cannot fit
+    finishes each run as failed (stop_reason memory) and raises ChunkTooLarge; else its memory
+    (None where the backend has no analysis)."""
+    first = sessions[0]
+    hw, ppo = first.cfg.hardware, first.comp.ppo
+    try:
+        return check_fits(program.compiled, processes.local(mesh.devices.flat), hw.memory_limit_gb,
+                          num_seeds=first.cfg.num_seeds, num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches,
+                          precision=hw.precision, group_cells=len(sessions) if group else None)
+    except ChunkTooLarge as exc:
+        for session in sessions:
+            session.summary.update(status="failed", stop_reason="memory", error=str(exc))
+            finish(session.summary, session, session.recorders, devices)
+        raise
