@@ -10,6 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from ppo_lab import cli
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
 
@@ -160,7 +161,7 @@ def test_relaunch_with_another_training_config_is_refused_naming_the_key(trained
 
 
 @pytest.mark.slow
-def test_allowed_config_change_resumes_and_is_recorded(trained):
+def test_allowed_config_change_resumes_and_is_recorded(trained, capsys):
     from ppo_lab.rundir import read_config, read_config_history
 
     s = train_run([*TINY, "ppo.lr=0.01", "allow_config_change=true"], trained)
@@ -169,6 +170,11 @@ def test_allowed_config_change_resumes_and_is_recorded(trained):
     [entry] = read_config_history(trained)
     assert entry["from_update"] == 16
     assert entry["changes"] == {"ppo.lr": [0.00025, 0.01], "ppo.total_timesteps": [1024, 2048]}
+    # `ppo-lab reproduce` re-runs each span with the config that trained it: identical.
+    again = trained.parent / "again"
+    assert cli.main(["reproduce", str(trained), "--updates", "32", "--out", str(again)]) == 0, capsys.readouterr()
+    assert "identical: 32 rows" in capsys.readouterr().out
+    assert read_config_history(again) == [entry]
     # Later relaunches compare with the config now in force.
     assert train_run([*TINY, "ppo.lr=0.01"], trained)["resumed_from"] == 32
 
