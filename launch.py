@@ -32,6 +32,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from ppo_lab import rundir  # noqa: E402
 from ppo_lab.analysis.objective import job_result  # noqa: E402
+from ppo_lab.launching.exit_codes import STOPPED, exit_code  # noqa: E402
 from ppo_lab.launching.help import asked_for_help, help_text  # noqa: E402
 from ppo_lab.run.entry import USER_ERRORS, train  # noqa: E402
 
@@ -58,11 +59,19 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+# The status of the run this process trained (not a sweep's: it exits 0 once its jobs ran),
+# for the exit code `launch` ends with (ppo_lab/launching/exit_codes.py).
+_ended: list[str] = []
+
+
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
     run_dir = _run_dir()
     try:
-        return job_result(train(cfg, run_dir), cfg)  # the objective when a sweeper asks for one
+        summary = train(cfg, run_dir)
+        if not _multirun():
+            _ended.append(summary.get("status"))
+        return job_result(summary, cfg)  # the objective when a sweeper asks for one
     except USER_ERRORS as exc:  # bad config, missing hardware, a refused resume: nothing written
         print(f"error: {exc}", file=sys.stderr, flush=True)  # once: no log line repeating it
         if _multirun():
@@ -84,6 +93,10 @@ def launch(argv: list[str]) -> None:
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
         main()
+    except KeyboardInterrupt:  # a second Ctrl+C: the run checkpointed and said how it ended; no traceback
+        print("stopped at once (Ctrl+C again): the last complete chunk is checkpointed; relaunch into the run "
+              "directory to resume", file=sys.stderr, flush=True)
+        sys.exit(STOPPED)
     except USER_ERRORS as exc:
         if getattr(exc, "lab_reported", False):
             sys.exit(2)
@@ -93,6 +106,8 @@ def launch(argv: list[str]) -> None:
         if message is None:
             raise
         fail(message)
+    if _ended and exit_code(_ended[-1]):
+        sys.exit(exit_code(_ended[-1]))
 
 
 if __name__ == "__main__":

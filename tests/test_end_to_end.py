@@ -171,7 +171,7 @@ def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny, caplog):
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=120)
-    assert proc.returncode == 0, proc.output()[-3000:]
+    assert proc.returncode == 130, proc.output()[-3000:]  # stopped, not completed: a script can tell
     s = read_summary(run_dir)
     assert s["status"] == "stopped" and "SIGTERM" in s["stop_reason"]
     assert s["eval"]["episode_return"], "a stopped run is still evaluated"
@@ -210,8 +210,30 @@ def test_stop_file_stops_cleanly(tmp_path, tiny):
         time.sleep(0.2)
     (run_dir / "STOP").touch()
     proc.wait(timeout=120)
+    assert proc.returncode == 130, proc.output()[-3000:]
     s = read_summary(run_dir)
     assert s["status"] == "stopped" and s["stop_reason"] == "STOP file"
+    assert list((run_dir / "checkpoints").glob("ckpt_*.json"))
+
+
+def test_ctrl_c_stops_with_130_and_a_second_one_at_once_without_a_traceback(tmp_path, tiny):
+    run_dir = tmp_path / "run"
+    proc = start_launch([*tiny, "ppo.total_timesteps=200000", "train.chunk_updates=4"], run_dir)
+    deadline = time.time() + 120
+    while not (run_dir / "metrics.csv").exists():
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)  # a clean stop after this chunk: checkpoint, evaluation, summary
+    while "SIGINT received" not in proc.output():
+        assert time.time() < deadline and proc.poll() is None, proc.output()[-3000:]
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)  # at once: in the chunk, the evaluation or the summary
+    proc.wait(timeout=60)
+    out = proc.output()
+    assert proc.returncode == 130, out[-3000:]
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    s = read_summary(run_dir)
+    assert s["status"] == "stopped" and "SIGINT" in s["stop_reason"]
     assert list((run_dir / "checkpoints").glob("ckpt_*.json"))
 
 
