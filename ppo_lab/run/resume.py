@@ -41,7 +41,7 @@ RESUME_MUST_MATCH = ("seed", "num_seeds", "env", "reward", "network", "ppo.num_e
 FREE_KEYS = (
     "train.duration_min", "train.target_return", "train.patience", "train.return_window", "train.chunk_updates",
     "checkpoint", "logger", "eval", "health", "resume", ALLOW_KEY, "hydra",
-    "env.scores",  # the returns that normalise scores in the analysis (rliable.json)
+    "env.scores", "env.metrics",  # what the analysis normalises, reports and bounds: not what is trained
     "tags",  # the user's own free-form keys (config_keys.USER_NAMESPACE): read by nothing
     "optimize",  # what a tuning sweeper reads from the summary (hydra/sweeper=optuna), not what is trained
     # where compiled code is cached and how device memory is taken: not what is computed
