@@ -185,6 +185,8 @@ class EnvSection(_KeysByName):
     options: Mapping[str, Any]
     # task -> {random, reference}: the returns that normalise scores across tasks (the analysis's only)
     scores: Mapping[str, Any] = field(default_factory=dict)
+    # headline, beside, bounds: what the env's runs are judged by (the analysis's only)
+    metrics: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -616,7 +618,8 @@ def _env(s: Mapping, reward: RewardSection) -> tuple[EnvSection, str | None]:
     _require(set(metrics) <= set(ENV_METRICS_KEYS), "env.metrics", metrics, f"a mapping with keys among {ENV_METRICS_KEYS}")
     _require(all(isinstance(v, (list, tuple)) and len(v) == 2 for v in (metrics.get("bounds") or {}).values()),
              "env.metrics.bounds", metrics.get("bounds"), "a mapping of metric -> [LOW, HIGH] (null for an open end)")
-    env = EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options, scores=dict(scores))
+    env = EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options, scores=dict(scores),
+                     metrics=metrics)
     return env, mode
 
 
