@@ -32,8 +32,9 @@ from omegaconf import DictConfig  # noqa: E402
 
 from ppo_lab import rundir  # noqa: E402
 from ppo_lab.analysis.objective import job_result  # noqa: E402
+from ppo_lab.launching.exit_codes import DIVERGED, REFUSED, STOPPED, exit_code  # noqa: E402
 from ppo_lab.launching.help import asked_for_help, help_text  # noqa: E402
-from ppo_lab.run.divergence import EXIT_DIVERGED, STATUS as DIVERGED, RunDiverged  # noqa: E402
+from ppo_lab.run.divergence import RunDiverged  # noqa: E402
 from ppo_lab.run.entry import USER_ERRORS, train  # noqa: E402
 from ppo_lab.run.failure import traceback_to_log_files  # noqa: E402
 from ppo_lab.run.recorders.console import resume_command  # noqa: E402
@@ -61,6 +62,11 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
+# The status of the run this process trained (not a sweep's: it exits 0 once its jobs ran),
+# for the exit code `launch` ends with (ppo_lab/launching/exit_codes.py).
+_ended: list[str] = []
+
+
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
     run_dir = _run_dir()
@@ -77,8 +83,8 @@ def main(cfg: DictConfig) -> dict | None:
         if rundir.write_failure(exc) is None or _multirun():
             raise  # not a write of the run's files; or a sweep's job, which Hydra records as failed
         _say_write_failure(exc, run_dir)
-    if summary.get("status") == DIVERGED and not _multirun():  # said by the closing summary; a sweep goes on
-        sys.exit(EXIT_DIVERGED)
+    if not _multirun():  # the exit code says how it ended (a sweep goes on: each job's status is its summary's)
+        _ended.append(summary.get("status"))
     return job_result(summary, cfg)  # the objective when a sweeper asks for one
 
 
@@ -96,7 +102,7 @@ def _say_write_failure(exc: OSError, run_dir: Path) -> None:
 def _exit_code(exc: BaseException) -> int:
     """2 for a refused command (config, hardware, resume), EXIT_DIVERGED for a relaunch of a
     run that diverged (README, "Exit codes")."""
-    return EXIT_DIVERGED if isinstance(exc, RunDiverged) else 2
+    return DIVERGED if isinstance(exc, RunDiverged) else REFUSED
 
 
 def launch(argv: list[str]) -> None:
@@ -111,6 +117,10 @@ def launch(argv: list[str]) -> None:
     os.environ.setdefault("HYDRA_FULL_ERROR", "1")
     try:
         main()
+    except KeyboardInterrupt:  # a second Ctrl+C: the run checkpointed and said how it ended; no traceback
+        print("stopped at once (Ctrl+C again): the last complete chunk is checkpointed; relaunch into the run "
+              "directory to resume", file=sys.stderr, flush=True)
+        sys.exit(STOPPED)
     except USER_ERRORS as exc:
         if getattr(exc, "lab_reported", False):
             sys.exit(_exit_code(exc))
@@ -120,6 +130,8 @@ def launch(argv: list[str]) -> None:
         if message is None:
             raise
         fail(message)
+    if _ended and exit_code(_ended[-1]):
+        sys.exit(exit_code(_ended[-1]))
 
 
 if __name__ == "__main__":

@@ -298,6 +298,8 @@ class EnvSection(_KeysByName):
     options: Mapping[str, Any]
     # task -> {random, reference}: the returns that normalise scores across tasks (the analysis's only)
     scores: Mapping[str, Any] = declared(resume=FREE)
+    # headline, beside, bounds: what the env's runs are judged by (the analysis's only)
+    metrics: Mapping[str, Any] = declared(resume=FREE)
 
 
 @dataclass(frozen=True)
@@ -773,8 +775,11 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
 
 
 # `scores`: the task -> {random, reference} returns that normalise scores across tasks in
-# `ppo-lab aggregate` (rliable.json); read by the analysis, never by the env or the trainer.
-ENV_WIRING_KEYS = ("_target_", "check", "evaluations", "scores")
+# `ppo-lab aggregate` (rliable.json); `metrics`: what the env's runs are judged by (`headline`,
+# `beside`) and the bounds of its metrics (`bounds`). Read by the analysis, never by the env or
+# the trainer.
+ENV_WIRING_KEYS = ("_target_", "check", "evaluations", "scores", "metrics")
+ENV_METRICS_KEYS = ("headline", "beside", "bounds")
 
 
 def _env(s: Mapping, reward: RewardSection, saved: bool = False) -> tuple[EnvSection, str | None]:
@@ -798,7 +803,12 @@ def _env(s: Mapping, reward: RewardSection, saved: bool = False) -> tuple[EnvSec
     scores = s.get("scores") or {}
     _require(isinstance(scores, Mapping) and all(isinstance(v, Mapping) and {"random", "reference"} <= set(v) for v in scores.values()),
              "env.scores", scores, "a mapping of task id -> {random: RETURN, reference: RETURN}")
-    env = EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options, scores=dict(scores))
+    metrics = dict(s.get("metrics") or {})
+    _require(set(metrics) <= set(ENV_METRICS_KEYS), "env.metrics", metrics, f"a mapping with keys among {ENV_METRICS_KEYS}")
+    _require(all(isinstance(v, (list, tuple)) and len(v) == 2 for v in (metrics.get("bounds") or {}).values()),
+             "env.metrics.bounds", metrics.get("bounds"), "a mapping of metric -> [LOW, HIGH] (null for an open end)")
+    env = EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options, scores=dict(scores),
+                     metrics=metrics)
     return env, mode
 
 

@@ -54,15 +54,23 @@ _user_config_dirs: list[Path] = []
 class UnknownKeyError(ConfigError):
     """A key the lab does not read: a typo, or a user's own key outside `tags`."""
 
-    def __init__(self, key: str, suggestions: list[str] | tuple[str, ...] = ()):
-        self.suggestions = list(suggestions)
-        hint = f"did you mean {' or '.join(self.suggestions)}?" if self.suggestions else "no key of that section is close"
+    def __init__(self, key: str, suggestions: list[str] | tuple[str, ...] = (), option: str | None = None,
+                 option_keys: list[str] | tuple[str, ...] = ()):
+        """`option`: the group option the command selects for the key's section (`env=cartpole`),
+        whose keys (`option_keys`) alone were searched for suggestions."""
+        self.suggestions, self.option, self.option_keys = list(suggestions), option, list(option_keys)
+        if self.suggestions:
+            hint = f"did you mean {' or '.join(self.suggestions)}?"
+        elif option:
+            hint = f"no key of {option} is close; it reads {', '.join(self.option_keys)}"
+        else:
+            hint = "no key of that section is close"
         ConfigError.__init__(self, key, None, "")
         self.args = (f"unknown config key {key}: {hint} (your own keys go under {USER_NAMESPACE}.*, "
                      f"e.g. +{USER_NAMESPACE}.note=...; `python launch.py --help` lists the common keys)",)
 
     def __reduce__(self):
-        return type(self), (self.key, self.suggestions)
+        return type(self), (self.key, self.suggestions, self.option, self.option_keys)
 
 
 class UnknownOptionError(ConfigError):
@@ -222,6 +230,67 @@ def suggest(key: str) -> list[str]:
     return close
 
 
+def _defaults_choice(path: Path, group: str) -> str | None:
+    """The option a YAML file's defaults list picks for `group` (`- env: x`, `- override /env: x`)."""
+    if not path.exists():
+        return None
+    for item in (yaml.safe_load(path.read_text()) or {}).get("defaults") or []:
+        if isinstance(item, Mapping):
+            for name, option in item.items():
+                if str(name).removeprefix("override").strip().lstrip("/") == group and isinstance(option, str):
+                    return option
+    return None
+
+
+def selected_option(group: str, overrides: list) -> str | None:
+    """The one option of `group` a command line composes (parsed overrides): its own `group=X`,
+    else the one its `experiment=` picks, else conf/config.yaml's default; None for a sweep of options."""
+    given = {o.key_or_group: o for o in overrides}
+
+    def single(override):
+        value = override.value() if not override.is_sweep_override() else None
+        return value if isinstance(value, str) else None
+
+    if group in given:
+        return single(given[group])
+    if "experiment" in given:
+        experiment = single(given["experiment"])
+        if experiment is None:
+            return None
+        found = _defaults_choice(CONF_DIR / "experiment" / f"{experiment}.yaml", group)
+        if found:
+            return found
+    return _defaults_choice(CONF_DIR / "config.yaml", group)
+
+
+def option_keys(group: str, option: str) -> list[str]:
+    """The `section.key`s one option file of a group writes (conf/env/cartpole.yaml: env.name, ...),
+    in conf/ or a user's config folder."""
+    path = option_file(group, option)  # conf/ first, then the user's config folders
+    if path is None:
+        return []
+    text = path.read_text()
+    keys = _paths(yaml.safe_load(text) or {}, _package_of(path, text, path.parent.parent), 3)
+    return sorted(k for k in keys if k.count(".") == 1 and not k.endswith("_"))  # `_target_`: wiring, not a setting
+
+
+def check_option_key(key: str, overrides: list) -> None:
+    """A key of a group's section (`env.lenght`) that no option reads, refused with suggestions
+    from the option this command selects (env=cartpole's keys, not the foraging world's)."""
+    section = key.split(".")[0]
+    several = len(group_options(section) or []) > 1 and section not in NAMED_SECTIONS  # logger=[...]: a list
+    option = selected_option(section, overrides) if several else None
+    keys = option_keys(section, option) if option else []
+    if not keys:
+        check_key(key)
+        return
+    checked = ".".join(key.split(".")[: _depth(key)])
+    if checked in known_keys():
+        return
+    close = difflib.get_close_matches(checked, keys, n=3, cutoff=0.6)
+    raise UnknownKeyError(checked, close, f"{section}={option}", keys)
+
+
 def check_key(key: str) -> None:
     """Refuse a dotted key (from the command line or a config) the lab does not read."""
     parts = key.split(".")
@@ -256,7 +325,7 @@ def check_overrides(overrides: Iterable[str]) -> None:
         if options is None and "." not in name and "/" not in name and name not in known_keys():
             raise UnknownKeyError(name, suggest(name))
         if options is None:
-            check_key(name)
+            check_option_key(name, parsed)
             continue
         for option in _option_values(override):
             if isinstance(option, str) and option not in options:

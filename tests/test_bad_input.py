@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from ppo_lab import cli
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
 
@@ -159,8 +161,18 @@ def test_relaunch_with_another_training_config_is_refused_naming_the_key(trained
     assert not (trained / "config_history.jsonl").exists()
 
 
+def test_relaunching_a_completed_run_says_so_and_exits_0_without_compiling(trained):
+    before = _files(trained)
+    t0 = time.monotonic()
+    proc = launch(HALF, trained, timeout=120)
+    seconds = time.monotonic() - t0
+    assert f"{trained} is complete (total_timesteps reached, 16 updates per seed): nothing to train" in proc.stdout
+    assert "compiled" not in proc.stdout + proc.stderr and seconds < 15, seconds
+    assert _files(trained) == before
+
+
 @pytest.mark.slow
-def test_allowed_config_change_resumes_and_is_recorded(trained):
+def test_allowed_config_change_resumes_and_is_recorded(trained, capsys):
     from ppo_lab.rundir import read_config, read_config_history
 
     s = train_run([*TINY, "ppo.lr=0.01", "allow_config_change=true"], trained)
@@ -169,8 +181,15 @@ def test_allowed_config_change_resumes_and_is_recorded(trained):
     [entry] = read_config_history(trained)
     assert entry["from_update"] == 16
     assert entry["changes"] == {"ppo.lr": [0.00025, 0.01], "ppo.total_timesteps": [1024, 2048]}
-    # Later relaunches compare with the config now in force.
-    assert train_run([*TINY, "ppo.lr=0.01"], trained)["resumed_from"] == 32
+    # `ppo-lab reproduce` re-runs each span with the config that trained it: identical.
+    again = trained.parent / "again"
+    assert cli.main(["reproduce", str(trained), "--updates", "32", "--out", str(again)]) == 0, capsys.readouterr()
+    assert "identical: 32 rows" in capsys.readouterr().out
+    assert read_config_history(again) == [entry]
+    # Later relaunches compare with the config now in force: the same config has nothing to
+    # train (the run is complete); another evaluation resumes from the final checkpoint.
+    assert train_run([*TINY, "ppo.lr=0.01"], trained)["skipped"]
+    assert train_run([*TINY, "ppo.lr=0.01", "eval.episodes=2"], trained)["resumed_from"] == 32
 
 
 @pytest.mark.slow

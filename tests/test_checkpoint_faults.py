@@ -146,6 +146,14 @@ def _copy(run_dir: Path, tmp_path: Path) -> Path:
     return dest
 
 
+def _killed(run_dir: Path) -> Path:
+    """The run as a SIGKILL leaves it: summary.json still says running (a relaunch of a
+    completed run with the same config has nothing to train and would skip it)."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "status": "running"}))
+    return run_dir
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_damaged_newest_checkpoint_is_set_aside_and_the_previous_one_resumed(trained, tmp_path, caplog):
@@ -178,7 +186,7 @@ def test_a_flipped_byte_in_the_payload_alone_is_caught_by_the_checksum(trained, 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_every_checkpoint_damaged_exits_2_then_start_over_keeps_the_old_files(trained, tmp_path):
-    run_dir = _copy(trained, tmp_path)
+    run_dir = _killed(_copy(trained, tmp_path))
     rows_before = (run_dir / "metrics.csv").read_text()
     (run_dir / "checkpoints" / "ckpt_32.json").write_text("")
     (run_dir / "checkpoints" / "ckpt_24.msgpack").write_bytes(os.urandom(64))
@@ -210,7 +218,7 @@ def test_a_bad_if_all_damaged_value_is_a_config_error(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_newer_format_checkpoint_is_refused_through_launch(trained, tmp_path):
-    run_dir = _copy(trained, tmp_path)
+    run_dir = _killed(_copy(trained, tmp_path))
     for update in (24, 32):  # a newer ppo_lab's checkpoint, intact (its own checksums hold)
         meta_path = run_dir / "checkpoints" / f"ckpt_{update}.json"
         meta = json.loads(meta_path.read_text())

@@ -56,7 +56,8 @@ def _assert_carried_over(resolved: dict, run) -> None:
     assert run.env.target == env["_target_"] and run.env.check == env.get("check")
     assert {**run.env.options, "_target_": run.env.target, "check": run.env.check,
             **({"evaluations": dict(run.env.evaluations)} if "evaluations" in env else {}),
-            **({"scores": dict(run.env.scores)} if "scores" in env else {})} == {"check": None, **env}
+            **({"scores": dict(run.env.scores)} if "scores" in env else {}),
+            **({"metrics": dict(run.env.metrics)} if "metrics" in env else {})} == {"check": None, **env}
     assert dict(run.reward.options) == resolved["reward"]
     # `reward=default` is the env's own reward; the foraging world's is the ground_truth mode, named so.
     own = "ground_truth" if env["name"] == "foraging" and resolved["reward"]["name"] == "default" else None

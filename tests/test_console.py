@@ -35,7 +35,8 @@ def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
     lines = closing_lines(summary, tmp_path, eval_mode="greedy", resume_command="python launch.py x=1 hydra.run.dir=D")
     text = "\n".join(lines)
     assert len(lines) <= 15 and lines[0] == "== stopped: signal SIGINT =="
-    assert "episode_return (greedy)          12.0 [7.0, 17.0]" in text and "food_share" in text and "episode_length" not in text
+    # 3 seeds: the percentile bootstrap `ppo-lab aggregate` gives them too (docs/statistics.md)
+    assert "episode_return (greedy)          12.0 [10.0, 14.0]" in text and "food_share" in text and "episode_length" not in text
     assert "5,120 steps/s" in text and "evaluation 1.5 s" in text and f"run dir: {tmp_path}" in text
     assert lines[-1] == "resume (continues from the last checkpoint): python launch.py x=1 hydra.run.dir=D"
     done = closing_lines({**summary, "status": "completed"}, tmp_path, eval_mode="greedy", resume_command="x")

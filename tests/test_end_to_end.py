@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 import yaml
 
-from conftest import ROOT, launch, read_rows, read_summary, start_launch, train_run
+from conftest import ROOT, launch, read_rows, read_summary, run_cli, start_launch, train_run
 from ppo_lab.config import config_hash
 
 pytestmark = pytest.mark.slow
@@ -41,10 +41,11 @@ def _wait_for_rows(run_dir, n, proc, timeout=120):
     raise TimeoutError("no rows")
 
 
-def test_run_directory_contract(tmp_path, tiny, caplog):
+def test_run_directory_contract(tmp_path, tiny, caplog, capsys):
     run_dir = tmp_path / "run"
     caplog.set_level("INFO")
     returned = train_run([*tiny, "num_seeds=2"], run_dir)
+    _closing_interval_is_aggregates(run_dir, capsys)
     assert "devices: 1 x cpu" in caplog.text
     assert returned == read_summary(run_dir)
     for name in ("config.yaml", "metrics.csv", "summary.json", "checkpoints"):
@@ -69,6 +70,22 @@ def test_run_directory_contract(tmp_path, tiny, caplog):
     assert manifest["config_hash"] == config_hash(yaml.safe_load((run_dir / "config.yaml").read_text()))
     assert manifest["layout"] == s["layout"] and manifest["process_count"] == 1
     assert manifest["devices"]["kinds"] == {"cpu": 1} and manifest["packages"]["jax"] == s["versions"]["jax"]
+
+
+def _closing_interval_is_aggregates(run_dir, capsys):
+    """The closing summary's interval for the seeds' evaluation is `ppo-lab aggregate`'s (one
+    method: docs/statistics.md), said in the same digits."""
+    from ppo_lab.analysis.closing import _spec
+
+    closing = capsys.readouterr().out
+    assert run_cli(["aggregate", run_dir, "--out", run_dir.parent / "agg", "--no-plot"], capsys).returncode == 0
+    with (run_dir.parent / "agg" / "aggregate.csv").open(newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["metric"] == "eval/episode_return")
+    mean, low, high = (float(row[k]) for k in ("mean", "ci_low", "ci_high"))
+    spec = _spec(mean, low, high)
+    line = next(line for line in closing.splitlines() if line.strip().startswith("episode_return"))
+    assert line.endswith(f"{format(mean, spec)} [{format(low, spec)}, {format(high, spec)}]"), (line, row)
+    assert row["ci_method"] == "bootstrap"  # 2 seeds: fewer than 5
 
 
 def _comparable(rows):
@@ -171,7 +188,7 @@ def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny, caplog):
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=120)
-    assert proc.returncode == 0, proc.output()[-3000:]
+    assert proc.returncode == 130, proc.output()[-3000:]  # stopped, not completed: a script can tell
     s = read_summary(run_dir)
     assert s["status"] == "stopped" and "SIGTERM" in s["stop_reason"]
     assert s["eval"]["episode_return"], "a stopped run is still evaluated"
@@ -210,8 +227,30 @@ def test_stop_file_stops_cleanly(tmp_path, tiny):
         time.sleep(0.2)
     (run_dir / "STOP").touch()
     proc.wait(timeout=120)
+    assert proc.returncode == 130, proc.output()[-3000:]
     s = read_summary(run_dir)
     assert s["status"] == "stopped" and s["stop_reason"] == "STOP file"
+    assert list((run_dir / "checkpoints").glob("ckpt_*.json"))
+
+
+def test_ctrl_c_stops_with_130_and_a_second_one_at_once_without_a_traceback(tmp_path, tiny):
+    run_dir = tmp_path / "run"
+    proc = start_launch([*tiny, "ppo.total_timesteps=200000", "train.chunk_updates=4"], run_dir)
+    deadline = time.time() + 120
+    while not (run_dir / "metrics.csv").exists():
+        assert time.time() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)  # a clean stop after this chunk: checkpoint, evaluation, summary
+    while "SIGINT received" not in proc.output():
+        assert time.time() < deadline and proc.poll() is None, proc.output()[-3000:]
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)  # at once: in the chunk, the evaluation or the summary
+    proc.wait(timeout=60)
+    out = proc.output()
+    assert proc.returncode == 130, out[-3000:]
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    s = read_summary(run_dir)
+    assert s["status"] == "stopped" and "SIGINT" in s["stop_reason"]
     assert list((run_dir / "checkpoints").glob("ckpt_*.json"))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import launch, read_rows, read_summary
@@ -35,6 +37,7 @@ def test_every_mode_trains_logs_the_true_objective_and_is_evaluated(tmp_path):
         for name in ["true/objective_per_1k", "reward/paid_per_1k", "reward/food", "reward/poison", "reward/step_cost", "reward/death", "reward/shaping",
                      "true/food_eaten", "true/poison_eaten", "true/energy", "true/deaths", "actions/N", "actions/NW"]:
             assert name in row, name
+    _judged_on_the_true_objective(sweep)
     # proxy is immortal in training: its energy is frozen at the start value.
     proxy_rows = read_rows(sweep / str(MODES.index("proxy")))
     assert {float(r["true/energy"]) for r in proxy_rows} == {1.0}
@@ -56,3 +59,16 @@ def test_the_reference_recipe_trains_with_a_privileged_critic(tmp_path):
     s = read_summary(run_dir)
     assert s["status"] == "completed" and s["experiment"] == "goodhart_reference"
     assert len(s["eval"]["efficiency_per_life"]) == 1
+
+
+def _judged_on_the_true_objective(sweep):
+    """The sweep's own aggregate (written at its end) ranks the modes on the world's headline,
+    the true objective, not on returns each mode was paid under its own reward function."""
+    report = json.loads((sweep / "rliable.json").read_text())
+    assert report["metric"] == "true/objective_per_1k"
+    per_mode = {}
+    for job, mode in enumerate(MODES):
+        per_mode[mode] = read_summary(sweep / str(job))["final"]["true/objective_per_1k"]
+    a, b = per_mode["ground_truth"], per_mode["proxy"]
+    wins = sum((x > y) + 0.5 * (x == y) for x in a for y in b) / (len(a) * len(b))  # Mann-Whitney U / (n_a n_b)
+    assert report["improvement"]["reward=ground_truth > reward=proxy"]["point"] == pytest.approx(wins)

@@ -175,11 +175,11 @@ def test_a_traced_key_added_is_its_field_and_its_yaml_line(tmp_path, monkeypatch
     extended = dataclasses.make_dataclass(
         "PPOConfig", [("aux_coef", float, traced(help=20, before=0.0, check=config.Check(lambda v, s: v >= 0, ">= 0")))],
         bases=(PPOConfig,), frozen=True)
-    for module in (config, config_keys, older_configs):
+    for module in (config, config_keys):  # older_configs reads conf/ through config_keys
         monkeypatch.setattr(module, "CONF_DIR", conf)
     monkeypatch.setattr(config, "PPOConfig", extended)
-    config_keys.known_keys.cache_clear()
-    request.addfinalizer(config_keys.known_keys.cache_clear)
+    config_keys._known_keys.cache_clear()
+    request.addfinalizer(config_keys._known_keys.cache_clear)
 
     def resolved(*overrides):
         with initialize_config_dir(config_dir=str(conf), version_base="1.3"):

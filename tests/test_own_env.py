@@ -76,5 +76,5 @@ def test_options_and_keys_of_a_users_config_folder_are_valid(tmp_path, monkeypat
     with pytest.raises(UnknownOptionError, match="did you mean corridor"):
         check_overrides(["env=corridr"])
     with pytest.raises(UnknownKeyError, match="did you mean env.length"):
-        check_overrides(["env.lenght=4"])
+        check_overrides(["env=corridor", "env.lenght=4"])  # the selected env's keys are suggested
     assert config_keys.user_config_dirs() == [mine / "conf"]

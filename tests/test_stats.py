@@ -165,3 +165,15 @@ def test_bonferroni():
     adj = bonferroni([0.01, NAN])
     assert adj[0] == pytest.approx(0.01) and math.isnan(adj[1])
     assert bonferroni([]).shape == (0,)
+
+
+def test_a_return_the_env_declares_bounded_keeps_its_interval_inside_the_bounds():
+    from ppo_lab.analysis.intervals import declared_bounds, mean_summary
+
+    returns = [0.99, 0.97, 0.95, 0.99, 0.76]  # five seeds of a corridor's return, at most 0.99
+    free = mean_summary(returns, "eval/episode_return")
+    assert free["ci_method"] == "t" and free["ci_high"] > 0.99  # a t interval passes the bound
+    bounds = declared_bounds({"metrics": {"bounds": {"episode_return": [0, 0.99]}}})
+    for metric in ("eval/episode_return", "eval/episode_return_greedy", "train/mean_episode_return"):
+        s = mean_summary(returns, metric, bounds=bounds)
+        assert s["ci_method"] == "bootstrap" and 0 <= s["ci_low"] <= s["mean"] <= s["ci_high"] <= 0.99, (metric, s)

@@ -32,6 +32,19 @@ def test_an_unknown_key_names_the_closest(override, meant):
     assert meant in err.value.suggestions and f"did you mean {meant}" in str(err.value)
 
 
+@pytest.mark.parametrize("overrides", [["env=cartpole", "env.lenght=12"], ["experiment=cartpole", "env.lenght=12"]])
+def test_a_typo_in_an_env_key_searches_the_selected_env(overrides):
+    with pytest.raises(UnknownKeyError) as err:
+        check_overrides(overrides)
+    message = str(err.value)
+    assert "energy_start" not in message and err.value.suggestions == []  # the foraging world's, not cartpole's
+    assert "no key of env=cartpole is close; it reads env.check, env.gymnax_id, env.name, env.scores" in message
+    with pytest.raises(UnknownKeyError, match="did you mean env.gymnax_id"):
+        check_overrides(["env=cartpole", "env.gymnax_di=CartPole-v1"])
+    with pytest.raises(UnknownKeyError, match="did you mean env.energy_start"):  # the default env: the foraging world
+        check_overrides(["env.energy_strat=3"])
+
+
 def test_an_unknown_option_lists_the_choices():
     with pytest.raises(UnknownOptionError, match="did you mean mlflow") as err:
         check_overrides(["logger=[csv,mlfow]"])

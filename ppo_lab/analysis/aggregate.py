@@ -50,6 +50,7 @@ from ppo_lab.analysis.figures import plt
 from ppo_lab.analysis.intervals import SMALL_SAMPLE
 from ppo_lab.analysis.populations import (POPULATIONS_JSON, format_population_report, is_population_sweep,
                                           population_report)
+from ppo_lab.analysis.headline import headline_of
 from ppo_lab.analysis.rliable_report import (DEFAULT_METRIC, RLIABLE_FIGURE, RLIABLE_JSON, format_report,
                                              parse_score_refs, plot_report, rliable_report)
 from ppo_lab.analysis.rliable_stats import DEFAULT_REPS, DEFAULT_SEED
@@ -100,7 +101,7 @@ def _f(x) -> str:
 def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_stopped: bool = False,
                   ignore: Sequence[str] = (), curve_metrics: Sequence[str] | None = None,
                   confidence: float = 0.95, quiet: bool = False, plot: bool = True,
-                  rliable_metric: str = DEFAULT_METRIC, score_refs: dict | None = None,
+                  rliable_metric: str | None = None, score_refs: dict | None = None,
                   reps: int = DEFAULT_REPS, bootstrap_seed: int = DEFAULT_SEED) -> dict:
     """Aggregate `dirs` into `out_dir`; returns {collection, rows, paths, problems}."""
     dirs = [Path(d) for d in dirs]
@@ -124,6 +125,13 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
         fig = plot_curves(col, metrics, confidence=confidence, path=out_dir / "curves.png")
         plt.close(fig)
         paths["curves"] = out_dir / "curves.png"
+    # The experiment's headline metric unless told another (analysis/headline.py)
+    if rliable_metric is None:
+        try:
+            rliable_metric = headline_of(run.env for run in col.runs if run.env)
+        except ValueError as exc:  # runs of envs judged by different metrics: the return, said
+            log.warning("rliable.json: %s; using %s (--rliable-metric names another)", exc, DEFAULT_METRIC)
+            rliable_metric = DEFAULT_METRIC
     report = rliable_report(col, rliable_metric, score_refs, reps=reps, seed=bootstrap_seed, confidence=confidence)
     if report["configs"]:
         paths["rliable"] = out_dir / RLIABLE_JSON
@@ -167,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--curve", action="append", default=None, metavar="METRIC", help="metric(s) for curves.png (default train/mean_episode_return)")
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--no-plot", action="store_true")
-    p.add_argument("--rliable-metric", default=DEFAULT_METRIC, help=f"the score of rliable.json (default {DEFAULT_METRIC})")
+    p.add_argument("--rliable-metric", default=None,
+                   help=f"the score of rliable.json (default: the headline the env declares, else {DEFAULT_METRIC})")
     p.add_argument("--score", action="append", default=[], metavar="TASK=RANDOM,REFERENCE",
                    help="a task's random and reference returns for normalised scores (repeatable; "
                         "default: `scores:` of the env's YAML)")

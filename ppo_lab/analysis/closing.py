@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 
 from ppo_lab.analysis.health import health_line
-from ppo_lab.analysis.stats import summarize
+from ppo_lab.analysis.intervals import Bounds, mean_summary
 
 # What a run is judged by, in order, when its evaluation has it: the return; the foraging
 # world's Goodhart metrics (sampled play, the reference's protocol; docs/goodhart.md).
@@ -27,12 +27,13 @@ def _spec(*xs: float) -> str:
     return ",.0f" if big >= 1000 else ".1f" if big >= 10 else ".3f"
 
 
-def across_seeds(values: list) -> str:
-    """`mean [low, high]` (95% t-interval across seeds), or the one value with one seed."""
+def across_seeds(values: list, metric: str, bounds: Bounds = {}) -> str:  # noqa: B006 - read only
+    """`mean [low, high]` across seeds, the interval `ppo-lab aggregate` gives the same values of
+    `metric` (`intervals.mean_summary`: docs/statistics.md), or the one value with one seed."""
     xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
     if not xs:
         return "n/a"
-    s = summarize(xs, n_resamples=10)  # the t-interval only; the bootstrap is not shown
+    s = mean_summary(xs, metric, bounds=bounds)
     if len(xs) == 1:
         return f"{format(s['mean'], _spec(s['mean']))} (1 seed: no interval)"
     spec = _spec(s["mean"], s["ci_low"], s["ci_high"])
@@ -55,8 +56,9 @@ def _time_line(summary: dict) -> str:
 
 
 def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_command: str | None,
-                  results_file: str = "summary.json") -> list[str]:
-    """The closing summary of a finished, stopped or failed run, as lines to print."""
+                  results_file: str = "summary.json", bounds: Bounds = {}) -> list[str]:  # noqa: B006 - read only
+    """The closing summary of a finished, stopped or failed run, as lines to print; `bounds`:
+    the env's declared metric bounds (`intervals.declared_bounds`)."""
     status, reason = summary.get("status", "?"), summary.get("stop_reason") or ""
     seeds = summary.get("seeds") or []
     updates, total = summary.get("updates", 0), summary.get("total_updates") or summary.get("updates", 0)
@@ -69,11 +71,11 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
         lines.append("evaluation, mean [95% interval] across seeds:")
         # The episodes play as eval.deterministic says; the survival protocol's metrics are
         # its sampled play (the reference's protocol; `<name>_greedy` in summary.json).
-        lines += [f"  {f'{name} ({eval_mode if name == HEADLINE_EVAL[0] else SURVIVAL_PLAY})':<32} {across_seeds(evaluated[name])}"
+        lines += [f"  {f'{name} ({eval_mode if name == HEADLINE_EVAL[0] else SURVIVAL_PLAY})':<32} {across_seeds(evaluated[name], f'eval/{name}', bounds)}"
                   for name in shown]
     final = (summary.get("final") or {}).get(TRAIN_RETURN)
     if final and any(v is not None for v in final):
-        lines.append(f"  {'training return (last updates)':<32} {across_seeds(final)}")
+        lines.append(f"  {'training return (last updates)':<32} {across_seeds(final, TRAIN_RETURN, bounds)}")
     diverged = summary.get("diverged") or []
     if diverged and status != "diverged":  # the header names them when every seed did
         lines.append("diverged, left out of the values above: " + ", ".join(

@@ -24,6 +24,7 @@ from pathlib import Path
 from ppo_lab import rundir
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.improvement import format_improvement, improvement
+from ppo_lab.analysis.headline import headline_of
 from ppo_lab.analysis.rliable_report import DEFAULT_METRIC
 
 COLUMNS = [  # (key, header, format)
@@ -141,6 +142,14 @@ def default_out(paths: list[Path]) -> Path:
     return (common if common != Path(common.anchor) else folders[0]) / "comparison.png"
 
 
+def _env_section(path: Path) -> dict:
+    """The env section of a run's config.yaml ({} for a benchmark file or a dir without one)."""
+    try:
+        return dict(rundir.read_config(path if Path(path).is_dir() else Path(path).parent).get("env") or {})
+    except (FileNotFoundError, ValueError):
+        return {}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Compare runs or benchmarks: a table and comparison.png.")
     parser.add_argument("paths", nargs="+", type=Path, help="run dirs, benchmark dirs, or their JSON files (first = baseline)")
@@ -148,7 +157,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="PNG path (default: comparison.png in the folder that holds the runs compared)")
     parser.add_argument("--json", action="store_true", help="also print the records as JSON")
-    parser.add_argument("--metric", default=DEFAULT_METRIC, help=f"the score of P(A > B) (default {DEFAULT_METRIC})")
+    parser.add_argument("--metric", default=None,
+                        help=f"the score of P(A > B) (default: the headline the runs' env declares, else {DEFAULT_METRIC})")
     args = parser.parse_args(argv)
     if len(args.paths) < 2:
         parser.error("give at least two runs or benchmarks")
@@ -158,7 +168,14 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(format_table(records))
-    better = improvement(args.paths[0], args.paths[1], args.metric) if len(args.paths) == 2 else None
+    better = None
+    if len(args.paths) == 2:
+        try:  # the runs' headline metric unless told another (analysis/headline.py)
+            metric = args.metric or headline_of(_env_section(p) for p in args.paths)
+        except ValueError as exc:
+            print(f"no P(A > B): {exc} (--metric)", file=sys.stderr)
+        else:
+            better = improvement(args.paths[0], args.paths[1], metric)
     if better is not None:
         print(format_improvement(better, records[0]["label"], records[1]["label"]))
     print(f"wrote {plot(records, args.out or default_out(args.paths))}")

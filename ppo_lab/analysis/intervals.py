@@ -11,11 +11,17 @@
   the printed table and the figures: no interval means much there (a bootstrap of 2 values
   can only return those two values and their midpoint).
 - Every other metric gets the Student-t interval (``ci_method = "t"``).
+
+An env declares the bounds of its own metrics that no name pattern knows (a return that cannot
+pass 1) under `metrics.bounds` in its YAML (``declared_bounds``); those get the bootstrap too, and
+the interval is also held inside the declared range. The same rule serves every place that shows
+a mean across seeds: a run's closing summary, ``ppo-lab aggregate``, ``compare`` and the notebooks.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Mapping
 
 import numpy as np
 
@@ -26,12 +32,30 @@ SMALL_SAMPLE = 5
 BOUNDED = re.compile(r"(episode_length|length|share|_frac|frac_|fraction|efficiency|survival_mean)|^actions/")
 
 
-def is_bounded(metric: str) -> bool:
-    return bool(BOUNDED.search(metric))
+Bounds = Mapping[str, tuple]  # metric -> (low, high), as an env declares them (``declared_bounds``)
 
 
-def ci_method(metric: str, n: int) -> str:
-    return "bootstrap" if is_bounded(metric) or n < SMALL_SAMPLE else "t"
+def declared_bounds(env_section: Mapping | None) -> dict[str, tuple]:
+    """`metrics.bounds` of an env's config section: metric -> (low, high), a bound None when open."""
+    raw = ((env_section or {}).get("metrics") or {}).get("bounds") or {}
+    return {str(k): (v[0], v[1]) for k, v in raw.items()}
+
+
+def _declared(metric: str, bounds: Bounds) -> tuple | None:
+    """The declared range of `metric` (`eval/episode_return`, `eval/episode_return_greedy` and
+    `train/mean_episode_return` all answer to `episode_return`), or None."""
+    if metric in bounds:
+        return bounds[metric]
+    leaf = metric.rsplit("/", 1)[-1].removesuffix("_greedy").removeprefix("mean_")
+    return bounds.get(leaf, bounds.get(f"eval/{leaf}"))
+
+
+def is_bounded(metric: str, bounds: Bounds = {}) -> bool:  # noqa: B006 - read only
+    return bool(BOUNDED.search(metric)) or _declared(metric, bounds) is not None
+
+
+def ci_method(metric: str, n: int, bounds: Bounds = {}) -> str:  # noqa: B006 - read only
+    return "bootstrap" if is_bounded(metric, bounds) or n < SMALL_SAMPLE else "t"
 
 
 def bounded_mean_interval(values, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
@@ -45,13 +69,18 @@ def bounded_mean_interval(values, confidence: float = 0.95, seed: int = 0) -> tu
     return low, high
 
 
-def mean_summary(values, metric: str, confidence: float = 0.95) -> dict:
+def mean_summary(values, metric: str, confidence: float = 0.95, bounds: Bounds = {}) -> dict:  # noqa: B006
     """`stats.summarize` of `values`, with `ci_low, ci_high` the interval `ci_method` picks
-    for `metric` at this sample size, and `ci_method` saying which it is."""
+    for `metric` at this sample size (and the env's declared `bounds`), and `ci_method` saying
+    which it is."""
     s = summarize(values, confidence=confidence)
-    method = ci_method(metric, s["n_seeds"])
+    method = ci_method(metric, s["n_seeds"], bounds)
     if method == "bootstrap":  # stays inside the metric's bounds (between the extreme seeds)
         s["ci_low"], s["ci_high"] = bounded_mean_interval(values, confidence)
+    declared = _declared(metric, bounds)
+    if declared is not None and s["n_seeds"] >= 2:
+        low, high = (-np.inf if declared[0] is None else declared[0]), (np.inf if declared[1] is None else declared[1])
+        s["ci_low"], s["ci_high"] = float(np.clip(s["ci_low"], low, high)), float(np.clip(s["ci_high"], low, high))
     s["ci_method"] = method
     return s
 

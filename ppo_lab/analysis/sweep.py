@@ -38,7 +38,7 @@ from scipy import stats as st
 import ppo_lab.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...} for the configs read here
 from ppo_lab import rundir
 from ppo_lab.analysis.criteria import seed_criteria
-from ppo_lab.analysis.intervals import SMALL_SAMPLE, mean_summary
+from ppo_lab.analysis.intervals import SMALL_SAMPLE, declared_bounds, mean_summary
 from ppo_lab.analysis.stats import SUMMARY_KEYS
 from ppo_lab.rundir.slurm_jobs import failed_state, jobs_by_number
 
@@ -64,6 +64,7 @@ class Run:
     job_num: int | None = None
     job_id: str | None = None
     experiment: str | None = None
+    env: dict = field(default_factory=dict)  # config.yaml's env section: its declared metrics (`metrics:`)
 
     @property
     def name(self) -> str:
@@ -180,7 +181,23 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
             status = "failed"
             reason = f"job {job.get('job_id')} {state or 'failed'}" + (f": {job['error']}" if job.get("error") else "") + (f" (run dir: {summary.get('status')})" if summary else "")
     return Run(path=path, overrides=overrides, seeds=seeds, status=status, reason=reason, summary=summary,
-               job_num=_job_num(path), job_id=(job or {}).get("job_id"), experiment=experiment)
+               job_num=_job_num(path), job_id=(job or {}).get("job_id"), experiment=experiment, env=_env_section(path))
+
+
+def _env_section(path: Path) -> dict:
+    """The env section of a run's config.yaml ({} without one, or one that does not parse)."""
+    try:
+        return dict(rundir.read_config(path).get("env") or {})
+    except Exception:  # noqa: BLE001 - a run without a readable config only loses its declarations
+        return {}
+
+
+def group_bounds(col: "Collection", group: str) -> dict:
+    """The metric bounds the runs of `group` declare (their env's `metrics.bounds`)."""
+    bounds = {}
+    for run in {id(u.run): u.run for u in col.units if u.group == group}.values():
+        bounds.update(declared_bounds(run.env))
+    return bounds
 
 
 def expected_jobs(sweep_dir: Path) -> list[list[str]]:
@@ -334,9 +351,10 @@ def aggregate_rows(col: Collection, confidence: float = 0.95) -> list[dict]:
     rows = []
     for group in col.groups:
         units = [u for u in col.units if u.group == group and u.used]
+        bounds = group_bounds(col, group)
         for metric in col.metrics:
             values = [u.values.get(metric, math.nan) for u in units]
-            stats = mean_summary(values, metric, confidence=confidence)
+            stats = mean_summary(values, metric, confidence=confidence, bounds=bounds)
             rows.append({"group": group, **col.group_keys[group], "metric": metric, **stats,
                          "small_sample": 0 < stats["n_seeds"] < SMALL_SAMPLE})
     return rows

@@ -14,7 +14,7 @@ import numpy as np
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.intervals import SMALL_SAMPLE, is_bounded
 from ppo_lab.analysis.stats import iqm
-from ppo_lab.analysis.sweep import Collection, mean_curve, read_metric_curves
+from ppo_lab.analysis.sweep import Collection, group_bounds, mean_curve, read_metric_curves
 
 
 def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.95, path: Path | None = None):
@@ -29,7 +29,7 @@ def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.9
         drawn, small, kinds = 0, [], set()
         for group in col.groups:
             n_seeds = len(series.get(group, []))
-            boot = is_bounded(metric) or n_seeds < SMALL_SAMPLE
+            boot = is_bounded(metric, group_bounds(col, group)) or n_seeds < SMALL_SAMPLE
             x, mean, low, high, n = mean_curve(series.get(group, []), confidence, bootstrap=boot)
             if x.size == 0:
                 continue

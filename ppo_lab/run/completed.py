@@ -1,4 +1,9 @@
-"""A relaunched sweep skips its runs that already completed with the same resolved config."""
+"""A relaunch skips a run that already completed with the same resolved config: a sweep's
+finished jobs, and a single run launched again into its finished run dir (said, exit 0, in
+seconds: nothing is built or compiled). A config that differs goes on as before: refused when it
+changes what is trained, unless allow_config_change=true (a raised ppo.total_timesteps then
+trains the run further); a change of bookkeeping alone (evaluation, loggers) resumes from the
+final checkpoint and evaluates again."""
 
 from __future__ import annotations
 
@@ -21,19 +26,30 @@ log = logging.getLogger(__name__)
 MEETING_KEYS = ("process_id", "coordinator_address", "init_timeout_s")
 
 
+# Keys that say how a launch starts, not what a run is: a completed run relaunched without
+# them (or with them) is the same run.
+LAUNCH_KEYS = ("allow_config_change", "resume")
+
+
 def _same_run(config: dict) -> dict:
-    """A config less the MEETING_KEYS of its `hardware`."""
-    hardware = {k: v for k, v in (config.get("hardware") or {}).items() if k not in MEETING_KEYS}
-    return {**config, "hardware": hardware}
+    """A config less its LAUNCH_KEYS, the MEETING_KEYS of its `hardware` and where compiled
+    programs are cached."""
+    hardware = {k: v for k, v in (config.get("hardware") or {}).items()
+                if k not in MEETING_KEYS and k != "compilation_cache_dir"}
+    return {**{k: v for k, v in config.items() if k not in LAUNCH_KEYS}, "hardware": hardware}
+
+
+def _multirun() -> bool:
+    try:
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:  # not inside a Hydra app: a run called in-process, as launch.py runs one
+        return False
 
 
 def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
-    """In a multirun, the summary of `run_dir` if it already completed with this exact
-    resolved config (a relaunched sweep), else None (train, or resume from a checkpoint)."""
-    try:
-        if HydraConfig.get().mode != RunMode.MULTIRUN:
-            return None
-    except ValueError:  # not inside a Hydra app
+    """The summary of `run_dir` if it already completed with this exact resolved config (a
+    relaunch), else None (train, or resume from a checkpoint)."""
+    if resolved.get("benchmark") and not _multirun():  # a measurement is taken afresh each launch
         return None
     if not ((Path(run_dir) / rundir.SUMMARY).exists() and (Path(run_dir) / rundir.CONFIG).exists()):
         return None
@@ -50,5 +66,10 @@ def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
         log.warning("%s completed before with a different config: running it again in place", run_dir)
         return None
     log.info("SKIPPING %s: already completed with the same config (updates %s)", run_dir, summary.get("updates"))
-    print(f"skipped (already completed): {run_dir}", flush=True)
+    if _multirun():
+        print(f"skipped (already completed): {run_dir}", flush=True)
+    else:
+        print(f"{run_dir} is complete ({summary.get('stop_reason') or 'completed'}, {summary.get('updates')} updates "
+              f"per seed): nothing to train. Its results are in {rundir.SUMMARY}; to train it further, raise "
+              f"ppo.total_timesteps and add allow_config_change=true.", flush=True)
     return {**summary, "skipped": True}

@@ -1,7 +1,8 @@
 """`ppo-lab reproduce RUN_DIR [--updates K] [--out DIR]`: re-run a run's first K updates and compare.
 
 Reads the run's config.yaml (a config written by an older lab completed as `ppo-lab evaluate`
-reads it), applies its `hardware` section before XLA's backend starts, builds the run afresh
+reads it) and, for a run relaunched with allow_config_change=true, config_history.jsonl: each
+span of updates is re-run with the config that trained it. Applies its `hardware` section before XLA's backend starts, builds the run afresh
 and trains its first K updates (whole chunks of its own `train.chunk_updates`, so the compiled
 program is the run's own) into a new directory (default `outputs/reproduce/<run>-<time>`):
 config.yaml, metrics.csv (the first K updates), manifest.json. Then metrics.csv is compared
@@ -21,11 +22,13 @@ import sys
 import time
 from pathlib import Path
 
+import jax
+
 from ppo_lab import rundir
 from ppo_lab.analysis.reproduction import compare_runs, format_comparison
 from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import HardwareError, start_jax
-from ppo_lab.ppo.parallel import make_mesh, replica_sharding
+from ppo_lab.ppo.parallel import make_mesh, put_replicas, replica_sharding
 from ppo_lab.run import resume
 from ppo_lab.run.build import build
 from ppo_lab.run.loop import Replicas, Session
@@ -39,29 +42,56 @@ def default_out(run_dir: Path) -> Path:
 
 
 def rerun(run_dir: Path, updates: int, out_dir: Path) -> int:
-    """Train the first `updates` updates of `run_dir`'s config into `out_dir`; returns how many ran."""
-    cfg = rundir.load_run_config(run_dir)
-    if cfg.pbt is not None:  # its members' exploit steps are not re-run here (yet)
-        raise ConfigError("pbt.population", cfg.pbt.population, "0: ppo-lab reproduce re-runs runs without a population")
-    devices = start_jax(cfg.hardware)
+    """Train the first `updates` updates of `run_dir` into `out_dir`, each span of updates with
+    the config that trained it (`rundir.config_spans`: config.yaml, with the changes
+    config_history.jsonl records undone for the updates before them), the state carried from
+    one span into the next as a relaunch carries it through its checkpoint; returns how many ran."""
+    spans = [(start, rundir.validated_config(raw)) for start, raw in rundir.config_spans(run_dir)]
+    spans = [(start, cfg) for start, cfg in spans if start < updates]
+    if any(cfg.pbt is not None for _, cfg in spans):  # its members' exploit steps are not re-run here (yet)
+        raise ConfigError("pbt.population", spans[0][1].pbt.population, "0: ppo-lab reproduce re-runs runs without a population")
+    devices = start_jax(spans[0][1].hardware)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows, state = [], None
+    for i, (start, cfg) in enumerate(spans):
+        end = spans[i + 1][0] if i + 1 < len(spans) else None
+        state, session, span_rows = _rerun_span(cfg, devices, out_dir, state, start, end, updates)
+        rows += span_rows
+    last = spans[-1][1]
+    rundir.write_config(out_dir, last.resolved)
+    rundir.append_config_history(out_dir, [e for e in rundir.read_config_history(run_dir) if e["from_update"] < updates])
+    write_run_manifest(out_dir, last, session.comp.layout.as_dict(), devices[: session.comp.layout.num_devices])
+    rows = [r for r in rows if r["update"] <= updates]
+    rundir.MetricsCSV(out_dir / rundir.METRICS).append(rows)
+    return min(updates, session.update)
+
+
+def _rerun_span(cfg, devices, out_dir: Path, state, start: int, end: int | None, updates: int):
+    """Updates `start`.. of one span with its config, from `state` (None: a fresh init), until
+    the span's `end` (the next span's start) or, in the last span, the whole chunk that reaches
+    `updates`. Returns (the state on the host, the session, its metrics rows)."""
     comp = build(cfg, len(devices))
     mesh = make_mesh(comp.layout, devices)
-    state, resumed = resume.restore(resume.Plan(source=None, own=False), comp, cfg, mesh)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    rundir.write_config(out_dir, cfg.resolved)
-    write_run_manifest(out_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
-    session = Session(cfg, comp, out_dir, resumed)
     chunk = comp.trainer.chunk_updates
-    session.num_updates = min(comp.trainer.num_updates, math.ceil(updates / chunk) * chunk)  # whole chunks
+    if state is None:
+        state, resumed = resume.restore(resume.Plan(source=None, own=False), comp, cfg, mesh)
+    else:  # as a relaunch resumes: the state as its checkpoint holds it, laid out on this mesh
+        state, resumed = put_replicas(state, replica_sharding(mesh)), resume.Resumed(start_update=start)
+    stop = start + math.ceil((updates - start) / chunk) * chunk  # whole chunks
+    if end is not None:
+        if (end - start) % chunk and end != comp.trainer.num_updates:
+            raise ConfigError("train.chunk_updates", chunk, f"a size that divides the {end - start} updates from "
+                              f"{start} to {end} (the span one config trained): they cannot be re-run in whole chunks")
+        stop = min(stop, end)
+    session = Session(cfg, comp, out_dir, resumed)
+    session.num_updates = min(comp.trainer.num_updates, stop)
     replicas = session.replicas = Replicas(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
                                            resumed.start_update, session.num_updates, chunk)
     session.start_loop()
     rows = []
     while replicas.update < replicas.num_updates:  # the run's own loop, without its recorders and stops
         rows += session.take(*replicas.next_chunk())
-    rows = [r for r in rows if r["update"] <= updates]
-    rundir.MetricsCSV(out_dir / rundir.METRICS).append(rows)
-    return min(updates, session.update)
+    return jax.device_get(replicas.state), session, rows
 
 
 def main(argv=None) -> int:

@@ -25,10 +25,12 @@ from ppo_lab.rundir.atomic import write_atomic, write_failure, write_json_atomic
 from ppo_lab.rundir.checkpoints import has_checkpoint, latest_checkpoint, list_checkpoints
 from ppo_lab.rundir.config_file import (
     append_config_history,
+    config_spans,
     load_run_config,
     read_config,
     read_config_history,
     read_experiment,
+    validated_config,
     write_config,
 )
 from ppo_lab.rundir.jobs import read_jobs, write_jobs
@@ -81,7 +83,7 @@ __all__ = [
     "AGGREGATE", "BENCHMARK", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "CRITERIA", "ERROR", "JOBS", "KEY_COLUMNS", "METRICS", "MULTIRUN",
     "RUNS", "STOP_FILE", "SUMMARY", "MetricsCSV", "MetricsFileError", "MetricsTail", "columns_by_seed",
     "copy_rows_until", "find_sweep_roots", "has_checkpoint", "has_run_files", "latest_checkpoint",
-    "list_checkpoints", "load_run_config", "append_config_history", "read_config_history", "read_benchmark", "read_config", "read_error",
+    "list_checkpoints", "load_run_config", "append_config_history", "config_spans", "read_config_history", "validated_config", "read_benchmark", "read_config", "read_error",
     "read_experiment", "read_header", "read_jobs", "read_json", "read_metrics", "read_multirun",
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
     "stop_requested", "update_summary", "write_atomic", "write_benchmark", "write_config", "write_error",

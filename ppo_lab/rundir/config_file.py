@@ -3,6 +3,8 @@ changes to it a relaunch was allowed to make (allow_config_change=true)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -50,6 +52,47 @@ def read_experiment(run_dir: Path):
         return OmegaConf.load(path).get("experiment")
     except Exception:  # noqa: BLE001 - an unreadable config only loses the label
         return None
+
+
+UNSET = "<unset>"  # how config_history.jsonl writes a key one side of a change did not have
+
+
+def _set_dotted(cfg: dict, key: str, value) -> None:
+    """Set (or, for UNSET, remove) the dotted `key` in the nested dict `cfg`."""
+    *parents, leaf = key.split(".")
+    node = cfg
+    for part in parents:
+        node = node.setdefault(part, {})
+    if value == UNSET:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
+
+
+def config_spans(run_dir: Path) -> list[tuple[int, dict]]:
+    """Which config trained which updates: [(from_update, resolved config)], oldest first.
+    config.yaml holds the config in force now; each allowed change in config_history.jsonl
+    (newest first) is undone to recover the config before it. A span that trained nothing (two
+    changes at one update) is left out. The run's own parts are found where it found them
+    (`manifest.use_recorded_parts`), as for `load_run_config`."""
+    use_recorded_parts(run_dir)
+    now = read_config(run_dir)
+    spans = [(0, now)]
+    for entry in reversed(read_config_history(run_dir)):
+        before = copy.deepcopy(spans[0][1])
+        for key, (old, _new) in entry["changes"].items():
+            _set_dotted(before, key, old)
+        spans[0] = (int(entry["from_update"]), spans[0][1])
+        spans.insert(0, (0, before))
+    return [span for span, following in zip(spans, spans[1:] + [(None, None)])
+            if following[0] is None or following[0] > span[0]]
+
+
+def validated_config(raw: dict):
+    """A saved (resolved) config as the RunConfig it trains: an older lab's completed first.
+    Its `resolved` stays the config as saved, so a run re-made from it (`ppo-lab reproduce`)
+    records the same config and config hash as the run it re-makes."""
+    return dataclasses.replace(validate(complete(copy.deepcopy(raw)), saved=True), resolved=copy.deepcopy(raw))
 
 
 def load_run_config(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):

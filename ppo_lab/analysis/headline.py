@@ -1,0 +1,28 @@
+"""What an experiment is judged by: the headline metric its env declares.
+
+An env's YAML may declare `metrics.headline` (the foraging world: `true/objective_per_1k`, the
+true objective under every reward mode) and `metrics.beside` (shown next to it). Without one,
+a run is judged by `eval/episode_return`. `ppo-lab aggregate` (rliable.json, the probability of
+improvement) and `ppo-lab compare` use the headline of the runs they read unless told another
+metric: a return paid under one reward function is not ranked against one paid under another.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+DEFAULT_HEADLINE = "eval/episode_return"
+
+
+def declared_headline(env_section: Mapping | None) -> str:
+    """The headline metric an env section declares, or DEFAULT_HEADLINE."""
+    return ((env_section or {}).get("metrics") or {}).get("headline") or DEFAULT_HEADLINE
+
+
+def headline_of(env_sections: Iterable[Mapping]) -> str:
+    """The one headline the envs of some runs declare; refused (ValueError) when they declare
+    different ones: no single metric then judges them all (name one with --metric)."""
+    found = sorted({declared_headline(env) for env in env_sections})
+    if len(found) > 1:
+        raise ValueError(f"these runs are judged by different metrics ({', '.join(found)}): name one to compare them on")
+    return found[0] if found else DEFAULT_HEADLINE
