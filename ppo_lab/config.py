@@ -298,7 +298,7 @@ class EnvSection(_KeysByName):
     options: Mapping[str, Any]
     # task -> {random, reference}: the returns that normalise scores across tasks (the analysis's only)
     scores: Mapping[str, Any] = declared(resume=FREE)
-    # headline, beside, bounds: what the env's runs are judged by (the analysis's only)
+    # headline, beside, bounds, criteria: what the env's runs are judged by (the analysis's only)
     metrics: Mapping[str, Any] = declared(resume=FREE)
 
 
@@ -381,9 +381,9 @@ class RunConfig:
 
     def part_paths(self) -> list[str]:
         """The dotted paths of the parts this run loads (`ppo_lab.parts`): the env's builder,
-        check and extra evaluations, the network's torso, the loggers' factories."""
-        paths = [self.env.target, self.env.check, *self.env.evaluations.values(), self.network.target,
-                 *(spec.target for spec in self.logger.values())]
+        check, extra evaluations and own criteria, the network's torso, the loggers' factories."""
+        paths = [self.env.target, self.env.check, *self.env.evaluations.values(), self.env.metrics.get("criteria"),
+                 self.network.target, *(spec.target for spec in self.logger.values())]
         return [path for path in paths if path is not None]
 
 
@@ -776,10 +776,11 @@ def validate_hardware(s: Mapping) -> HardwareConfig:
 
 # `scores`: the task -> {random, reference} returns that normalise scores across tasks in
 # `ppo-lab aggregate` (rliable.json); `metrics`: what the env's runs are judged by (`headline`,
-# `beside`) and the bounds of its metrics (`bounds`). Read by the analysis, never by the env or
+# `beside`), the bounds of its metrics (`bounds`) and the dotted path of its own per-seed
+# criteria (`criteria`: ppo_lab/analysis/criteria.py). Read by the analysis, never by the env or
 # the trainer.
 ENV_WIRING_KEYS = ("_target_", "check", "evaluations", "scores", "metrics")
-ENV_METRICS_KEYS = ("headline", "beside", "bounds")
+ENV_METRICS_KEYS = ("headline", "beside", "bounds", "criteria")
 
 
 def _env(s: Mapping, reward: RewardSection, saved: bool = False) -> tuple[EnvSection, str | None]:
@@ -807,6 +808,8 @@ def _env(s: Mapping, reward: RewardSection, saved: bool = False) -> tuple[EnvSec
     _require(set(metrics) <= set(ENV_METRICS_KEYS), "env.metrics", metrics, f"a mapping with keys among {ENV_METRICS_KEYS}")
     _require(all(isinstance(v, (list, tuple)) and len(v) == 2 for v in (metrics.get("bounds") or {}).values()),
              "env.metrics.bounds", metrics.get("bounds"), "a mapping of metric -> [LOW, HIGH] (null for an open end)")
+    if metrics.get("criteria") is not None:  # loaded now (it imports no jax): a wrong path fails before training
+        parts.load("env.metrics.criteria", metrics["criteria"])
     env = EnvSection(name=name, target=target, check=check, evaluations=evaluations, options=options, scores=dict(scores),
                      metrics=metrics)
     return env, mode

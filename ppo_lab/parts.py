@@ -1,9 +1,10 @@
 """The one place where ppo_lab loads code named by a string: the `_target_` of a config part.
 
-Envs, their config checks, network torsos, loggers and extra evaluations are chosen by a
-dotted path in their config group (`conf/env/*.yaml`, `conf/network/*.yaml`,
-`conf/logger/*.yaml`) and loaded here through Hydra (`hydra.utils.get_object`), so adding one
-is a module plus a YAML file, with no table to edit.
+Envs, their config checks, network torsos, loggers, extra evaluations and an env's own
+criteria for the analysis are chosen by a dotted path in their config group
+(`conf/env/*.yaml`, `conf/network/*.yaml`, `conf/logger/*.yaml`) and loaded here through
+Hydra (`hydra.utils.get_object`), so adding one is a module plus a YAML file, with no table to
+edit.
 
 Why by string at all, and why late: importing gymnax or Jumanji starts XLA's backend, and the
 device flags of `hardware` (`ppo_lab.hardware.start_jax`) must be set before that. The env

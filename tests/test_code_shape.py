@@ -105,6 +105,7 @@ def test_the_worked_env_example_in_docs_builds_and_steps(tmp_path, monkeypatch):
     try:
         env, params = build({"length": 4, "max_steps": 8}, {})
         assert isinstance(env, Env) and not env.has_action_mask and env.episode_limit(params) == 8
+        assert env.draws_frames  # its render_episode: replay draws it (tests/test_own_env.py)
         assert batched_mask(env, params) is None
         obs, state = batched_reset(env, params, jax.random.PRNGKey(0), 3)
         step = batched_step(env, params, 3)

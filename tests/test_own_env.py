@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from PIL import Image
 
 from conftest import launch, run_cli, write_docs_env
 from ppo_lab import config_keys
@@ -53,9 +54,12 @@ def test_the_docs_env_trains_outside_the_lab_and_every_command_finds_it(tmp_path
     assert reproduced.returncode == 0 and "identical" in reproduced.stdout, reproduced.stdout + reproduced.stderr[-3000:]
     plots = run_cli(["plots", run_dir], capsys)  # reads the run's files alone: no part to find
     assert plots.returncode == 0 and (run_dir / "curves.png").exists(), plots.stderr
-    # The corridor draws no frames: replay says so and exits 2.
-    replayed = ppo_lab(["replay", run_dir], elsewhere)
-    assert replayed.returncode == 2 and "corridor" in replayed.stderr and "Traceback" not in replayed.stderr, replayed.stderr
+    # The corridor draws itself (the page's render_episode): replay writes a GIF of its frames.
+    gif = tmp_path / "corridor.gif"
+    replayed = ppo_lab(["replay", run_dir, "--out", gif, "--cell-px", "8"], elsewhere)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr[-3000:]
+    with Image.open(gif) as frames:
+        assert frames.size == (4 * 8, 8) and frames.n_frames >= 2  # env.length=4 cells of 8 px; reset + steps
 
     # The user's folder moved: the missing module is named with the folders searched (the
     # recorded one among them), never a `pip install` of a guessed name.

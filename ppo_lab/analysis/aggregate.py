@@ -13,8 +13,8 @@ as separate seeds, and writes into OUT (default: the one DIR given):
   ``perf/*``) value of summary.json, and the ``criteria/*`` computed from metrics.csv.
 - ``runs.csv``: one row per (run, seed) with its status, whether it is in the statistics, why
   not, and its values.
-- ``criteria.csv``: per group, the rare-action tuning spec's success criteria
-  (``ppo_lab/analysis/criteria.py``) as columns: mean and 95% interval of each.
+- ``criteria.csv``: per group, the success criteria (``ppo_lab/analysis/criteria.py``: PPO's
+  health and progress, and those the env declares) as columns: mean and 95% interval of each.
 - ``curves.png``: mean learning curves with interval bands, per group.
 - ``rliable.json`` and ``rliable.png``: rliable's IQM, median, mean and optimality gap with
   stratified bootstrap intervals (reps and seed recorded), across tasks on scores normalised per

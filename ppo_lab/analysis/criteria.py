@@ -1,9 +1,10 @@
-"""The rare-action tuning spec's success criteria, measured per (run, seed) from metrics.csv.
+"""Success criteria of a run, per (run, seed), from metrics.csv: PPO's health and progress
+for any env, and those the run's env declares.
 
-The spec judged a setting by eye: "approx_kl < 0.06 and clip_frac < 0.30
-throughout, entropy above 1.0 through 500+ updates, episode length up, return above the old
-plateau, rare actions used with judgement". Here each becomes a number per seed, so that
-aggregation gives it a mean and an interval per sweep cell like any other metric:
+A tuning spec judges a setting by eye ("approx_kl < 0.06 and clip_frac < 0.30 throughout,
+entropy above 1.0 through 500+ updates, episode length up, return above the old plateau").
+Here each becomes a number per seed, so that aggregation gives it a mean and an interval per
+sweep cell like any other metric:
 
 ==================================  ===========================================================
 `criteria/kl_ok_frac`               share of updates with `train/approx_kl` < 0.06
@@ -15,32 +16,33 @@ aggregation gives it a mean and an interval per sweep cell like any other metric
                                     minus over the first tenth (> 0: episodes got longer)
 `criteria/return_gain`              the same for the mean episode return
 `criteria/final_return`             mean episode return over the last tenth of the updates
-`criteria/rare_use`                 `actions/program_frac` (share of actions that are rare
-                                    programs) over the last tenth of the updates
-`criteria/rare_reflex_frac`         `actions/rare_first_step_frac` over the last tenth: the
-                                    share of rare-action uses made on the first step the action
-                                    became valid (low = judgement, high = reflex)
 ==================================  ===========================================================
 
-A criterion whose metric the run did not log (e.g. `rare_use` outside `env=rare_actions`) is
-left out. The thresholds are the health warnings' defaults (`health.kl_max`,
-`health.clip_frac_max`).
+An env adds criteria of its own by naming, in its YAML, `metrics.criteria: DOTTED.PATH` of a
+jax-free function `criteria(columns) -> {name: value}` (one seed's columns, as here): each
+becomes `criteria/<name>` beside these (an experiment's own live in `ppo_lab/experiments/`).
+It is loaded through `ppo_lab.parts`, the one late loader.
+
+A criterion whose metric the run did not log is left out. The thresholds are the health
+warnings' defaults (`health.kl_max`, `health.clip_frac_max`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
+
+from ppo_lab import parts
 
 KL_MAX = 0.06
 CLIP_FRAC_MAX = 0.30
 ENTROPY_MIN = 1.0
 ENTROPY_UPDATES = (50, 100, 200, 300, 500, 1000)
-RARE_USE_METRIC = "actions/program_frac"
-REFLEX_METRIC = "actions/rare_first_step_frac"
 PREFIX = "criteria/"
+# An env's own criteria: one seed's metrics.csv columns -> {name (no prefix): value}.
+EnvCriteria = Callable[[Mapping[str, np.ndarray]], Mapping[str, float]]
 
 
 def _share(values: np.ndarray, ok) -> float:
@@ -48,16 +50,24 @@ def _share(values: np.ndarray, ok) -> float:
     return float(np.mean(ok(values))) if values.size else math.nan
 
 
-def _window_mean(values: np.ndarray, last: bool) -> float:
+def tenth_mean(values: np.ndarray, last: bool) -> float:
     """NaN-ignoring mean over the first or last tenth of the updates (at least one update)."""
+    values = np.asarray(values, dtype=float)
     n = max(1, len(values) // 10)
     part = values[-n:] if last else values[:n]
     part = part[~np.isnan(part)]
     return float(np.mean(part)) if part.size else math.nan
 
 
-def seed_criteria(columns: Mapping[str, np.ndarray]) -> dict[str, float]:
-    """The criteria of one seed from its metrics.csv columns (arrays ordered by update)."""
+def declared_criteria(env_section: Mapping | None) -> EnvCriteria | None:
+    """The criteria function an env section declares (`metrics.criteria`), loaded; or None."""
+    path = ((env_section or {}).get("metrics") or {}).get("criteria")
+    return None if path is None else parts.load("env.metrics.criteria", path)
+
+
+def seed_criteria(columns: Mapping[str, np.ndarray], env_criteria: EnvCriteria | None = None) -> dict[str, float]:
+    """The criteria of one seed from its metrics.csv columns (arrays ordered by update): the
+    generic ones, then `env_criteria`'s (the env's own, `declared_criteria`)."""
     out: dict[str, float] = {}
     col = {k: np.asarray(v, dtype=float) for k, v in columns.items()}
     if "train/approx_kl" in col:
@@ -74,13 +84,11 @@ def seed_criteria(columns: Mapping[str, np.ndarray]) -> dict[str, float]:
                 out[f"entropy_at_{u}"] = float(entropy[hit[-1]])
     for name, metric in (("length", "train/mean_episode_length"), ("return", "train/mean_episode_return")):
         if metric in col:
-            out[f"{name}_gain"] = _window_mean(col[metric], last=True) - _window_mean(col[metric], last=False)
+            out[f"{name}_gain"] = tenth_mean(col[metric], last=True) - tenth_mean(col[metric], last=False)
     if "train/mean_episode_return" in col:
-        out["final_return"] = _window_mean(col["train/mean_episode_return"], last=True)
-    if RARE_USE_METRIC in col:
-        out["rare_use"] = _window_mean(col[RARE_USE_METRIC], last=True)
-    if REFLEX_METRIC in col:
-        out["rare_reflex_frac"] = _window_mean(col[REFLEX_METRIC], last=True)
+        out["final_return"] = tenth_mean(col["train/mean_episode_return"], last=True)
+    if env_criteria is not None:
+        out.update(env_criteria(col))
     return {PREFIX + k: v for k, v in out.items()}
 
 

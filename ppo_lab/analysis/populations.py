@@ -8,7 +8,7 @@ populations in each of two groups. Per population, of `metric` over its members:
     median, best, worst    the median, highest and lowest member (docs/pbt.md compares
                            PBT's median with random search's best, its worst with their median)
 
-and the median member of every `criteria/*` (the rare-action tuning spec, analysis/criteria.py).
+and the median member of every `criteria/*` (analysis/criteria.py: PPO's and the env's own).
 Per group, each statistic's mean over its populations with rliable's stratified bootstrap
 interval (`rliable_stats.interval_estimates`, the populations as runs of one task); between
 every two groups, P(A > B) on each statistic over populations (Mann-Whitney, rliable's

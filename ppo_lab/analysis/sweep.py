@@ -37,9 +37,10 @@ from scipy import stats as st
 
 import ppo_lab.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...} for the configs read here
 from ppo_lab import rundir
-from ppo_lab.analysis.criteria import seed_criteria
+from ppo_lab.analysis.criteria import declared_criteria, seed_criteria
 from ppo_lab.analysis.intervals import SMALL_SAMPLE, declared_bounds, mean_summary
 from ppo_lab.analysis.stats import SUMMARY_KEYS
+from ppo_lab.rundir.older_configs import complete
 from ppo_lab.rundir.slurm_jobs import failed_state, jobs_by_number
 
 SUMMARY = rundir.SUMMARY
@@ -64,7 +65,7 @@ class Run:
     job_num: int | None = None
     job_id: str | None = None
     experiment: str | None = None
-    env: dict = field(default_factory=dict)  # config.yaml's env section: its declared metrics (`metrics:`)
+    env: dict = field(default_factory=dict)  # config.yaml's env section (completed): its declared `metrics:`
 
     @property
     def name(self) -> str:
@@ -185,9 +186,12 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
 
 
 def _env_section(path: Path) -> dict:
-    """The env section of a run's config.yaml ({} without one, or one that does not parse)."""
+    """The env section of a run's config.yaml ({} without one, or one that does not parse),
+    with what an older lab did not save read from the env's conf file (`older_configs.complete`:
+    e.g. `metrics.criteria`), the run's own parts found as it found them."""
     try:
-        return dict(rundir.read_config(path).get("env") or {})
+        rundir.use_recorded_parts(path)
+        return dict(complete(rundir.read_config(path)).get("env") or {})
     except Exception:  # noqa: BLE001 - a run without a readable config only loses its declarations
         return {}
 
@@ -309,8 +313,9 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
         used = run.status in used_statuses
         final = run.summary.get("final") or {}
         evals = run.summary.get("eval") or {}
-        # The tuning spec's criteria need each seed's whole history, not just its final values.
+        # The criteria need each seed's whole history, not just its final values.
         history = rundir.columns_by_seed(run.path / rundir.METRICS) if used else {}
+        env_criteria = declared_criteria(run.env) if used else None
         diverged = {e.get("seed"): e for e in run.summary.get("diverged") or []}
         for i, seed in enumerate(run.seeds or [None]):
             values = {}
@@ -322,7 +327,7 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
                     values[f"eval/{name}"] = _at(per_seed, i)
                 for name, per_seed in final.items():
                     values[name] = _at(per_seed, i)
-                values.update(seed_criteria(history.get(seed, {})))
+                values.update(seed_criteria(history.get(seed, {}), env_criteria))
             units.append(Unit(run=run, seed=seed, group=label, values=values, used=used))
     metrics = sorted({m for u in units for m in u.values}, key=_metric_order)
     return Collection(runs=runs, units=units, groups=groups, swept_keys=swept, group_keys=group_keys, metrics=metrics)

@@ -3,8 +3,8 @@
 A key added since a run dir was written is missing from its config.yaml. Two kinds are filled
 in, and only these:
 - keys that say how a part is found, not what is trained (`env._target_`, `env.check`,
-  `env.evaluations`, `network._target_`, `logger.<name>._target_`): from this lab's own
-  `conf/` file of the part the run names (`conf/env/<env.name>.yaml`, ...);
+  `env.evaluations`, `env.metrics.criteria`, `network._target_`, `logger.<name>._target_`):
+  from this lab's own `conf/` file of the part the run names (`conf/env/<env.name>.yaml`, ...);
 - keys added with a value that trains as the lab did before them: the `before` mark on the
   key's field in ppo_lab/config.py (`config.keys_added_as_before()`, `with_keys_added_since`),
   and an env's own keys (`ENV_KEYS_ADDED_AS_BEFORE`: env options have no field there). A key
@@ -43,8 +43,9 @@ MOVED_PARTS = {
     "ppo_lab.run.survival.evaluate_policy": "ppo_lab.experiments.goodhart.survival.evaluate_policy",
 }
 
-# Per section: which keys are wiring, and which conf/ file (by the key naming the option) holds them.
-WIRING = {"env": (("_target_", "check", "evaluations"), "name"), "network": (("_target_",), "kind")}
+# Per section: which keys (dotted within it) are wiring, and which conf/ file (by the key naming
+# the option) holds them. `metrics.criteria`: the env's own criteria, read by the analysis alone.
+WIRING = {"env": (("_target_", "check", "evaluations", "metrics.criteria"), "name"), "network": (("_target_",), "kind")}
 
 
 def is_wiring(key: str) -> bool:
@@ -67,6 +68,31 @@ def _conf_file(group: str, option) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path), resolve=False) or {} if path is not None else {}
 
 
+def _get(body: dict, dotted: str):
+    for key in dotted.split("."):
+        body = body.get(key) if isinstance(body, dict) else None
+    return body
+
+
+def _has(body: dict, dotted: str) -> bool:
+    *outer, key = dotted.split(".")
+    inner = _get(body, ".".join(outer)) if outer else body
+    return isinstance(inner, dict) and key in inner
+
+
+def _put(body: dict, dotted: str, value) -> None:
+    """Set a dotted key, making the mappings above it where absent or null; a saved value
+    that is no mapping is left for validation to name."""
+    *outer, key = dotted.split(".")
+    for name in outer:
+        if body.get(name) is None:
+            body[name] = {}
+        if not isinstance(body[name], dict):
+            return
+        body = body[name]
+    body[key] = value
+
+
 def _follow_moved_parts(config: dict) -> None:
     """Each saved evaluation naming a part that moved (`MOVED_PARTS`) now names where it lives."""
     env = config.get("env")
@@ -82,12 +108,12 @@ def complete(saved: dict) -> dict:
     _follow_moved_parts(out)
     for section, (keys, option_key) in WIRING.items():
         body = out.get(section)
-        if not isinstance(body, dict) or not any(k not in body for k in keys):
+        if not isinstance(body, dict) or all(_has(body, k) for k in keys):
             continue
         defaults = _conf_file(section, body.get(option_key))
         for key in keys:
-            if key not in body and key in defaults:
-                body[key] = defaults[key]
+            if not _has(body, key) and _has(defaults, key):
+                _put(body, key, _get(defaults, key))
     loggers = out.get("logger") or {}
     for name in list(loggers):
         options = loggers[name] if isinstance(loggers[name], dict) else {}

@@ -26,7 +26,7 @@ JOBS = "jobs.json"
 MULTIRUN = "multirun.yaml"
 AGGREGATE = "aggregate.csv"
 RUNS = "runs.csv"
-CRITERIA = "criteria.csv"  # the rare-action tuning spec's success criteria per cell
+CRITERIA = "criteria.csv"  # the success criteria per cell (ppo_lab/analysis/criteria.py)
 
 # metrics.csv: the first columns, in this order; every logged metric follows, sorted.
 KEY_COLUMNS = ["update", "seed", "timesteps", "wall_s"]
