@@ -157,3 +157,30 @@ def test_returns_paid_under_different_reward_modes_are_never_ranked(tmp_path, ca
     assert float(row["logged_frac"]) == 0.25 and "sparse: in 25% of updates" in text
     for suffix in ("png", "pdf", "svg"):  # --format pdf,svg: beside the PNG
         assert (sweep / f"curves.{suffix}").stat().st_size > 1000 and (sweep / f"rliable.{suffix}").stat().st_size > 1000
+
+
+def test_compare_labels_runs_by_their_mode_and_compares_the_headline(tmp_path, capsys):
+    import shutil
+
+    from ppo_lab.analysis import compare
+    from ppo_lab.analysis.closing import _spec
+
+    sweep = reward_mode_sweep(tmp_path / "sw")
+    for folder, jobs in (("gt", (0, 1)), ("px", (2, 3))):  # each mode's two seeds in a folder
+        for job in jobs:
+            shutil.copytree(sweep / str(job), tmp_path / folder / str(job))
+    a, b, png = str(tmp_path / "gt"), str(tmp_path / "px"), str(tmp_path / "c.png")
+    assert compare.main([a, b, "--out", png]) == 0
+    text = capsys.readouterr().out
+    assert "P(reward=ground_truth > reward=proxy) on true/objective_per_1k = 1.000" in text
+    # the headline with aggregate's interval for the same seeds; the return beside it, with its mode
+    row = next(r for r in run_aggregate([tmp_path / "gt"], out_dir=tmp_path / "agg", quiet=True, plot=False)["rows"]
+               if r["metric"] == "true/objective_per_1k")
+    spec = _spec(row["mean"], row["ci_low"], row["ci_high"])
+    line = next(line for line in text.splitlines() if line.startswith("reward=ground_truth "))
+    assert f"{format(row['mean'], spec)} [{format(row['ci_low'], spec)}, {format(row['ci_high'], spec)}]" in line
+    assert "ground_truth: 130.5 [130.0, 131.0]" in line and "true objective per 1k steps (mean [95% CI])" in text
+    # the return, asked for by name, is not ranked across modes
+    assert compare.main([a, b, "--out", png, "--metric", "eval/episode_return"]) == 0
+    out = capsys.readouterr()
+    assert "P(" not in out.out and "not comparable across modes" in out.err

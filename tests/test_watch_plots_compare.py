@@ -173,7 +173,7 @@ def test_compare_a_run_and_a_benchmark(runs, tmp_path, capsys):
     proc = run_cli(["compare", runs / "run_a", runs / "bench_b", "--out", out, "--json"], capsys)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
-    for header in ("train s", "timesteps", "steps/s", "speedup", "host MB", "final return", "run_a", "bench_b"):
+    for header in ("train s", "timesteps", "steps/s", "speedup", "host MB", "episode return (mean [95% CI])", "run_a", "bench_b"):
         assert header in text
     assert out.read_bytes().startswith(PNG)
     records = compare.compare([runs / "run_a", runs / "bench_b"])
