@@ -192,6 +192,12 @@ def plot(records: list[dict], out: Path, formats: tuple[str, ...] = ()) -> Path:
               ("peak_host_memory_mb", "peak host memory (MB)"), ("headline_mean", metric_label(records[0]["headline"]))]
     if any(r.get("device_memory_mb") for r in records):
         panels.insert(4, ("device_memory_mb", "device memory (MB)"))
+    # No empty panel: a quantity no input has (a sweep's compile time, a benchmark's headline)
+    # is left out, and said.
+    missing = [title for key, title in panels if all(r.get(key) is None for r in records)]
+    panels = [(key, title) for key, title in panels if title not in missing]
+    if missing:
+        print(f"{Path(out).name}: no panel for {', '.join(missing)}: no input has it")
     fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.4), squeeze=False)
     labels = [r["label"] for r in records]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
