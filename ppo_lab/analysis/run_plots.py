@@ -79,32 +79,9 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1, formats: t
     x = "timesteps"
     sparse = {}
     for ax, metric in zip(flat, panels):
-        # Episode means are NaN in updates where no episode ended: bridge those gaps, except for
-        # a metric with values in few updates: its points are drawn as markers (a line between
-        # two would hide that there are two).
-        logged = float(df[metric].notna().mean())
-        marker = "o" if logged < SPARSE else None
-        if marker:
+        logged = _metric_panel(ax, df, metric, x, seeds, smooth, health)
+        if logged < SPARSE:
             sparse[metric] = logged
-        wide = df.pivot_table(index=x, columns="seed", values=metric, aggfunc="mean", dropna=False).sort_index()
-        if not marker:  # a sparse metric's points are its own, none made up between them
-            wide = wide.interpolate(limit_area="inside")
-        if smooth > 1:
-            wide = wide.rolling(smooth, min_periods=1).mean()
-        for seed in wide.columns:
-            kept = wide[seed].dropna()
-            ax.plot(kept.index, kept.values, lw=0.8, marker=marker, ms=2.5, alpha=0.45 if len(seeds) > 1 else 1.0,
-                    label=f"seed {seed}" if len(seeds) <= 8 else None)
-        if len(seeds) > 1:
-            mean = wide.mean(axis=1).dropna()
-            ax.plot(mean.index, mean.values, lw=2.0, marker=marker, ms=3, color="black", label="mean")
-        if metric in THRESHOLDS and THRESHOLDS[metric] in health:
-            ax.axhline(float(health[THRESHOLDS[metric]]), ls="--", lw=1, color="red")
-        ax.set_title(label(metric) + (f" (sparse: {logged:.0%} of updates)" if marker else ""), fontsize=10)
-        ax.set_ylabel(axis_label(metric), fontsize=8)
-        ax.set_xlabel("env steps", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
     if actions:
         ax = flat[len(panels)]
         if dims:
@@ -143,6 +120,35 @@ def caption_lines(constant: dict, empty: list, sparse: dict) -> list[str]:
     if sparse:
         lines.append("sparse, drawn as points: " + ", ".join(f"{m} ({v:.0%} of updates)" for m, v in sparse.items()))
     return lines
+
+
+def _metric_panel(ax, df, metric: str, x: str, seeds: list, smooth: int, health: dict) -> float:
+    """One metric's panel: a line per seed and their mean; returns the share of rows with a value."""
+    # Episode means are NaN in updates where no episode ended: bridge those gaps, except for
+    # a metric with values in few updates: its points are drawn as markers (a line between
+    # two would hide that there are two).
+    logged = float(df[metric].notna().mean())
+    marker = "o" if logged < SPARSE else None
+    wide = df.pivot_table(index=x, columns="seed", values=metric, aggfunc="mean", dropna=False).sort_index()
+    if not marker:  # a sparse metric's points are its own, none made up between them
+        wide = wide.interpolate(limit_area="inside")
+    if smooth > 1:
+        wide = wide.rolling(smooth, min_periods=1).mean()
+    for seed in wide.columns:
+        kept = wide[seed].dropna()
+        ax.plot(kept.index, kept.values, lw=0.8, marker=marker, ms=2.5, alpha=0.45 if len(seeds) > 1 else 1.0,
+                label=f"seed {seed}" if len(seeds) <= 8 else None)
+    if len(seeds) > 1:
+        mean = wide.mean(axis=1).dropna()
+        ax.plot(mean.index, mean.values, lw=2.0, marker=marker, ms=3, color="black", label="mean")
+    if metric in THRESHOLDS and THRESHOLDS[metric] in health:
+        ax.axhline(float(health[THRESHOLDS[metric]]), ls="--", lw=1, color="red")
+    ax.set_title(label(metric) + (f" (sparse: {logged:.0%} of updates)" if marker else ""), fontsize=10)
+    ax.set_ylabel(axis_label(metric), fontsize=8)
+    ax.set_xlabel("env steps", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    return logged
 
 
 def _constant_value(column) -> float | None:
