@@ -103,7 +103,7 @@ def test_groups_by_overrides_other_than_seed_with_contract_columns(tmp_path):
     with (sweep / "aggregate.csv").open() as f:
         header = next(csv.reader(f))
     # group, the swept keys (env is the same everywhere: not swept), metric, the statistics.
-    assert header == ["group", "ppo.lr", "ppo.ent_coef_initial", *CONTRACT_TAIL, "ci_method", "small_sample"]
+    assert header == ["group", "ppo.lr", "ppo.ent_coef_initial", *CONTRACT_TAIL, "ci_method", "small_sample", "logged_frac"]
     rows = read_csv(sweep / "aggregate.csv")
     groups = sorted({r["group"] for r in rows})
     assert groups == sorted(f"ppo.lr={lr},ppo.ent_coef_initial={e}" for lr in lrs for e in ents)

@@ -45,6 +45,21 @@ def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
     assert "larger train.duration_min" in timed[-1]
 
 
+def test_closing_summary_shows_the_headline_first_and_the_return_as_what_the_mode_paid(tmp_path):
+    """An env that declares its headline (the foraging world: the true objective): the summary
+    leads with it, then what the env declares beside it, and calls the return what it is."""
+    env = {"name": "foraging", "metrics": {"headline": "true/objective_per_1k", "beside": ["eval/energy_per_1k"]}}
+    summary = {"status": "completed", "seeds": [0, 1, 2], "updates": 4, "timesteps": 2048, "wall_s": 3.0, "reward": "proxy",
+               "eval": {"episode_return": [200.0, 210.0, 220.0], "energy_per_1k": [-20.0, -22.0, -24.0]},
+               "final": {"true/objective_per_1k": [-30.0, -31.0, -32.0], "train/mean_episode_return": [150.0, 160.0, 170.0]}}
+    lines = closing_lines(summary, tmp_path, eval_mode="greedy", resume_command=None, env=env)
+    start = lines.index("results, mean [95% interval] across seeds:")
+    names = [line.split("  ")[1].strip() for line in lines[start + 1:start + 5]]
+    assert names == ["true objective per 1k steps (headline, last updates)", "energy per 1k steps",
+                     "paid reward (proxy), greedy", "paid reward (proxy), training, last updates"]
+    assert lines[start + 1].endswith("-31.0 [-32.0, -30.0]")  # 3 seeds: aggregate's bootstrap
+
+
 def test_progress_bar_on_a_terminal(tmp_path):
     """stderr is a real pseudo-terminal: tqdm draws a bar with return, entropy and sps."""
     primary, secondary = pty.openpty()

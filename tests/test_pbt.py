@@ -104,6 +104,17 @@ def test_lineage_follows_the_copies_back():
                                      {"member": 0, "from_update": 8, "until_update": 12}]
 
 
+def test_members_that_tie_stay_where_they_are(tmp_path):
+    """A solved task: every member at the maximum, apart by float rounding. None copies another;
+    a member clearly behind, or one that diverged, still does."""
+    population = Population(_validated(POPULATION), tmp_path)
+    rng = lambda: np.random.default_rng(0)  # noqa: E731
+    assert population.choose(np.array([500.0, 500.0, 500.0 * (1 - 1e-8), 500.0]), rng()) == [None] * 4
+    behind = population.choose(np.array([500.0, 500.0, 20.0, 500.0]), rng())
+    assert behind[2] is not None and behind.count(None) == 3
+    assert population.choose(np.array([500.0] * 4), rng(), diverged=frozenset({1}))[1] is not None
+
+
 @pytest.fixture(scope="module")
 def population_run(tmp_path_factory) -> Path:
     """The population run several tests read, with W&B (offline) and TensorBoard on to check
@@ -149,6 +160,27 @@ def test_summary_names_the_best_member_and_its_lineage(population_run):
     lineage = s["pbt"]["lineage"]
     assert lineage[0]["from_update"] == 0 and lineage[-1]["until_update"] == 64
     assert lineage[-1]["member"] == s["pbt"]["best_member"]
+
+
+@pytest.mark.slow
+def test_the_closing_summary_speaks_of_members(population_run, tmp_path):
+    """Members copy each other: the summary names the population, the best member with its
+    fitness, hyperparameters and lineage, how many steps copied, and no interval across them."""
+    from ppo_lab.analysis.closing import closing_lines
+
+    s = read_summary(population_run)
+    pbt = s["pbt"]
+    assert pbt["copies"] == sum(c is not None for step in _steps(population_run) for c in step["copied"])
+    lines = closing_lines(s, population_run, eval_mode="greedy", resume_command=None)
+    text = "\n".join(lines)
+    assert len(lines) <= 15 and "per member x 4 member(s)" in text and "across seeds" not in text and "seed(s)" not in text
+    assert (f"population: 4 members, 15 exploit step(s), {pbt['steps_copied']} of them copied "
+            f"({pbt['copies']} member copies)") in lines
+    assert next(line for line in lines if line.startswith("best member")).startswith(
+        f"best member {pbt['best_member']}: fitness ") and f"lr={pbt['best_hypers']['lr']:.3g}" in text
+    lineage_line = next(line for line in lines if line.startswith("lineage: "))
+    assert lineage_line.count("->") == len(pbt["lineage"]) - 1
+    assert "(best member); members" in text
 
 
 @pytest.mark.slow

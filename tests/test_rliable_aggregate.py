@@ -106,3 +106,81 @@ def test_two_configurations_get_the_probability_of_improvement(tmp_path):
     # every 0.002 seed scores above every 0.001 seed (make_sweep's values)
     assert report["improvement"]["ppo.lr=0.002 > ppo.lr=0.001"]["point"] == 1.0
     assert report["improvement"]["ppo.lr=0.001 > ppo.lr=0.002"]["point"] == 0.0
+
+
+def reward_mode_sweep(path, seeds=2):
+    """A sweep over two reward modes of an env that declares its headline metric: the proxy
+    mode is paid more (its return) and is worse on the true objective; its training return is
+    logged in one update of four (an agent that rarely ends an episode)."""
+    modes = {"ground_truth": {"food": 1.0, "poison": -2.0}, "proxy": {"food": 1.0, "poison": 0.5}}
+    jobs = [[f"reward={m}", f"seed={s}"] for m in modes for s in range(seeds)]
+    sweep = make_sweep(path, jobs, task_overrides=[f"reward={','.join(modes)}", f"seed=0-{seeds}"])
+    env = {"name": "world", "metrics": {"headline": "true/objective_per_1k"}}
+    for num, (mode, _) in enumerate(jobs):
+        mode = mode.split("=")[1]
+        run, proxy = sweep / str(num), mode == "proxy"
+        summary = json.loads((run / "summary.json").read_text())
+        summary["eval"]["episode_return"] = [200.0 + num if proxy else 130.0 + num]
+        summary["final"]["true/objective_per_1k"] = [-20.0 - num if proxy else 5.0 + num]
+        (run / "summary.json").write_text(json.dumps(summary))
+        (run / "config.yaml").write_text(yaml.safe_dump({"experiment": "toy", "seed": num % seeds, "env": env,
+                                                         "reward": {"name": mode, **modes[mode]}}))
+        lines = ["update,seed,timesteps,wall_s,train/mean_episode_return,true/objective_per_1k"]
+        for u in range(1, 9):
+            paid = (10.0 * u if u % 4 == 0 else "") if proxy else 5.0 * u
+            lines.append(f"{u},{num % seeds},{64 * u},{0.1 * u},{paid},{-u if proxy else u}")
+        (run / "metrics.csv").write_text("\n".join(lines) + "\n")
+    return sweep
+
+
+def test_returns_paid_under_different_reward_modes_are_never_ranked(tmp_path, capsys):
+    sweep = reward_mode_sweep(tmp_path / "sw")
+    out = run_aggregate([sweep], reps=100, curve_metrics=["train/mean_episode_return", "true/objective_per_1k"],
+                        formats=("pdf", "svg"))
+    text = capsys.readouterr().out
+    report = json.loads((sweep / "rliable.json").read_text())
+    # ranked on the headline (the true objective), where ground_truth wins, never on the return
+    assert report["metric"] == "true/objective_per_1k"
+    assert report["improvement"]["reward=ground_truth > reward=proxy"]["point"] == 1.0
+    assert "eval/episode_return: paid reward (proxy)" in text and "eval/episode_return: paid reward (ground_truth)" in text
+    # the return, asked for by name, is refused with the reason, and the headline used instead
+    refused = run_aggregate([sweep], out_dir=tmp_path / "r", quiet=True, reps=100, plot=False,
+                            rliable_metric="eval/episode_return")["rliable"]
+    assert refused["metric"] == "true/objective_per_1k"
+    assert "not comparable across modes" in refused["warnings"][0] and "ground_truth, proxy" in refused["warnings"][0]
+    # curves: one panel per mode for the paid return; the sparse proxy return drawn where it exists
+    notes = out["notes"]["curves.png"]
+    assert any("one panel per reward mode" in n for n in notes)
+    assert any(n.startswith("train/mean_episode_return, reward=proxy: sparse (a value in 25% of the updates)") for n in notes)
+    row = next(r for r in read_csv(sweep / "aggregate.csv")
+               if r["metric"] == "train/mean_episode_return" and r["group"] == "reward=proxy")
+    assert float(row["logged_frac"]) == 0.25 and "sparse: in 25% of updates" in text
+    for suffix in ("png", "pdf", "svg"):  # --format pdf,svg: beside the PNG
+        assert (sweep / f"curves.{suffix}").stat().st_size > 1000 and (sweep / f"rliable.{suffix}").stat().st_size > 1000
+
+
+def test_compare_labels_runs_by_their_mode_and_compares_the_headline(tmp_path, capsys):
+    import shutil
+
+    from ppo_lab.analysis import compare
+    from ppo_lab.analysis.closing import _spec
+
+    sweep = reward_mode_sweep(tmp_path / "sw")
+    for folder, jobs in (("gt", (0, 1)), ("px", (2, 3))):  # each mode's two seeds in a folder
+        for job in jobs:
+            shutil.copytree(sweep / str(job), tmp_path / folder / str(job))
+    a, b, png = str(tmp_path / "gt"), str(tmp_path / "px"), str(tmp_path / "c.png")
+    assert compare.main([a, b, "--out", png]) == 0
+    text = capsys.readouterr().out
+    assert "P(reward=ground_truth > reward=proxy) on true/objective_per_1k = 1.000" in text
+    # the headline with aggregate's interval for the same seeds; the return beside it, with its mode
+    row = next(r for r in run_aggregate([tmp_path / "gt"], out_dir=tmp_path / "agg", quiet=True, plot=False)["rows"]
+               if r["metric"] == "true/objective_per_1k")
+    spec = _spec(row["mean"], row["ci_low"], row["ci_high"])
+    line = next(line for line in text.splitlines() if line.startswith("reward=ground_truth "))
+    assert f"{format(row['mean'], spec)} [{format(row['ci_low'], spec)}, {format(row['ci_high'], spec)}]" in line
+    assert "ground_truth: 130.5 [130.0, 131.0]" in line and "true objective per 1k steps (mean [95% CI])" in text
+    # the return, asked for by name, is not ranked across modes
+    assert compare.main([a, b, "--out", png, "--metric", "eval/episode_return"]) == 0
+    out = capsys.readouterr()
+    assert "P(" not in out.out and "not comparable across modes" in out.err

@@ -173,7 +173,7 @@ def test_compare_a_run_and_a_benchmark(runs, tmp_path, capsys):
     proc = run_cli(["compare", runs / "run_a", runs / "bench_b", "--out", out, "--json"], capsys)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
-    for header in ("train s", "timesteps", "steps/s", "speedup", "host MB", "final return", "run_a", "bench_b"):
+    for header in ("train s", "timesteps", "steps/s", "speedup", "host MB", "episode return (mean [95% CI])", "run_a", "bench_b"):
         assert header in text
     assert out.read_bytes().startswith(PNG)
     records = compare.compare([runs / "run_a", runs / "bench_b"])
@@ -204,3 +204,43 @@ def test_a_constant_metric_is_a_note_not_a_panel():
 def test_compare_needs_run_or_benchmark_dirs(tmp_path, capsys):
     proc = run_cli(["compare", tmp_path, tmp_path], capsys)
     assert proc.returncode == 2 and "neither summary.json nor benchmark.json" in proc.stderr
+
+
+def test_a_run_figure_for_a_paper(tmp_path, capsys):
+    """Axis labels with units, the env's action order, no empty panel (the caption says why), a
+    sparse metric drawn as points, and PDF and SVG beside the PNG on request."""
+    import matplotlib.pyplot as plt
+
+    from ppo_lab.analysis.action_columns import discrete_shares
+
+    assert discrete_shares(["actions/E", "actions/N", "actions/NE", "actions/invalid_frac"], ["N", "NE", "E"]) == \
+        ["actions/N", "actions/NE", "actions/E"]
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = ["update,seed,timesteps,wall_s,actions/E,actions/N,train/entropy,train/mean_episode_length,train/vf_loss"]
+    lines += [f"{u},0,{64 * u},{u},0.25,0.75,{1 - u / 20},{u * 3 if u % 5 == 0 else ''}," for u in range(1, 11)]
+    (run / "metrics.csv").write_text("\n".join(lines) + "\n")
+    (run / "summary.json").write_text(json.dumps({"status": "completed", "action_names": ["N", "E"]}))
+    shown = []
+    real_savefig = plt.Figure.savefig
+
+    def savefig(fig, path, **kw):  # what the figure says, read as it is written
+        shown.extend(t.get_text() for ax in fig.axes for t in (ax.yaxis.label, ax.title))
+        shown.extend(t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts())
+        shown.append(fig._supxlabel.get_text() if fig._supxlabel else "")
+        return real_savefig(fig, path, **kw)
+
+    plt.Figure.savefig = savefig
+    try:
+        assert run_cli(["plots", run, "--format", "pdf,svg"], capsys).returncode == 0
+    finally:
+        plt.Figure.savefig = real_savefig
+    for suffix in ("png", "pdf", "svg"):
+        assert (run / f"curves.{suffix}").stat().st_size > 1000
+    text = "\n".join(shown)
+    assert "policy entropy [nats]" in text and "episode length [steps]" in text and "train/entropy" not in text.split("\n")[0]
+    assert "no value in any update, not drawn: train/vf_loss" in text
+    assert "sparse, drawn as points: train/mean_episode_length (20% of updates)" in text
+    legend = [t for t in shown if t in ("N", "E")]
+    assert legend[:2] == ["N", "E"]  # the env's order, not the alphabet's
+    assert run_cli(["plots", run, "--format", "eps"], capsys).returncode == 2

@@ -24,6 +24,9 @@ def continuous_dimensions(columns: Iterable[str]) -> list[int]:
     return sorted(i for i, kinds in found.items() if kinds == {"mean", "std"})
 
 
-def discrete_shares(columns: Iterable[str]) -> list[str]:
-    """The columns holding one discrete action's share each (sorted)."""
-    return sorted(c for c in columns if c.startswith("actions/") and c != INVALID and not _MOMENT.match(c))
+def discrete_shares(columns: Iterable[str], order: Iterable[str] | None = None) -> list[str]:
+    """The columns holding one discrete action's share each: in `order` (the env's action names,
+    summary.json's `action_names`: N, NE, E, ... rather than E, N, NE, ...), else sorted."""
+    shares = sorted(c for c in columns if c.startswith("actions/") and c != INVALID and not _MOMENT.match(c))
+    rank = {f"actions/{name}": i for i, name in enumerate(order or [])}
+    return sorted(shares, key=lambda c: (rank.get(c, len(rank)), c))

@@ -15,7 +15,10 @@ as separate seeds, and writes into OUT (default: the one DIR given):
   not, and its values.
 - ``criteria.csv``: per group, the success criteria (``ppo_lab/analysis/criteria.py``: PPO's
   health and progress, and those the env declares) as columns: mean and 95% interval of each.
-- ``curves.png``: mean learning curves with interval bands, per group.
+- ``curves.png``: mean learning curves with interval bands, per group, of the env's headline
+  metric (``--curve`` names others); ``--format pdf,svg`` writes each figure in those formats
+  beside its PNG. What a reader must know about a figure (a sparse metric, a panel left out, too
+  few seeds) is printed beside it, never written into its title.
 - ``rliable.json`` and ``rliable.png``: rliable's IQM, median, mean and optimality gap with
   stratified bootstrap intervals (reps and seed recorded), across tasks on scores normalised per
   env, and performance profiles with bands (``ppo_lab/analysis/rliable_report.py``).
@@ -26,7 +29,14 @@ as separate seeds, and writes into OUT (default: the one DIR given):
 Which interval is which: ``ci_method`` says it per row: ``t`` (Student t of the mean) or
 ``bootstrap`` (percentile bootstrap of the mean, for metrics with known bounds: it stays inside
 them); ``small_sample`` flags groups of fewer than 5 seeds, and the table warns about them
-(``ppo_lab/analysis/intervals.py``).
+(``ppo_lab/analysis/intervals.py``); ``logged_frac`` is the share of updates in which a
+metrics.csv column holds a value (an episode mean of an agent that rarely ends an episode is
+sparse).
+
+Runs of one env paid under different reward functions (a sweep over reward modes) are never
+ranked on their returns (``ppo_lab/analysis/reward_modes.py``): the table labels each group's
+return ``paid reward (<mode>)``, curves.png draws one panel per mode, and rliable.json with its
+P(A > B) refuses such a return and is computed on the env's headline metric instead.
 
 and prints a table. Failed, missing, stopped and still-running seeds are listed by name and
 left out of the statistics (``--include-stopped`` takes stopped ones in); they never stop the
@@ -46,11 +56,12 @@ from typing import Sequence
 from ppo_lab import rundir
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis.criteria import criteria_table
-from ppo_lab.analysis.figures import plt
+from ppo_lab.analysis.figures import parse_formats, plt
 from ppo_lab.analysis.intervals import SMALL_SAMPLE
 from ppo_lab.analysis.populations import (POPULATIONS_JSON, format_population_report, is_population_sweep,
                                           population_report)
-from ppo_lab.analysis.headline import headline_of
+from ppo_lab.analysis.headline import DEFAULT_HEADLINE, headline_curve, headline_of
+from ppo_lab.analysis.reward_modes import is_paid_return, modes_by_group, paid_label, refusal
 from ppo_lab.analysis.rliable_report import (DEFAULT_METRIC, RLIABLE_FIGURE, RLIABLE_JSON, format_report,
                                              parse_score_refs, plot_report, rliable_report)
 from ppo_lab.analysis.rliable_stats import DEFAULT_REPS, DEFAULT_SEED
@@ -59,7 +70,6 @@ from ppo_lab.rundir.slurm_jobs import wait_for_jobs
 
 log = logging.getLogger("ppo_lab.analysis.aggregate")
 
-DEFAULT_CURVES = ("train/mean_episode_return",)
 # The metrics the printed table shows (all of them are in aggregate.csv).
 PRINT_PREFIXES = ("eval/",)
 PRINT_EXTRA = ("train/mean_episode_return",)
@@ -69,14 +79,20 @@ def format_table(rows: list[dict], col: sw.Collection) -> str:
     shown = [r for r in rows if r["metric"].startswith(PRINT_PREFIXES) or r["metric"] in PRINT_EXTRA]
     if not shown:
         shown = rows
+    modes = modes_by_group(col)
     head = ["group", "metric", "n", "mean", "95% CI (method)", "IQM", "IQM 95% CI (bootstrap)", "note"]
     body = []
     for r in shown:
+        metric = r["metric"]
+        if modes and is_paid_return(metric):  # measured under this group's own reward function
+            metric = f"{metric}: {paid_label(modes.get(r['group'], r['group']))}"
+        note = [f"WARNING n<{SMALL_SAMPLE}"] if r.get("small_sample") else []
+        if r.get("logged_frac") not in (None, "") and float(r["logged_frac"]) < sw.SPARSE:
+            note.append(f"sparse: in {float(r['logged_frac']):.0%} of updates")
         body.append([
-            r["group"], r["metric"], str(r["n_seeds"]), _f(r["mean"]),
+            r["group"], metric, str(r["n_seeds"]), _f(r["mean"]),
             f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}] ({r.get('ci_method', 't')})", _f(r["iqm"]),
-            f"[{_f(r['iqm_ci_low'])}, {_f(r['iqm_ci_high'])}]",
-            f"WARNING n<{SMALL_SAMPLE}" if r.get("small_sample") else "",
+            f"[{_f(r['iqm_ci_low'])}, {_f(r['iqm_ci_high'])}]", "; ".join(note),
         ])
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
@@ -85,6 +101,9 @@ def format_table(rows: list[dict], col: sw.Collection) -> str:
     for group, n in small:
         lines.append(f"WARNING: {group}: n={n} seed(s), fewer than {SMALL_SAMPLE}: these intervals cannot be trusted; "
                      "run more seeds before drawing conclusions")
+    if modes and any(is_paid_return(r["metric"]) for r in shown):
+        lines.append("paid reward: each mode's return is measured under its own reward function; "
+                     "not comparable across modes (compare the modes on the headline metric)")
     return "\n".join(lines)
 
 
@@ -102,8 +121,9 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
                   ignore: Sequence[str] = (), curve_metrics: Sequence[str] | None = None,
                   confidence: float = 0.95, quiet: bool = False, plot: bool = True,
                   rliable_metric: str | None = None, score_refs: dict | None = None,
-                  reps: int = DEFAULT_REPS, bootstrap_seed: int = DEFAULT_SEED) -> dict:
-    """Aggregate `dirs` into `out_dir`; returns {collection, rows, paths, problems}."""
+                  reps: int = DEFAULT_REPS, bootstrap_seed: int = DEFAULT_SEED, formats: tuple[str, ...] = ()) -> dict:
+    """Aggregate `dirs` into `out_dir`; returns {collection, rows, paths, problems, rliable,
+    populations, notes} (`notes`: what the figures leave unsaid, printed beside them)."""
     dirs = [Path(d) for d in dirs]
     if out_dir is None:
         out_dir = dirs[0] if len(dirs) == 1 else Path("outputs") / "aggregates" / time.strftime("%Y-%m-%d_%H-%M-%S")
@@ -120,24 +140,31 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
     units = sw.unit_rows(col)
     unit_cols = ["group", *col.swept_keys, "seed", "status", "used", "reason", "job", "job_id", "updates", "run_dir", *col.metrics]
     sw.write_csv(paths["runs"], units, unit_cols)
-    if plot:
-        metrics = list(curve_metrics or DEFAULT_CURVES)
-        fig = plot_curves(col, metrics, confidence=confidence, path=out_dir / "curves.png")
-        plt.close(fig)
-        paths["curves"] = out_dir / "curves.png"
     # The experiment's headline metric unless told another (analysis/headline.py)
-    if rliable_metric is None:
-        try:
-            rliable_metric = headline_of(run.env for run in col.runs if run.env)
-        except ValueError as exc:  # runs of envs judged by different metrics: the return, said
-            log.warning("rliable.json: %s; using %s (--rliable-metric names another)", exc, DEFAULT_METRIC)
-            rliable_metric = DEFAULT_METRIC
-    report = rliable_report(col, rliable_metric, score_refs, reps=reps, seed=bootstrap_seed, confidence=confidence)
+    try:
+        headline = headline_of(run.env for run in col.runs if run.env)
+    except ValueError as exc:  # runs of envs judged by different metrics: the return, said
+        log.warning("%s; rliable.json and curves.png use %s (--rliable-metric, --curve name others)", exc, DEFAULT_METRIC)
+        headline = DEFAULT_HEADLINE
+    notes: dict[str, list[str]] = {}
+    if plot:
+        notes["curves.png"] = []
+        fig = plot_curves(col, list(curve_metrics or [headline_curve(headline)]), confidence=confidence,
+                          path=out_dir / "curves.png", notes=notes["curves.png"], formats=formats)
+        if fig is not None:
+            plt.close(fig)
+            paths["curves"] = out_dir / "curves.png"
+    rliable_metric, refused = _comparable_metric(col, rliable_metric or headline, headline)
+    report = rliable_report(col, rliable_metric, score_refs, reps=reps, seed=bootstrap_seed, confidence=confidence) \
+        if rliable_metric is not None else {"configs": {}}
+    if refused:
+        report.setdefault("warnings", []).insert(0, refused)
+        log.warning("rliable.json: %s", refused)
     if report["configs"]:
         paths["rliable"] = out_dir / RLIABLE_JSON
         rundir.write_json_atomic(paths["rliable"], report)
         if plot:
-            plot_report(report, out_dir / RLIABLE_FIGURE)
+            plot_report(report, out_dir / RLIABLE_FIGURE, formats=formats)
             paths["rliable_figure"] = out_dir / RLIABLE_FIGURE
     populations = population_report(col, reps=reps, seed=bootstrap_seed, confidence=confidence) \
         if is_population_sweep(col) else None
@@ -152,6 +179,11 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
         print(format_table(rows, col))
         if report["configs"]:
             print("\n" + format_report(report))
+        elif refused:
+            print(f"\nno rliable.json: {refused}")
+        for figure, lines in notes.items():
+            if lines:
+                print(f"\n{figure}:\n" + "\n".join("  " + line for line in lines))
         if populations is not None:
             print("\n" + format_population_report(populations))
         if problems:
@@ -160,7 +192,18 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
                 print("  " + line)
         print("\nwrote " + ", ".join(str(p) for p in paths.values()), flush=True)
     return {"collection": col, "rows": rows, "paths": paths, "problems": problems, "rliable": report,
-            "populations": populations}
+            "populations": populations, "notes": notes}
+
+
+def _comparable_metric(col: sw.Collection, metric: str, headline: str) -> tuple[str | None, str | None]:
+    """The metric to rank configurations on, and why `metric` was refused (None: it was not): an
+    episode return of runs paid under different reward functions ranks nothing
+    (analysis/reward_modes.py); the headline is used instead, or none when it is such a return."""
+    modes = modes_by_group(col)
+    if not (modes and is_paid_return(metric)):
+        return metric, None
+    instead = None if is_paid_return(headline) else headline
+    return instead, refusal(metric, modes.values(), instead)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -172,7 +215,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--wait-timeout", type=float, default=None, help="seconds --wait waits at most")
     p.add_argument("--include-stopped", action="store_true", help="also use runs stopped early by a signal or STOP file")
     p.add_argument("--ignore", action="append", default=[], metavar="KEY", help="an override key not to group by (repeatable)")
-    p.add_argument("--curve", action="append", default=None, metavar="METRIC", help="metric(s) for curves.png (default train/mean_episode_return)")
+    p.add_argument("--curve", action="append", default=None, metavar="METRIC",
+                   help="metric(s) for curves.png (default: the env's headline metric, else train/mean_episode_return)")
+    p.add_argument("--format", default=None, metavar="FORMATS",
+                   help="also write each figure in these formats beside its PNG, e.g. pdf,svg")
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--rliable-metric", default=None,
@@ -189,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.error(f"{d} does not exist")
     try:
         refs = parse_score_refs(args.score)
+        formats = parse_formats(args.format)
     except ValueError as exc:
         p.error(str(exc))
     if args.wait:
@@ -196,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run_aggregate(args.dirs, args.out, include_stopped=args.include_stopped, ignore=args.ignore,
                            curve_metrics=args.curve, confidence=args.confidence, plot=not args.no_plot,
                            rliable_metric=args.rliable_metric, score_refs=refs, reps=args.reps,
-                           bootstrap_seed=args.bootstrap_seed)
+                           bootstrap_seed=args.bootstrap_seed, formats=formats)
     if not result["collection"].runs:
         print(f"no runs found under {', '.join(map(str, args.dirs))}", file=sys.stderr)
         return 1

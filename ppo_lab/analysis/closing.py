@@ -1,24 +1,36 @@
 """The few lines a run ends with: how it ended, what it learned, where it is, what to run next.
 
 A user reads the end of a run's output, so the end says it: status and why, steps and time
-(training's steps/s apart from compile and evaluation), the env's headline metrics as mean
-[95% interval] across seeds, the run dir and the next commands. The per-seed values are in
-summary.json, which it names instead of printing them. At most about 15 lines.
+(training's steps/s apart from compile and evaluation), the env's headline metric first
+(analysis/headline.py: the foraging world's true objective) and the metrics it declares beside
+it, as mean [95% interval] across seeds, the run dir and the next commands. Where the env
+declares a headline other than the return, the return is labelled `paid reward (<mode>)`: what
+the reward mode paid, not what the run is judged by. A population (`pbt.*`) speaks of members,
+which copy each other and are no independent seeds: its size, the best member's fitness,
+hyperparameters and lineage, how many exploit steps copied, and the best member's values with
+the members' range (no interval). The per-seed values are in summary.json, which it names
+instead of printing them. At most about 15 lines.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Mapping
 
+from ppo_lab.analysis.headline import DEFAULT_HEADLINE, declared_headline
 from ppo_lab.analysis.health import health_line
-from ppo_lab.analysis.intervals import Bounds, mean_summary
+from ppo_lab.analysis.intervals import Bounds, declared_bounds, mean_summary
+from ppo_lab.analysis.metric_names import label
+from ppo_lab.analysis.reward_modes import paid_label
 
-# What a run is judged by, in order, when its evaluation has it: the return; the foraging
-# world's Goodhart metrics (sampled play, the reference's protocol; docs/goodhart.md).
+# What a run of an env that declares no headline is judged by, in order, when its evaluation
+# has it: the return; the foraging world's Goodhart metrics (sampled play, the reference's
+# protocol; docs/goodhart.md) for a run dir written before the env declared its headline.
 HEADLINE_EVAL = ("episode_return", "efficiency_per_life", "food_share", "energy_per_1k")
 TRAIN_RETURN = "train/mean_episode_return"
 SURVIVAL_PLAY = "sampled"
+NAME_WIDTH = 32  # the column of the values' names (wider where a name is longer)
 
 
 def _spec(*xs: float) -> str:
@@ -55,27 +67,105 @@ def _time_line(summary: dict) -> str:
     return parts[0] + (f"; apart: {', '.join(apart)}" if apart else "")
 
 
-def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_command: str | None,
-                  results_file: str = "summary.json", bounds: Bounds = {}) -> list[str]:  # noqa: B006 - read only
-    """The closing summary of a finished, stopped or failed run, as lines to print; `bounds`:
-    the env's declared metric bounds (`intervals.declared_bounds`)."""
-    status, reason = summary.get("status", "?"), summary.get("stop_reason") or ""
-    seeds = summary.get("seeds") or []
-    updates, total = summary.get("updates", 0), summary.get("total_updates") or summary.get("updates", 0)
-    lines = [f"== {status}: {reason} ==".replace(": ==", " =="),
-             f"steps: {summary.get('timesteps', 0):,} per seed x {len(seeds)} seed(s) ({updates} of {total} updates)",
-             _time_line(summary)]
+def _values(summary: dict, metric: str) -> list:
+    """The per-seed values of `metric`: `eval/<name>` from the evaluation, others from the
+    training's last updates (`final`); [] when the run has none."""
+    if metric.startswith("eval/"):
+        values = (summary.get("eval") or {}).get(metric.removeprefix("eval/"))
+    else:
+        values = (summary.get("final") or {}).get(metric)
+    return list(values) if values and any(v is not None for v in values) else []
+
+
+def _judged_lines(summary: dict, env: Mapping, eval_mode: str, bounds: Bounds, row) -> list[str]:
+    """What the run is judged by: the env's headline first, its beside metrics, then the return
+    as what the mode paid. `row(name, values, metric)`: one line's (name, text)."""
+    headline = declared_headline(env)
+    mode = summary.get("reward") or "default"
+    lines = []
+    if values := _values(summary, headline):
+        lines.append(row(f"{label(headline)} (headline{'' if headline.startswith('eval/') else ', last updates'})", values, headline))
+    for metric in ((env.get("metrics") or {}).get("beside") or []):
+        if values := _values(summary, metric):
+            lines.append(row(label(metric), values, metric))
+    for metric, play in ((f"eval/{HEADLINE_EVAL[0]}", eval_mode), (TRAIN_RETURN, "training, last updates")):
+        if values := _values(summary, metric):
+            lines.append(row(f"{paid_label(mode)}, {play}", values, metric))
+    return lines
+
+
+def _evaluation_lines(summary: dict, env: Mapping | None, eval_mode: str, bounds: Bounds, row) -> list[str]:
+    """The run's values: the env's headline and beside metrics where it declares a headline,
+    else the return and the evaluation's metrics of HEADLINE_EVAL."""
+    if declared_headline(env) != DEFAULT_HEADLINE:
+        return _judged_lines(summary, env or {}, eval_mode, bounds, row)
     evaluated = summary.get("eval") or {}
     shown = [name for name in HEADLINE_EVAL if any(v is not None for v in evaluated.get(name) or [])]
-    if shown:
-        lines.append("evaluation, mean [95% interval] across seeds:")
-        # The episodes play as eval.deterministic says; the survival protocol's metrics are
-        # its sampled play (the reference's protocol; `<name>_greedy` in summary.json).
-        lines += [f"  {f'{name} ({eval_mode if name == HEADLINE_EVAL[0] else SURVIVAL_PLAY})':<32} {across_seeds(evaluated[name], f'eval/{name}', bounds)}"
-                  for name in shown]
-    final = (summary.get("final") or {}).get(TRAIN_RETURN)
-    if final and any(v is not None for v in final):
-        lines.append(f"  {'training return (last updates)':<32} {across_seeds(final, TRAIN_RETURN, bounds)}")
+    # The episodes play as eval.deterministic says; the survival protocol's metrics are
+    # its sampled play (the reference's protocol; `<name>_greedy` in summary.json).
+    lines = [row(f"{name} ({eval_mode if name == HEADLINE_EVAL[0] else SURVIVAL_PLAY})", evaluated[name], f"eval/{name}")
+             for name in shown]
+    if final := _values(summary, TRAIN_RETURN):
+        lines.append(row("training return (last updates)", final, TRAIN_RETURN))
+    return lines
+
+
+def _population_lines(pbt: dict) -> list[str]:
+    """A population's members: size, exploit steps that copied, the best member and its lineage."""
+    best = pbt.get("best_member", 0)
+    fitness = (pbt.get("fitness") or [None])[best] if best < len(pbt.get("fitness") or []) else None
+    hypers = ", ".join(f"{k}={v:.3g}" for k, v in (pbt.get("best_hypers") or {}).items())
+    copied = pbt.get("steps_copied")
+    lines = [f"population: {pbt.get('population')} members, {pbt.get('steps', 0)} exploit step(s)"
+             + (f", {copied} of them copied ({pbt.get('copies', 0)} member copies)" if copied is not None else "")
+             + ("" if pbt.get("exploit", True) else " (random search: nothing copied)"),
+             f"best member {best}: fitness {'n/a' if fitness is None else format(fitness, _spec(fitness))}"
+             + (f" ({pbt['fitness_metric']})" if pbt.get("fitness_metric") else "") + (f"; {hypers}" if hypers else "")]
+    segments = pbt.get("lineage") or []
+    if segments:
+        lines.append("lineage: " + " -> ".join(f"member {s['member']} (updates {s['from_update']}-{s['until_update']})"
+                                               for s in segments))
+    return lines
+
+
+def _member_row(best: int):
+    """One metric's line for a population: the best member's value and the members' range."""
+    def row(name: str, values: list, metric: str) -> str:
+        xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+        own = values[best] if best < len(values) and values[best] is not None else math.nan
+        if not xs:
+            return name, "n/a"
+        spec = _spec(own if own == own else 0.0, *xs)
+        return name, f"{format(own, spec)} (best member); members {format(min(xs), spec)} to {format(max(xs), spec)}"
+    return row
+
+
+def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_command: str | None,
+                  results_file: str = "summary.json", bounds: Bounds = {},  # noqa: B006 - read only
+                  env: Mapping | None = None) -> list[str]:
+    """The closing summary of a finished, stopped or failed run, as lines to print; `env`: the
+    run's env section (its declared headline, beside metrics and metric bounds); `bounds`: metric
+    bounds besides those it declares (`intervals.declared_bounds`)."""
+    status, reason = summary.get("status", "?"), summary.get("stop_reason") or ""
+    seeds = summary.get("seeds") or []
+    bounds = {**declared_bounds(env), **bounds}
+    updates, total = summary.get("updates", 0), summary.get("total_updates") or summary.get("updates", 0)
+    pbt = summary.get("pbt")
+    unit = "member" if pbt else "seed"
+    lines = [f"== {status}: {reason} ==".replace(": ==", " =="),
+             f"steps: {summary.get('timesteps', 0):,} per {unit} x {len(seeds)} {unit}(s) ({updates} of {total} updates)",
+             _time_line(summary)]
+    if pbt:  # members copy each other: no interval across them
+        lines += _population_lines(pbt)
+        values = _evaluation_lines(summary, env, eval_mode, bounds, _member_row(pbt.get("best_member", 0)))
+        header = "results of the best member, and the members' range (copies of each other: no interval):"
+    else:
+        values = _evaluation_lines(summary, env, eval_mode, bounds,
+                                   lambda name, xs, metric: (name, across_seeds(xs, metric, bounds)))
+        header = "results, mean [95% interval] across seeds:"
+    if values:
+        width = max(NAME_WIDTH, *(len(name) + 1 for name, _ in values))
+        lines += [header, *(f"  {name:<{width}} {text}" for name, text in values)]
     diverged = summary.get("diverged") or []
     if diverged and status != "diverged":  # the header names them when every seed did
         lines.append("diverged, left out of the values above: " + ", ".join(

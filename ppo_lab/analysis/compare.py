@@ -6,10 +6,18 @@
 
 Per input: status, env, seeds, training duration, compile time, timesteps (all seeds), steps/s
 (all seeds), speedup over the first input, peak host memory, device memory (where the backend
-reports it), final return (mean over seeds of the final evaluation, else of the last training
-window). Any mix of run and benchmark directories works. With two inputs holding evaluated
-seeds (run dirs, or sweep dirs of one configuration each), also the probability that the first
-improves on the second, P(A > B), with rliable's bootstrap interval (`analysis/improvement.py`).
+reports it), and the headline metric the env declares (analysis/headline.py; else the return)
+as mean [95% interval] across seeds, the interval `ppo-lab aggregate` and a run's closing
+summary give the same seeds (`intervals.mean_summary`). Where the headline is not the return,
+the return is beside it as `paid reward` with the reward mode that paid it. Any mix of run and
+benchmark directories works.
+
+Each input is labelled by what differs between the inputs: the override that differs (the
+reward mode: `reward=proxy`; `ppo.lr=0.001`), else the seed, else its directory's name
+(`--labels` names them yourself). With two inputs holding evaluated seeds (run dirs, or sweep
+dirs of one configuration each), also the probability that the first improves on the second,
+P(A > B), on the headline metric, with rliable's bootstrap interval (`analysis/improvement.py`);
+returns paid under different reward functions are never ranked (analysis/reward_modes.py).
 """
 
 from __future__ import annotations
@@ -22,9 +30,14 @@ import sys
 from pathlib import Path
 
 from ppo_lab import rundir
-from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis import sweep as sw
+from ppo_lab.analysis.closing import across_seeds
+from ppo_lab.analysis.figures import parse_formats, plt, save_figure
+from ppo_lab.analysis.headline import DEFAULT_HEADLINE, headline_of
 from ppo_lab.analysis.improvement import format_improvement, improvement
-from ppo_lab.analysis.headline import headline_of
+from ppo_lab.analysis.intervals import declared_bounds
+from ppo_lab.analysis.metric_names import label as metric_label
+from ppo_lab.analysis.reward_modes import differing_modes, is_paid_return, mode_of, paid_label, refusal
 from ppo_lab.analysis.rliable_report import DEFAULT_METRIC
 
 COLUMNS = [  # (key, header, format)
@@ -39,8 +52,8 @@ COLUMNS = [  # (key, header, format)
     ("speedup", "speedup", ".2f"),
     ("peak_host_memory_mb", "host MB", ",.0f"),
     ("device_memory_mb", "device MB", ",.0f"),
-    ("final_return", "final return", ".2f"),
 ]
+PAID_RETURN = "eval/episode_return"
 
 
 def _mean(values):
@@ -48,14 +61,15 @@ def _mean(values):
     return sum(xs) / len(xs) if xs else None
 
 
-def load(path: Path, label: str | None = None) -> dict:
+def load(path: Path, label: str | None = None, headline: str = DEFAULT_HEADLINE) -> dict:
     """One comparable record from a run dir, a benchmark dir, or a summary/benchmark JSON file
-    (a sweep dir: its runs' evaluations only)."""
+    (a sweep dir or a folder of run dirs: its runs' evaluations only), with its seeds' values of `headline` and of the
+    evaluation's return."""
     path = Path(path)
     try:
         data, break_kind, _ = rundir.read_result(path)
     except FileNotFoundError:
-        if not (path.is_dir() and rundir.find_sweep_roots(path)):
+        if not (path.is_dir() and (rundir.find_sweep_roots(path) or sw.find_run_dirs(path))):  # a folder of runs
             raise
         data, break_kind = {}, "sweep"
     seeds = data.get("seeds") or []
@@ -78,12 +92,55 @@ def load(path: Path, label: str | None = None) -> dict:
         "device_memory_mb": data.get("device_memory_mb"),
         "final_return": final_return,
         "layout": data.get("layout"),
+        **_seed_values(path, headline),
     }
 
 
-def compare(paths, labels=None) -> list[dict]:
-    labels = list(labels or []) + [None] * len(paths)
-    records = [load(p, l) for p, l in zip(paths, labels)]
+def _runs(path: Path) -> list:
+    """The runs of an input (a run dir, a sweep dir, or a run's JSON file)."""
+    path = Path(path)
+    return sw.load_runs([path if path.is_dir() else path.parent])
+
+
+def _seed_values(path: Path, headline: str) -> dict:
+    """The used seeds' values of `headline` and of the evaluation's return under `path`, their
+    declared bounds and the reward mode that paid the return."""
+    col = sw.collect([Path(path) if Path(path).is_dir() else Path(path).parent])
+    used = [u for u in col.units if u.used]
+    bounds = {}
+    for run in col.runs:
+        bounds.update(declared_bounds(run.env))
+    return {"headline": headline, "headline_values": [u.values.get(headline) for u in used],
+            "paid_values": [u.values.get(PAID_RETURN) for u in used], "bounds": bounds,
+            "reward_mode": ", ".join(sorted({mode_of(run.reward) for run in col.runs if run.reward})) or None}
+
+
+def labels_by_difference(paths) -> list[str]:
+    """Each input named by what differs between them: the overrides (other than the seed) whose
+    values differ, else the seed's, else the input's directory name; directory names too when
+    two inputs would read alike."""
+    settings = []
+    for path in paths:
+        runs = _runs(path)
+        common = {}
+        for key in {k for run in runs for k in run.overrides if not k.startswith("hydra.")}:
+            values = {run.overrides.get(key) for run in runs}
+            if len(values) == 1:
+                common[key] = values.pop()
+        settings.append(common)
+    names = [(Path(p) if Path(p).is_dir() else Path(p).parent).name for p in paths]
+    keys = sorted({k for s in settings for k in s}, key=lambda k: (k in sw.SEED_KEYS, k))
+    differing = [k for k in keys if len({s.get(k) for s in settings}) > 1]
+    for chosen in ([k for k in differing if k not in sw.SEED_KEYS], differing):
+        labels = [",".join(f"{k}={s.get(k, sw.DEFAULT_VALUE)}" for k in chosen) for s in settings]
+        if chosen and len(set(labels)) == len(labels):
+            return labels
+    return names
+
+
+def compare(paths, labels=None, headline: str = DEFAULT_HEADLINE) -> list[dict]:
+    labels = list(labels or labels_by_difference(paths)) + [None] * len(paths)
+    records = [load(p, l, headline) for p, l in zip(paths, labels)]
     base = records[0].get("sps")
     for r in records:
         r["speedup"] = r["sps"] / base if base and r.get("sps") else None
@@ -99,21 +156,48 @@ def _cell(value, spec: str) -> str:
         return str(value)
 
 
-def format_table(records: list[dict]) -> str:
-    headers = ["run"] + [h for _, h, _ in COLUMNS]
-    rows = [[r["label"]] + [_cell(r.get(k), spec) for k, _, spec in COLUMNS] for r in records]
+def format_table(records: list[dict], paid_by_mode: bool = False) -> str:
+    """The table; `paid_by_mode`: the inputs' returns were paid under different reward functions
+    (each is labelled with its mode, none is the headline)."""
+    headline = records[0]["headline"]
+    values = [("headline_values", f"{metric_label(headline)} (mean [95% CI])", headline)]
+    if not is_paid_return(headline) or paid_by_mode:
+        values = [v for v in values if not is_paid_return(v[2])]
+        values.append(("paid_values", "paid reward (mode)", PAID_RETURN))
+    headers = ["run"] + [h for _, h, _ in COLUMNS] + [h for _, h, _ in values]
+    rows = [[r["label"]] + [_cell(r.get(k), spec) for k, _, spec in COLUMNS]
+            + [_values_cell(r, key, metric) for key, _, metric in values] for r in records]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
     line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
     out = [line(headers), line(["-" * w for w in widths])] + [line(row) for row in rows]
     out.append(f"speedup: steps/s relative to {records[0]['label']}")
+    out += [f"{r['label']}: {r['path']}" for r in records]
     return "\n".join(out)
 
 
-def plot(records: list[dict], out: Path) -> Path:
+def _values_cell(record: dict, key: str, metric: str) -> str:
+    """mean [95% interval] across the record's seeds (the closing summary's method and format)."""
+    values = [v for v in record.get(key) or [] if v is not None]
+    if not values:
+        return "-"
+    text = across_seeds(values, metric, record.get("bounds") or {}).replace(" (1 seed: no interval)", " (1 seed)")
+    return f"{record['reward_mode']}: {text}" if key == "paid_values" and record.get("reward_mode") else text
+
+
+def plot(records: list[dict], out: Path, formats: tuple[str, ...] = ()) -> Path:
+    for r in records:  # the headline's mean over seeds, the panel's bar
+        values = [v for v in r.get("headline_values") or [] if v is not None and not math.isnan(v)]
+        r["headline_mean"] = sum(values) / len(values) if values else None
     panels = [("sps", "steps/s (all seeds)"), ("duration_s", "training seconds"), ("compile_s", "compile seconds"),
-              ("peak_host_memory_mb", "peak host memory (MB)"), ("final_return", "final return")]
+              ("peak_host_memory_mb", "peak host memory (MB)"), ("headline_mean", metric_label(records[0]["headline"]))]
     if any(r.get("device_memory_mb") for r in records):
         panels.insert(4, ("device_memory_mb", "device memory (MB)"))
+    # No empty panel: a quantity no input has (a sweep's compile time, a benchmark's headline)
+    # is left out, and said.
+    missing = [title for key, title in panels if all(r.get(key) is None for r in records)]
+    panels = [(key, title) for key, title in panels if title not in missing]
+    if missing:
+        print(f"{Path(out).name}: no panel for {', '.join(missing)}: no input has it")
     fig, axes = plt.subplots(1, len(panels), figsize=(3.3 * len(panels), 3.4), squeeze=False)
     labels = [r["label"] for r in records]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -131,7 +215,7 @@ def plot(records: list[dict], out: Path) -> Path:
         ax.tick_params(axis="y", labelsize=7)
         ax.margins(y=0.2)
     fig.tight_layout()
-    return save_figure(fig, out, close=True)
+    return save_figure(fig, out, close=True, formats=formats)
 
 
 def default_out(paths: list[Path]) -> Path:
@@ -142,12 +226,19 @@ def default_out(paths: list[Path]) -> Path:
     return (common if common != Path(common.anchor) else folders[0]) / "comparison.png"
 
 
-def _env_section(path: Path) -> dict:
-    """The env section of a run's config.yaml ({} for a benchmark file or a dir without one)."""
+def _judged_by(paths, metric: str | None) -> tuple[str | None, str | None, bool]:
+    """(the metric to compare on, why none, whether the inputs were paid under different reward
+    functions): `metric` if named, else the inputs' headline; a return paid under different
+    reward functions is refused (analysis/reward_modes.py)."""
+    runs = [run for p in paths for run in _runs(p)]
+    modes = differing_modes(runs)
     try:
-        return dict(rundir.read_config(path if Path(path).is_dir() else Path(path).parent).get("env") or {})
-    except (FileNotFoundError, ValueError):
-        return {}
+        metric = metric or headline_of(run.env for run in runs if run.env)
+    except ValueError as exc:
+        return None, f"{exc} (--metric)", bool(modes)
+    if modes and is_paid_return(metric):
+        return None, refusal(metric, modes.values(), None), True
+    return metric, None, bool(modes)
 
 
 def main(argv=None) -> int:
@@ -158,27 +249,28 @@ def main(argv=None) -> int:
                         help="PNG path (default: comparison.png in the folder that holds the runs compared)")
     parser.add_argument("--json", action="store_true", help="also print the records as JSON")
     parser.add_argument("--metric", default=None,
-                        help=f"the score of P(A > B) (default: the headline the runs' env declares, else {DEFAULT_METRIC})")
+                        help=f"the metric compared, and the score of P(A > B) (default: the headline the runs' env "
+                             f"declares, else {DEFAULT_METRIC})")
+    parser.add_argument("--format", default=None, metavar="FORMATS", help="also write the figure in these formats, e.g. pdf,svg")
     args = parser.parse_args(argv)
     if len(args.paths) < 2:
         parser.error("give at least two runs or benchmarks")
     try:
-        records = compare(args.paths, args.labels.split(",") if args.labels else None)
+        formats = parse_formats(args.format)
+        metric, why_not, paid_by_mode = _judged_by(args.paths, args.metric)  # the headline (analysis/headline.py)
+        records = compare(args.paths, args.labels.split(",") if args.labels else None, metric or args.metric or DEFAULT_HEADLINE)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(format_table(records))
+    print(format_table(records, paid_by_mode))
     better = None
-    if len(args.paths) == 2:
-        try:  # the runs' headline metric unless told another (analysis/headline.py)
-            metric = args.metric or headline_of(_env_section(p) for p in args.paths)
-        except ValueError as exc:
-            print(f"no P(A > B): {exc} (--metric)", file=sys.stderr)
-        else:
-            better = improvement(args.paths[0], args.paths[1], metric)
+    if why_not:
+        print(f"no P(A > B): {why_not}", file=sys.stderr)
+    elif len(args.paths) == 2:
+        better = improvement(args.paths[0], args.paths[1], metric)
     if better is not None:
         print(format_improvement(better, records[0]["label"], records[1]["label"]))
-    print(f"wrote {plot(records, args.out or default_out(args.paths))}")
+    print(f"wrote {plot(records, args.out or default_out(args.paths), formats)}")
     if args.json:
         if better is not None:
             records[0]["improvement_over"] = {"label": records[1]["label"], **better}

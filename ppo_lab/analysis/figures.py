@@ -20,13 +20,28 @@ if not loaded("matplotlib.pyplot") and "MPLBACKEND" not in os.environ:
 import matplotlib.pyplot as plt  # noqa: E402 - after the backend is chosen
 
 DPI = 110
+# What `--format` may add beside a PNG: vector formats a paper takes as they are.
+EXTRA_FORMATS = ("pdf", "svg")
 
 
-def save_figure(fig, path: Path, close: bool = False) -> Path:
-    """Write `fig` to `path` (parent folders made), optionally closing it; returns the path."""
+def parse_formats(text: str | None) -> tuple[str, ...]:
+    """`--format pdf,svg` -> ("pdf", "svg"); ValueError naming a format outside EXTRA_FORMATS."""
+    formats = tuple(f.strip().lower().lstrip(".") for f in (text or "").split(",") if f.strip())
+    bad = [f for f in formats if f not in (*EXTRA_FORMATS, "png")]
+    if bad:
+        raise ValueError(f"--format {text!r}: {', '.join(bad)} is not a format the lab writes; valid: "
+                         f"{', '.join(EXTRA_FORMATS)} (comma-separated; the PNG is always written)")
+    return tuple(f for f in formats if f != "png")
+
+
+def save_figure(fig, path: Path, close: bool = False, formats: tuple[str, ...] = ()) -> Path:
+    """Write `fig` to `path` (parent folders made), and beside it the same figure in each of
+    `formats` (`curves.pdf` beside `curves.png`), optionally closing it; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=DPI)
+    for fmt in formats:
+        fig.savefig(path.with_suffix("." + fmt))
     if close:
         plt.close(fig)
     return path

@@ -26,3 +26,14 @@ def headline_of(env_sections: Iterable[Mapping]) -> str:
     if len(found) > 1:
         raise ValueError(f"these runs are judged by different metrics ({', '.join(found)}): name one to compare them on")
     return found[0] if found else DEFAULT_HEADLINE
+
+
+# An evaluation metric's counterpart in metrics.csv, for the learning curves of a headline
+# measured only at the end (the evaluation).
+TRAINING_COUNTERPART = {"eval/episode_return": "train/mean_episode_return",
+                        "eval/episode_length": "train/mean_episode_length"}
+
+
+def headline_curve(headline: str) -> str:
+    """The metrics.csv column that draws `headline`'s learning curve."""
+    return TRAINING_COUNTERPART.get(headline, headline)

@@ -15,6 +15,7 @@ import numpy as np
 from ppo_lab import rundir
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.frames import metrics_frame
+from ppo_lab.analysis.metric_names import axis_label, label
 
 
 def _lineage(run_dir: Path, df) -> list[dict]:
@@ -27,7 +28,7 @@ def _lineage(run_dir: Path, df) -> list[dict]:
     return [{"member": best, "from_update": 0, "until_update": int(df["update"].max())}]
 
 
-def plot_population(run_dir: Path, out: Path | None = None) -> Path:
+def plot_population(run_dir: Path, out: Path | None = None, formats: tuple[str, ...] = ()) -> Path:
     """Write pbt.png for a population run (`pbt.jsonl` beside metrics.csv); returns its path."""
     run_dir = Path(run_dir)
     df = metrics_frame(run_dir / rundir.METRICS)
@@ -43,8 +44,9 @@ def plot_population(run_dir: Path, out: Path | None = None) -> Path:
                       & (df["update"] <= seg["until_update"])].sort_values("update")
             ax.plot(part["update"], part[key], lw=2, label=f"member {seg['member']}")
         ax.set_yscale("log" if (df[key] > 0).all() and df[key].max() / df[key].min() > 20 else "linear")
-        ax.set_title(f"{key[4:]}: the best member's lineage (bold)", fontsize=10)
+        ax.set_title(f"{label('train/' + key[4:])}: the best member's lineage (bold)", fontsize=10)
         ax.set_xlabel("update", fontsize=8)
+        ax.set_ylabel(axis_label("train/" + key[4:]), fontsize=8)
         ax.legend(fontsize=6)
     ax = axes[0][-1]
     for step in steps:
@@ -56,5 +58,8 @@ def plot_population(run_dir: Path, out: Path | None = None) -> Path:
         ax.legend(fontsize=6)
     ax.set_title("fitness at each exploit step", fontsize=10)
     ax.set_xlabel("update", fontsize=8)
+    fitness = ((rundir.read_summary(run_dir).get("pbt") or {}).get("fitness_metric")
+               if (run_dir / rundir.SUMMARY).exists() else None)
+    ax.set_ylabel(f"fitness: {axis_label(fitness)}" if fitness else "fitness", fontsize=8)
     fig.suptitle(f"{run_dir.name}: population of {df['member'].nunique()}, {len(steps)} exploit steps", fontsize=11)
-    return save_figure(fig, out or run_dir / "pbt.png", close=True)
+    return save_figure(fig, out or run_dir / "pbt.png", close=True, formats=formats)

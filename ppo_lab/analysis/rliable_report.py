@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ppo_lab import rundir
+from ppo_lab.analysis import metric_names
 from ppo_lab.analysis import rliable_stats as rs
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.sweep import Collection
@@ -184,10 +185,14 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def plot_report(report: dict, path: Path | None = None):
-    """Interval estimates (one panel per aggregate) and the performance profiles with bands."""
-    names = list(rs.AGGREGATES)
+def plot_report(report: dict, path: Path | None = None, formats: tuple[str, ...] = ()):
+    """Interval estimates (one panel per aggregate the report has: raw scores have no optimality
+    gap, and no empty panel is drawn for it) and the performance profiles with bands. The title
+    names the score and the intervals; the report's warnings are printed beside the figure
+    (`ppo-lab aggregate`), not written into it."""
     configs = list(report["configs"])
+    names = [n for n in rs.AGGREGATES if any(n in report["configs"][c]["aggregates"] for c in configs)]
+    score = metric_names.label(report["metric"])
     fig, axes = plt.subplots(1, len(names) + 1, figsize=(3.2 * (len(names) + 1), 2.8 + 0.4 * max(1, len(configs))), squeeze=False)
     for ax, name in zip(axes[0], names):
         for i, c in enumerate(configs):
@@ -199,22 +204,19 @@ def plot_report(report: dict, path: Path | None = None):
         ax.set_yticks(range(len(configs)), configs if ax is axes[0][0] else [""] * len(configs), fontsize=7)
         ax.set_title(name.replace("_", " "), fontsize=9)
         ax.set_ylim(-0.8, len(configs) - 0.2)
-        ax.set_xlabel(("normalised " if report["normalized"] else "raw ") + "score", fontsize=8)
+        ax.set_xlabel(f"{'normalised' if report['normalized'] else 'raw'} score: {score}", fontsize=8)
         ax.grid(alpha=0.3, axis="x")
     ax = axes[0][-1]
     for c, prof in report["profiles"].items():
         line, = ax.plot(prof["tau"], prof["profile"], label=c, lw=1.2)
         ax.fill_between(prof["tau"], prof["low"], prof["high"], color=line.get_color(), alpha=0.2, lw=0)
     ax.set_title("performance profile", fontsize=9)
-    ax.set_xlabel(("normalised " if report["normalized"] else "") + "score tau", fontsize=8)
+    ax.set_xlabel(f"{'normalised ' if report['normalized'] else ''}score tau: {score}", fontsize=8)
     ax.set_ylabel("fraction of runs > tau", fontsize=8)
     if len(configs) > 1:
         ax.legend(fontsize=6)
-    small = [c for c in configs if report["configs"][c]["small_sample"]]
-    note = f"; WARNING: fewer than {SMALL_SAMPLE} runs per task in {', '.join(small)}" if small else ""
-    fig.suptitle(f"{report['metric']}: {int(report['confidence'] * 100)}% stratified bootstrap intervals{note}",
-                 fontsize=9, color="tab:red" if small else "k")
+    fig.suptitle(f"{score}: {int(report['confidence'] * 100)}% stratified bootstrap intervals", fontsize=9)
     fig.tight_layout()
     if path is not None:
-        save_figure(fig, path, close=True)
+        save_figure(fig, path, close=True, formats=formats)
     return fig

@@ -21,21 +21,15 @@ from pathlib import Path
 
 from ppo_lab import rundir
 from ppo_lab.analysis.action_columns import continuous_dimensions, discrete_shares
-from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.figures import parse_formats, plt, save_figure
 from ppo_lab.analysis.frames import metrics_frame
 from ppo_lab.analysis.goodhart_curve import PAID, TRUE, draw_goodhart
+from ppo_lab.analysis.metric_names import axis_label, label
 from ppo_lab.analysis.pbt_plots import plot_population
 
-PANELS = [
-    ("train/mean_episode_return", "episode return"),
-    ("train/mean_episode_length", "episode length"),
-    ("train/entropy", "entropy"),
-    ("train/approx_kl", "approx KL"),
-    ("train/clip_frac", "clip fraction"),
-    ("train/pg_loss", "policy loss"),
-    ("train/vf_loss", "value loss"),
-    ("train/explained_variance", "explained variance"),
-]
+PANELS = ["train/mean_episode_return", "train/mean_episode_length", "train/entropy", "train/approx_kl",
+          "train/clip_frac", "train/pg_loss", "train/vf_loss", "train/explained_variance"]
+SPARSE = 0.5  # a metric with a value in fewer than this share of the rows is drawn as points
 THRESHOLDS = {"train/entropy": "entropy_min", "train/approx_kl": "kl_max", "train/clip_frac": "clip_frac_max"}
 
 
@@ -47,24 +41,32 @@ def load_metrics(run_dir: Path):
     return metrics_frame(path)
 
 
-def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
+def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1, formats: tuple[str, ...] = ()) -> Path:
+    """Write the run's panel figure (and beside it each of `formats`); returns the PNG's path.
+    Axis labels come from the metric registry (analysis/metric_names.py); a metric without a
+    value, or with one value all along, gets no panel, and the caption under the figure says so;
+    a sparse one (values in fewer than half the updates) is drawn as points."""
     run_dir = Path(run_dir)
     df = load_metrics(run_dir)
     try:
         config = rundir.read_config(run_dir)
     except FileNotFoundError:
         config = {}
+    try:
+        summary = rundir.read_summary(run_dir)
+    except ValueError:
+        summary = {}
     health = config.get("health") or {}
     columns = set(df.columns)
-    panels = [(m, t) for m, t in PANELS if m in columns]
-    panels += [(c, c) for c in sorted(columns) if c.startswith("true/")]
-    panels += [(c, c) for c in sorted(columns) if c.startswith("reward/")]
-    # A flat line is a number, not a curve (a reward component a mode leaves at 0): said once
-    # under the figure instead of a panel each.
-    constant = {m: value for m, _ in panels if (value := _constant_value(df[m])) is not None}
-    panels = [(m, t) for m, t in panels if m not in constant]
+    panels = [m for m in PANELS if m in columns]
+    panels += [c for c in sorted(columns) if c.startswith(("true/", "reward/"))]
+    # A flat line is a number, not a curve (a reward component a mode leaves at 0), and a column
+    # with no value has nothing to draw: said once under the figure instead of a panel each.
+    empty = [m for m in panels if df[m].isna().all()]
+    constant = {m: value for m in panels if m not in empty and (value := _constant_value(df[m])) is not None}
+    panels = [m for m in panels if m not in constant and m not in empty]
     dims = continuous_dimensions(columns)
-    actions = discrete_shares(columns) if not dims else [f"actions/mean_{i}" for i in dims]
+    actions = discrete_shares(columns, summary.get("action_names")) if not dims else [f"actions/mean_{i}" for i in dims]
     goodhart = {PAID, TRUE} <= columns
     n = len(panels) + (1 if actions else 0) + (1 if goodhart else 0)
     ncols = min(4, max(n, 1))
@@ -75,23 +77,11 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
     flat = axes.ravel()
     seeds = sorted(int(s) for s in df["seed"].unique())
     x = "timesteps"
-    for ax, (metric, title) in zip(flat, panels):
-        # Episode means are NaN in updates where no episode ended: bridge those gaps.
-        wide = df.pivot_table(index=x, columns="seed", values=metric, aggfunc="mean", dropna=False).sort_index()
-        wide = wide.interpolate(limit_area="inside")
-        if smooth > 1:
-            wide = wide.rolling(smooth, min_periods=1).mean()
-        for seed in wide.columns:
-            ax.plot(wide.index, wide[seed], lw=0.8, alpha=0.45 if len(seeds) > 1 else 1.0, label=f"seed {seed}" if len(seeds) <= 8 else None)
-        if len(seeds) > 1:
-            mean = wide.mean(axis=1)
-            ax.plot(mean.index, mean.values, lw=2.0, color="black", label="mean")
-        if metric in THRESHOLDS and THRESHOLDS[metric] in health:
-            ax.axhline(float(health[THRESHOLDS[metric]]), ls="--", lw=1, color="red")
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("env steps", fontsize=8)
-        ax.tick_params(labelsize=7)
-        ax.grid(alpha=0.3)
+    sparse = {}
+    for ax, metric in zip(flat, panels):
+        logged = _metric_panel(ax, df, metric, x, seeds, smooth, health)
+        if logged < SPARSE:
+            sparse[metric] = logged
     if actions:
         ax = flat[len(panels)]
         if dims:
@@ -101,6 +91,7 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
             ax.stackplot(mean.index, [mean[a].values for a in actions], labels=[a.split("/", 1)[1] for a in actions], alpha=0.85)
             ax.set_ylim(0, 1)
             ax.set_title("action distribution", fontsize=10)
+            ax.set_ylabel("share of actions", fontsize=8)
         ax.set_xlabel("env steps", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=6, loc="upper right", ncol=2)
@@ -110,16 +101,54 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1) -> Path:
         ax.axis("off")
     if panels and len(seeds) > 1 and len(seeds) <= 8:
         flat[0].legend(fontsize=6)
-    try:
-        summary = rundir.read_summary(run_dir)
-    except ValueError:
-        summary = {}
     title = f"{run_dir.name}: {summary.get('env') or (config.get('env') or {}).get('name', '')} / " \
             f"{summary.get('reward') or (config.get('reward') or {}).get('name', '')}, seeds {seeds}, status {summary.get('status', '?')}"
     fig.suptitle(title, fontsize=11)
+    caption = caption_lines(constant, empty, sparse)
+    if caption:
+        fig.supxlabel("\n".join(caption), fontsize=8)
+    return save_figure(fig, out or run_dir / "curves.png", close=True, formats=formats)
+
+
+def caption_lines(constant: dict, empty: list, sparse: dict) -> list[str]:
+    """What the figure's caption says about the panels it leaves out or draws as points."""
+    lines = []
     if constant:
-        fig.supxlabel("constant over the run, not drawn: " + ", ".join(f"{m} = {v:g}" for m, v in constant.items()), fontsize=8)
-    return save_figure(fig, out or run_dir / "curves.png", close=True)
+        lines.append("constant over the run, not drawn: " + ", ".join(f"{m} = {v:g}" for m, v in constant.items()))
+    if empty:
+        lines.append("no value in any update, not drawn: " + ", ".join(empty))
+    if sparse:
+        lines.append("sparse, drawn as points: " + ", ".join(f"{m} ({v:.0%} of updates)" for m, v in sparse.items()))
+    return lines
+
+
+def _metric_panel(ax, df, metric: str, x: str, seeds: list, smooth: int, health: dict) -> float:
+    """One metric's panel: a line per seed and their mean; returns the share of rows with a value."""
+    # Episode means are NaN in updates where no episode ended: bridge those gaps, except for
+    # a metric with values in few updates: its points are drawn as markers (a line between
+    # two would hide that there are two).
+    logged = float(df[metric].notna().mean())
+    marker = "o" if logged < SPARSE else None
+    wide = df.pivot_table(index=x, columns="seed", values=metric, aggfunc="mean", dropna=False).sort_index()
+    if not marker:  # a sparse metric's points are its own, none made up between them
+        wide = wide.interpolate(limit_area="inside")
+    if smooth > 1:
+        wide = wide.rolling(smooth, min_periods=1).mean()
+    for seed in wide.columns:
+        kept = wide[seed].dropna()
+        ax.plot(kept.index, kept.values, lw=0.8, marker=marker, ms=2.5, alpha=0.45 if len(seeds) > 1 else 1.0,
+                label=f"seed {seed}" if len(seeds) <= 8 else None)
+    if len(seeds) > 1:
+        mean = wide.mean(axis=1).dropna()
+        ax.plot(mean.index, mean.values, lw=2.0, marker=marker, ms=3, color="black", label="mean")
+    if metric in THRESHOLDS and THRESHOLDS[metric] in health:
+        ax.axhline(float(health[THRESHOLDS[metric]]), ls="--", lw=1, color="red")
+    ax.set_title(label(metric) + (f" (sparse: {logged:.0%} of updates)" if marker else ""), fontsize=10)
+    ax.set_ylabel(axis_label(metric), fontsize=8)
+    ax.set_xlabel("env steps", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    return logged
 
 
 def _constant_value(column) -> float | None:
@@ -152,15 +181,21 @@ def main(argv=None) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--out", type=Path, default=None, help="PNG path (default RUN_DIR/curves.png)")
     parser.add_argument("--smooth", type=int, default=1, help="rolling mean over this many updates")
+    parser.add_argument("--format", default=None, metavar="FORMATS",
+                        help="also write each figure in these formats beside its PNG, e.g. pdf,svg")
     args = parser.parse_args(argv)
     try:
-        out = plot_run(args.run_dir, args.out, args.smooth)
+        formats = parse_formats(args.format)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        out = plot_run(args.run_dir, args.out, args.smooth, formats)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {out}")
+    print("wrote " + ", ".join(str(out.with_suffix(s)) for s in (".png", *(f".{f}" for f in formats))))
     if (args.run_dir / rundir.PBT_LOG).exists():  # a population run: its schedules and fitness too
-        print(f"wrote {plot_population(args.run_dir, out.parent / 'pbt.png')}")
+        print(f"wrote {plot_population(args.run_dir, out.parent / 'pbt.png', formats)}")
     return 0
 
 

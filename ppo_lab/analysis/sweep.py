@@ -50,7 +50,11 @@ SEED_KEYS = ("seed", "num_seeds", "resume")
 DEFAULT_VALUE = "(default)"
 # ci_method: which interval ci_low/ci_high is (t, or bootstrap for a bounded metric:
 # ppo_lab/analysis/intervals.py); small_sample: fewer than 5 seeds.
-AGGREGATE_COLUMNS_TAIL = ["metric", *SUMMARY_KEYS, "ci_method", "small_sample"]
+# logged_frac: the share of a metric's metrics.csv rows that hold a value (an episode mean is
+# empty in updates where no episode ended; blank for metrics metrics.csv lacks, e.g. eval/*);
+# below SPARSE it is called sparse in the table and the figures.
+AGGREGATE_COLUMNS_TAIL = ["metric", *SUMMARY_KEYS, "ci_method", "small_sample", "logged_frac"]
+SPARSE = 0.5
 
 
 @dataclass
@@ -66,6 +70,7 @@ class Run:
     job_id: str | None = None
     experiment: str | None = None
     env: dict = field(default_factory=dict)  # config.yaml's env section (completed): its declared `metrics:`
+    reward: dict = field(default_factory=dict)  # config.yaml's reward section: the reward function it was paid by
 
     @property
     def name(self) -> str:
@@ -81,6 +86,7 @@ class Unit:
     values: dict[str, float]
     used: bool
     diverged: dict | None = None  # summary.json's entry when this seed went non-finite
+    logged: dict[str, float] = field(default_factory=dict)  # metric -> share of its metrics.csv rows with a value
 
     @property
     def status(self) -> str:
@@ -181,19 +187,21 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
         if job_failed and status != "completed":
             status = "failed"
             reason = f"job {job.get('job_id')} {state or 'failed'}" + (f": {job['error']}" if job.get("error") else "") + (f" (run dir: {summary.get('status')})" if summary else "")
+    env, reward = _config_sections(path)
     return Run(path=path, overrides=overrides, seeds=seeds, status=status, reason=reason, summary=summary,
-               job_num=_job_num(path), job_id=(job or {}).get("job_id"), experiment=experiment, env=_env_section(path))
+               job_num=_job_num(path), job_id=(job or {}).get("job_id"), experiment=experiment, env=env, reward=reward)
 
 
-def _env_section(path: Path) -> dict:
-    """The env section of a run's config.yaml ({} without one, or one that does not parse),
-    with what an older lab did not save read from the env's conf file (`older_configs.complete`:
-    e.g. `metrics.criteria`), the run's own parts found as it found them."""
+def _config_sections(path: Path) -> tuple[dict, dict]:
+    """The env and reward sections of a run's config.yaml ({} without one, or one that does not
+    parse), with what an older lab did not save read from the env's conf file
+    (`older_configs.complete`: e.g. `metrics.criteria`), the run's own parts found as it found them."""
     try:
         rundir.use_recorded_parts(path)
-        return dict(complete(rundir.read_config(path)).get("env") or {})
+        config = complete(rundir.read_config(path))
     except Exception:  # noqa: BLE001 - a run without a readable config only loses its declarations
-        return {}
+        return {}, {}
+    return dict(config.get("env") or {}), dict(config.get("reward") or {})
 
 
 def group_bounds(col: "Collection", group: str) -> dict:
@@ -328,9 +336,15 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
                 for name, per_seed in final.items():
                     values[name] = _at(per_seed, i)
                 values.update(seed_criteria(history.get(seed, {}), env_criteria))
-            units.append(Unit(run=run, seed=seed, group=label, values=values, used=used))
+            units.append(Unit(run=run, seed=seed, group=label, values=values, used=used,
+                              logged=_logged_shares(history.get(seed, {}))))
     metrics = sorted({m for u in units for m in u.values}, key=_metric_order)
     return Collection(runs=runs, units=units, groups=groups, swept_keys=swept, group_keys=group_keys, metrics=metrics)
+
+
+def _logged_shares(columns: dict) -> dict[str, float]:
+    """metric -> the share of a seed's metrics.csv rows where it holds a value."""
+    return {name: float(np.mean(~np.isnan(col))) for name, col in columns.items() if len(col)}
 
 
 def _at(values, i) -> float:
@@ -360,8 +374,10 @@ def aggregate_rows(col: Collection, confidence: float = 0.95) -> list[dict]:
         for metric in col.metrics:
             values = [u.values.get(metric, math.nan) for u in units]
             stats = mean_summary(values, metric, confidence=confidence, bounds=bounds)
+            logged = [u.logged[metric] for u in units if metric in u.logged]
             rows.append({"group": group, **col.group_keys[group], "metric": metric, **stats,
-                         "small_sample": 0 < stats["n_seeds"] < SMALL_SAMPLE})
+                         "small_sample": 0 < stats["n_seeds"] < SMALL_SAMPLE,
+                         "logged_frac": round(float(np.mean(logged)), 4) if logged else ""})
     return rows
 
 
@@ -399,7 +415,9 @@ def problem_lines(col: Collection) -> list[str]:
 
 # ----------------------------------------------------------------------------- curves
 def read_metric_curves(col: Collection, metric: str) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
-    """Per group, the (timesteps, values) series of `metric`, one per used unit."""
+    """Per group, the (timesteps, values) series of `metric`, one per used unit, with the updates
+    where it holds no value left out (a sparse metric, an episode mean logged only where an
+    episode ended, keeps its points instead of a line broken at every gap)."""
     out: dict[str, list] = {g: [] for g in col.groups}
     cache: dict[Path, dict] = {}
     for u in col.units:
@@ -411,7 +429,9 @@ def read_metric_curves(col: Collection, metric: str) -> dict[str, list[tuple[np.
         by_seed = cache[path]
         series = by_seed.get(u.seed, {})
         if metric in series:
-            out[u.group].append((series["timesteps"], series[metric]))
+            kept = ~np.isnan(series[metric])
+            if kept.any():
+                out[u.group].append((series["timesteps"][kept], series[metric][kept]))
     return out
 
 

@@ -13,47 +13,76 @@ import numpy as np
 
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.intervals import SMALL_SAMPLE, is_bounded
+from ppo_lab.analysis.metric_names import axis_label, label
+from ppo_lab.analysis.reward_modes import is_paid_return, modes_by_group, paid_label
 from ppo_lab.analysis.stats import iqm
-from ppo_lab.analysis.sweep import Collection, group_bounds, mean_curve, read_metric_curves
+from ppo_lab.analysis.sweep import SPARSE, Collection, group_bounds, mean_curve, read_metric_curves
 
 
-def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.95, path: Path | None = None):
+def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.95, path: Path | None = None,
+                notes: list[str] | None = None, formats: tuple[str, ...] = ()):
     """One panel per metric; per group the mean over its seeds against env steps, with the
     Student-t `confidence` band (where at least two seeds logged that step), or a percentile
-    bootstrap band (inside the seeds' range) for a bounded metric or fewer than 5 seeds; a
-    warning in the title when a group has fewer than 5 seeds."""
-    metrics = list(metrics) or ["train/mean_episode_return"]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(6.0 * len(metrics), 4.0), squeeze=False)
-    for ax, metric in zip(axes[0], metrics):
+    bootstrap band (inside the seeds' range) for a bounded metric or fewer than 5 seeds.
+
+    An episode return of runs paid under different reward functions gets one panel per reward
+    mode (`paid reward (<mode>)`, analysis/reward_modes.py): its lines are never drawn on one
+    axis. A sparse metric (a value in fewer than half of the updates) is drawn as markers where
+    it has values. A metric no run logged gets no panel. What a reader must know (sparse
+    metrics, panels left out, too few seeds) is appended to `notes` (printed beside the figure
+    by `ppo-lab aggregate`), never written into the titles. Returns the figure, or None when no
+    metric has data (nothing is written then)."""
+    notes = [] if notes is None else notes
+    modes = modes_by_group(col)
+    panels = []  # (metric, its series per group, title, the groups drawn)
+    for metric in list(metrics) or ["train/mean_episode_return"]:
         series = read_metric_curves(col, metric)
-        drawn, small, kinds = 0, [], set()
-        for group in col.groups:
-            n_seeds = len(series.get(group, []))
+        groups = [g for g in col.groups if series.get(g)]
+        if not groups:
+            notes.append(f"{metric}: no panel: no run in the statistics logged it")
+        elif is_paid_return(metric) and modes:
+            for mode in dict.fromkeys(modes.get(g, g) for g in groups):
+                panels.append((metric, series, f"{paid_label(mode)}: {label(metric)}", [g for g in groups if modes.get(g, g) == mode]))
+            notes.append(f"{metric}: one panel per reward mode: each mode's return is measured under its own reward function")
+        else:
+            panels.append((metric, series, label(metric), groups))
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 4.0), squeeze=False)
+    small = {}
+    for ax, (metric, series, title, groups) in zip(axes[0], panels):
+        kinds = set()
+        for group in groups:
+            n_seeds = len(series[group])
             boot = is_bounded(metric, group_bounds(col, group)) or n_seeds < SMALL_SAMPLE
-            x, mean, low, high, n = mean_curve(series.get(group, []), confidence, bootstrap=boot)
-            if x.size == 0:
-                continue
+            x, mean, low, high, n = mean_curve(series[group], confidence, bootstrap=boot)
             kinds.add("bootstrap" if boot else "t")
             if n_seeds < SMALL_SAMPLE:
-                small.append(n_seeds)
-            line, = ax.plot(x, mean, label=f"{group} (n={n_seeds}{', too few' if n_seeds < SMALL_SAMPLE else ''})", lw=1.5)
+                small[group] = n_seeds
+            logged = _logged_share(col, group, metric)
+            sparse = logged is not None and logged < SPARSE
+            text = f"{group} (n={n_seeds}" + (f", sparse: {logged:.0%} of updates" if sparse else "") + ")"
+            line, = ax.plot(x, mean, label=text, lw=1.0 if sparse else 1.5, marker="o" if sparse else None, ms=3)
             ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, lw=0)
-            drawn += 1
-        title = f"{metric}: mean and {int(confidence * 100)}% {'/'.join(sorted(kinds)) or 't'} interval over seeds"
-        if small:
-            title += f"\nWARNING: n={min(small)} seed(s) < {SMALL_SAMPLE}: bands not to be trusted"
-        ax.set_title(title, fontsize=9, color="tab:red" if small else "k")
+            if sparse:
+                notes.append(f"{metric}, {group}: sparse (a value in {logged:.0%} of the updates): drawn where it has values")
+        ax.set_title(f"{title}: mean and {int(confidence * 100)}% {'/'.join(sorted(kinds))} interval over seeds", fontsize=9)
         ax.set_xlabel("env steps per seed")
-        ax.set_ylabel(metric)
+        ax.set_ylabel(axis_label(metric))
         ax.grid(alpha=0.3)
-        if drawn:
-            ax.legend(fontsize=8, loc="best")
-        else:
-            ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center")
+        ax.legend(fontsize=8, loc="best")
+    for group, n in small.items():
+        notes.append(f"{group}: n={n} seed(s) < {SMALL_SAMPLE}: its bands are not to be trusted")
     fig.tight_layout()
     if path is not None:
-        save_figure(fig, path)
+        save_figure(fig, path, formats=formats)
     return fig
+
+
+def _logged_share(col: Collection, group: str, metric: str) -> float | None:
+    """The mean share of metrics.csv rows with a value of `metric` over the group's used seeds."""
+    shares = [u.logged[metric] for u in col.units if u.group == group and u.used and metric in u.logged]
+    return float(np.mean(shares)) if shares else None
 
 
 def plot_seed_spread(col: Collection, metric: str, path: Path | None = None):
@@ -69,8 +98,8 @@ def plot_seed_spread(col: Collection, metric: str, path: Path | None = None):
             ax.hlines(iqm(values), i - 0.3, i + 0.3, color="tab:red", lw=1.5, ls="--", label="IQM" if i == 0 else None)
     ax.set_xticks(range(len(col.groups)))
     ax.set_xticklabels(col.groups, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric}: one dot per seed")
+    ax.set_ylabel(axis_label(metric))
+    ax.set_title(f"{label(metric)}: one dot per seed")
     ax.grid(alpha=0.3, axis="y")
     if col.groups:
         ax.legend(fontsize=8)

@@ -44,6 +44,9 @@ from ppo_lab.run import processes
 
 log = logging.getLogger(__name__)
 
+# Members whose fitness differs by no more than this (relative) tie: none copies the other. A
+# solved task's members all score its maximum (CartPole's 500) and differ by float rounding only.
+TIE_TOLERANCE = 1e-6
 COLUMN = "pbt/"  # metrics.csv: each member's current value of an explored key, `pbt/lr`
 DRAW = 0  # the update whose PRNG draws the initial members (steps are at updates >= 1)
 
@@ -78,6 +81,13 @@ def gather(state, source: np.ndarray, compiled=None):
     keeps the state's layout (across processes XLA moves a member's slices with its own
     collectives)."""
     return (compiled or _gather)(state, copy_index(state, source))
+
+
+def ties(a: float, b: float) -> bool:
+    """Whether two members' fitness is the same within TIE_TOLERANCE (relative to the larger)."""
+    if not (np.isfinite(a) and np.isfinite(b)):
+        return False
+    return abs(a - b) <= TIE_TOLERANCE * max(abs(a), abs(b), np.finfo(np.float32).tiny)
 
 
 def lineage(steps: list[dict], member: int, end_update: int) -> list[dict]:
@@ -175,7 +185,9 @@ class Population:
 
     def choose(self, fitness: np.ndarray, rng: np.random.Generator, diverged: frozenset = frozenset()) -> list:
         """Which member each copies (None: keeps its own): the bottom fraction a random
-        top-fraction member. A diverged member ranks last and copies one whatever the fraction
+        top-fraction member, unless the two tie (`ties`: copying an equal would only throw away
+        the copier's own lineage, and which member ranks "best" among equals is the sort's
+        order). A diverged member ranks last and copies one whatever the fraction
         (its state went non-finite: it has nothing to go on from); none copies a diverged one."""
         copied: list = [None] * len(self.members)
         if not self.pbt.exploit:
@@ -188,7 +200,9 @@ class Population:
         if not top:
             return copied
         for member in ranked[:max(count, len(diverged))]:
-            copied[member] = int(rng.choice(top))
+            source = int(rng.choice(top))  # drawn also for a tie: the steps after it draw as without one
+            if member in diverged or not ties(fitness[source], fitness[member]):
+                copied[member] = source
         return copied
 
     def explore(self, values: dict, rng: np.random.Generator) -> dict:
@@ -251,7 +265,8 @@ class Population:
     # -- the end ------------------------------------------------------------------------
     def summary(self, end_update: int, diverged: list[dict] = ()) -> dict:
         """summary.json's `pbt`: the best member (by fitness over the last interval), its
-        hyperparameters and lineage. A member diverged at the end (`diverged`: summary.json's
+        hyperparameters and lineage, and how many exploit steps copied (`steps_copied`; `copies`:
+        members replaced in all). A member diverged at the end (`diverged`: summary.json's
         entries) is never the best."""
         fitness = self.fitness()
         if not np.isfinite(fitness).any() and self.last_fitness is not None:
@@ -260,7 +275,9 @@ class Population:
             fitness[entry["seed"] - self.seed] = np.nan
         best = int(np.nanargmax(fitness)) if np.isfinite(fitness).any() else 0
         steps = rundir.read_pbt_log(self.run_dir / rundir.PBT_LOG)
+        copies = [sum(source is not None for source in step["copied"]) for step in steps]
         return {"population": len(self.members), "exploit": self.pbt.exploit, "steps": len(steps),
+                "steps_copied": sum(n > 0 for n in copies), "copies": sum(copies), "fitness_metric": self.pbt.fitness,
                 "step_s": round(self.step_s, 3),
                 "best_member": best, "best_hypers": self.members[best],
                 "fitness": [None if not np.isfinite(f) else float(f) for f in fitness],

@@ -68,6 +68,7 @@ def start_summary(cfg, comp, devices, resumed, loggers_disabled: list | None = N
         "ppo_effective": {"num_minibatches": comp.ppo.num_minibatches, "update_epochs": comp.ppo.update_epochs},
         "versions": versions(), "error": None, "loggers_disabled": list(loggers_disabled or []),
         "diverged": [],  # seeds whose training went non-finite (run/divergence.py)
+        "action_names": list(comp.action_names),  # the env's order of its actions (figures keep it)
     }
 
 

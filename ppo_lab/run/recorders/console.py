@@ -16,7 +16,6 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from ppo_lab.analysis.closing import closing_lines
-from ppo_lab.analysis.intervals import declared_bounds
 
 log = logging.getLogger("ppo_lab.progress")
 # The bar shows training's own steps/s in its text; tqdm's rate would count compile time.
@@ -118,5 +117,5 @@ def print_closing_summary(summary: dict, run_dir: Path, cfg) -> None:
     lines = closing_lines(summary, run_dir, eval_mode="greedy" if cfg.eval.deterministic else "sampled",
                           resume_command=resume_command(run_dir),
                           results_file="benchmark.json" if cfg.benchmark else "summary.json",
-                          bounds=declared_bounds(cfg.resolved.get("env")))
+                          env=cfg.resolved.get("env"))
     print("\n".join(lines), flush=True)
