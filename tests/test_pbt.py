@@ -303,17 +303,24 @@ def test_random_search_copies_nothing_and_aggregates_against_pbt(population_run,
     # `ppo-lab aggregate` over PBT and random search: populations.json, one population a side.
     _as_sweep_job(population_run, tmp_path / "sweep" / "0", ["pbt.population=4", "pbt.exploit=true"])
     _as_sweep_job(run_dir, tmp_path / "sweep" / "1", ["pbt.population=4", "pbt.exploit=false"])
-    result = run_aggregate([tmp_path / "sweep"], quiet=True, plot=False, reps=100)
+    result = run_aggregate([tmp_path / "sweep"], quiet=True, plot=False, reps=100,
+                           population_metrics=["criteria/final_return", KL])
     report = json.loads(result["paths"]["populations"].read_text())
     pbt, rs = report["groups"]["pbt.exploit=true"], report["groups"]["pbt.exploit=false"]
-    for group in (pbt, rs):
+    for group, run in ((pbt, population_run), (rs, run_dir)):
         (pop,) = group["populations"]
         assert len(pop["members"]) == 4 and pop["worst"] <= pop["median"] <= pop["best"]
         assert group["median"]["point"] == pop["median"] and group["median"]["ci_low"] == pop["median"]
         assert "criteria/kl_ok_frac" in group["criteria_median_member"]
+        # The member the run names best, and how many met the bounds at the end, from its summary.
+        summary = read_summary(run)["pbt"]
+        assert pop["selected"] == pop["members"][summary["best_member"]] and pop["feasible"] == sum(summary["feasible"])
+        assert pop["also"][KL]["selected"] == read_summary(run)["final"][KL][summary["best_member"]]
+        assert group["also"][KL]["median"]["point"] == pop["also"][KL]["median"]
     a, b = pbt["median"]["point"], rs["median"]["point"]
     p = report["improvement"]["pbt.exploit=true > pbt.exploit=false"]["median"]["point"]
     assert p == (1.0 if a > b else 0.5 if a == b else 0.0)  # Mann-Whitney of one population against one
+    assert np.isnan(report["improvement"]["pbt.exploit=true > pbt.exploit=false"]["median"]["welch_p"])  # 1 a side
     assert report["warning"] and "1 population" in report["warning"]
 
 
