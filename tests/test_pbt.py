@@ -102,6 +102,13 @@ def test_a_constrained_metric_the_run_does_not_log_is_refused_naming_the_logged_
     assert "train/entropy" in err.value.valid and "train/mean_episode_return" in err.value.valid
 
 
+def test_a_bound_on_a_metric_the_run_does_not_log_exits_2_naming_it(tmp_path):
+    proc = launch([*TINY, "pbt.population=2", "pbt.constraints={train/entropi: {min: 0.5}}"], tmp_path / "r", check=False)
+    assert proc.returncode == 2
+    assert "pbt.constraints='train/entropi'" in proc.stderr and "train/entropy" in proc.stderr
+    assert not (tmp_path / "r" / "metrics.csv").exists()
+
+
 ENTROPY, KL = "train/entropy", "train/approx_kl"
 BOUNDS = {ENTROPY: Bound(1.0, None), KL: Bound(None, 0.06)}
 
