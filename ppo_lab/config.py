@@ -327,6 +327,18 @@ class ExploredKey:
 
 
 @dataclass(frozen=True)
+class Bound:
+    """What one constrained metric must stay within (`pbt.constraints.<metric>`): `min` and/or
+    `max`, inclusive; None: that side is open."""
+    min: float | None
+    max: float | None
+
+
+BOUND_KEYS = ("min", "max")
+FITNESS_MODES = ("max", "min")  # pbt.fitness_mode: which direction of the fitness ranks better
+
+
+@dataclass(frozen=True)
 class PBTConfig:
     """`conf/pbt/default.yaml`: population-based training (ppo_lab/run/population.py, docs/pbt.md)."""
     population: int = declared(resume=FIXED)  # members; 0: off
@@ -334,6 +346,9 @@ class PBTConfig:
     fraction: float = declared()
     fitness: str = declared()
     exploit: bool = declared()
+    # a run dir written before these keys ranked by the higher fitness, under no bounds
+    fitness_mode: str = declared(choices=FITNESS_MODES, before="max")
+    constraints: Mapping[str, Bound] = declared(before=None)  # logged metric -> its bound
     hypers: Mapping[str, ExploredKey] = declared()  # traced key (`traced_keys()`) -> its range
     factors: tuple[float, ...] = declared(key="perturb.factors")
     resample_prob: float = declared(key="perturb.resample_prob")
@@ -687,6 +702,19 @@ def _explored(key: str, s) -> ExploredKey:
     return ExploredKey(low, high, log)
 
 
+def _bound(metric: str, s) -> Bound:
+    """One `pbt.constraints` entry: a logged metric's `{min: X}` and/or `{max: Y}`."""
+    key = f"pbt.constraints.{metric}"
+    _require(isinstance(metric, str) and "/" in metric, "pbt.constraints", metric,
+             "logged metrics as keys, e.g. {train/entropy: {min: 1.0}}")
+    _require(isinstance(s, Mapping) and bool(s), key, s, "{min: NUMBER} and/or {max: NUMBER}")
+    _known(s, key, BOUND_KEYS)
+    low, high = (_optional(s, key, side) for side in BOUND_KEYS)
+    _require(low is not None or high is not None, key, s, "{min: NUMBER} and/or {max: NUMBER} (not both null)")
+    _require(low is None or high is None or low <= high, f"{key}.min", low, f"a value <= max ({high})")
+    return Bound(low, high)
+
+
 def _pbt(s: Mapping | None, num_seeds: int) -> PBTConfig | None:
     """The `pbt` section (None: off). Members share one program, so only traced keys are explored."""
     s = dict(s or {"population": 0})
@@ -702,6 +730,11 @@ def _pbt(s: Mapping | None, num_seeds: int) -> PBTConfig | None:
     _require(0 < fraction <= 0.5, "pbt.fraction", fraction, "a fraction in (0, 0.5]")
     fitness = s.get("fitness")
     _require(isinstance(fitness, str) and "/" in fitness, "pbt.fitness", fitness, "a logged metric, e.g. train/mean_episode_return")
+    mode = _value(s, "pbt", PBTConfig.__dataclass_fields__["fitness_mode"], str)
+    _require("constraints" in s, "pbt.constraints", None, "a value (the key is missing)")
+    constraints = s["constraints"] if s["constraints"] is not None else {}
+    _require(isinstance(constraints, Mapping), "pbt.constraints", constraints,
+             "null or a mapping of logged metric -> {min: X} and/or {max: Y}")
     hypers = {str(k).removeprefix("ppo."): v for k, v in dict(s.get("hypers") or {}).items()}
     _require(bool(hypers), "pbt.hypers", hypers, "at least one explored key: {KEY: {low, high, log}}")
     perturb = dict(s.get("perturb") or {})
@@ -711,7 +744,8 @@ def _pbt(s: Mapping | None, num_seeds: int) -> PBTConfig | None:
         "pbt.perturb.factors", factors, "a list of factors > 0, e.g. [0.8, 1.25]")
     resample = _number(perturb, "pbt.perturb", "resample_prob")
     _require(0 <= resample <= 1, "pbt.perturb.resample_prob", resample, "a probability in [0, 1]")
-    return PBTConfig(population, interval, fraction, fitness, _flag(s, "pbt", "exploit"),
+    return PBTConfig(population, interval, fraction, fitness, _flag(s, "pbt", "exploit"), mode,
+                     {str(m): _bound(m, b) for m, b in constraints.items()},
                      {k: _explored(k, v) for k, v in hypers.items()}, tuple(float(f) for f in factors), resample)
 
 

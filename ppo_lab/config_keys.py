@@ -334,11 +334,12 @@ def check_overrides(overrides: Iterable[str]) -> None:
 
 def _option_values(override) -> list:
     """The option names a group override selects (one, or each of a choice sweep); none for
-    other sweeps (a range of options is not a thing)."""
+    other sweeps (a range of options is not a thing). A mapping is no option: it sets keys."""
     if not override.is_sweep_override():
         value = override.value()
         return [value] if not isinstance(value, list) else list(value)  # logger=[csv,mlflow]: a list of options
-    try:
-        return list(override.sweep_string_iterator())
+    try:  # the values, not their strings: a mapping sets the group's keys (`pbt={exploit: false},{...}`)
+        values = list(override.sweep_iterator())
     except Exception:  # noqa: BLE001 - interval()/range() sweeps of a group: Hydra says what is wrong
         return []
+    return [o for v in values for o in (v if isinstance(v, list) else [v])]

@@ -51,11 +51,15 @@ def test_an_unknown_option_lists_the_choices():
     assert "tensorboard" in str(err.value)
     with pytest.raises(UnknownOptionError, match="cartpole"):
         check_overrides(["env=cartpole,atari"])
+    with pytest.raises(UnknownOptionError, match="did you mean mlflow"):  # a sweep of lists of options
+        check_overrides(["logger=[csv],[csv,mlfow]"])
 
 
 def test_known_keys_groups_and_own_tags_pass():
     check_overrides(["+tags.owner=me", "experiment=cartpole", "env.id=x", "+fidelity=reference", "hydra/launcher=vmap",
                      "logger.mlflow.tags={a:1}", "ppo.lr=1e-3,3e-4", "reward=proxy,ground_truth", "hydra.run.dir=x"])
+    # A sweep of mappings over a group's keys (each sets some of its keys), not of its options.
+    check_overrides(["pbt={exploit: false},{exploit: true, constraints: {train/entropy: {min: 1.0}}}", "logger=[csv],[csv,mlflow]"])
 
 
 def test_validation_refuses_an_added_key_and_keeps_tags():

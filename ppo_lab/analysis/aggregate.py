@@ -58,6 +58,7 @@ from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis.criteria import criteria_table
 from ppo_lab.analysis.figures import parse_formats, plt
 from ppo_lab.analysis.intervals import SMALL_SAMPLE
+from ppo_lab.analysis.populations import DEFAULT_METRIC as POPULATION_METRIC
 from ppo_lab.analysis.populations import (POPULATIONS_JSON, format_population_report, is_population_sweep,
                                           population_report)
 from ppo_lab.analysis.headline import DEFAULT_HEADLINE, headline_curve, headline_of
@@ -121,9 +122,12 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
                   ignore: Sequence[str] = (), curve_metrics: Sequence[str] | None = None,
                   confidence: float = 0.95, quiet: bool = False, plot: bool = True,
                   rliable_metric: str | None = None, score_refs: dict | None = None,
-                  reps: int = DEFAULT_REPS, bootstrap_seed: int = DEFAULT_SEED, formats: tuple[str, ...] = ()) -> dict:
+                  reps: int = DEFAULT_REPS, bootstrap_seed: int = DEFAULT_SEED, formats: tuple[str, ...] = (),
+                  population_metrics: Sequence[str] = ()) -> dict:
     """Aggregate `dirs` into `out_dir`; returns {collection, rows, paths, problems, rliable,
-    populations, notes} (`notes`: what the figures leave unsaid, printed beside them)."""
+    populations, notes} (`notes`: what the figures leave unsaid, printed beside them).
+    `population_metrics`: populations.json's metric (the first) and further ones reported beside
+    it (default: POPULATION_METRIC alone)."""
     dirs = [Path(d) for d in dirs]
     if out_dir is None:
         out_dir = dirs[0] if len(dirs) == 1 else Path("outputs") / "aggregates" / time.strftime("%Y-%m-%d_%H-%M-%S")
@@ -166,8 +170,9 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
         if plot:
             plot_report(report, out_dir / RLIABLE_FIGURE, formats=formats)
             paths["rliable_figure"] = out_dir / RLIABLE_FIGURE
-    populations = population_report(col, reps=reps, seed=bootstrap_seed, confidence=confidence) \
-        if is_population_sweep(col) else None
+    population_metric, *also = population_metrics or [POPULATION_METRIC]
+    populations = population_report(col, population_metric, reps=reps, seed=bootstrap_seed, confidence=confidence,
+                                    also=tuple(also)) if is_population_sweep(col) else None
     if populations is not None:
         paths["populations"] = out_dir / POPULATIONS_JSON
         rundir.write_json_atomic(paths["populations"], populations)
@@ -227,6 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="a task's random and reference returns for normalised scores (repeatable; "
                         "default: `scores:` of the env's YAML)")
     p.add_argument("--reps", type=int, default=DEFAULT_REPS, help="bootstrap replicates of rliable.json")
+    p.add_argument("--population-metric", action="append", default=[], metavar="METRIC",
+                   help=f"populations.json's metric (default {POPULATION_METRIC}); repeated: the first ranks, each "
+                        "further one is reported beside it (median and selected member)")
     p.add_argument("--bootstrap-seed", type=int, default=DEFAULT_SEED, help="seed of rliable.json's bootstrap")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -243,7 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run_aggregate(args.dirs, args.out, include_stopped=args.include_stopped, ignore=args.ignore,
                            curve_metrics=args.curve, confidence=args.confidence, plot=not args.no_plot,
                            rliable_metric=args.rliable_metric, score_refs=refs, reps=args.reps,
-                           bootstrap_seed=args.bootstrap_seed, formats=formats)
+                           bootstrap_seed=args.bootstrap_seed, formats=formats,
+                           population_metrics=args.population_metric)
     if not result["collection"].runs:
         print(f"no runs found under {', '.join(map(str, args.dirs))}", file=sys.stderr)
         return 1

@@ -3,7 +3,8 @@
 One panel per explored key: its value along the final best member's lineage (the schedule PBT
 found: the member that trained each stretch, joined where it copied another), over every
 member's in thin lines; and one panel of the population's fitness at each exploit step (each
-member a dot, the median a line). Read from metrics.csv (`member`, `pbt/<key>`) and pbt.jsonl.
+member a dot, the median a line; under `pbt.constraints` a member that missed a bound a hollow
+red ring). Read from metrics.csv (`member`, `pbt/<key>`) and pbt.jsonl.
 """
 
 from __future__ import annotations
@@ -49,9 +50,16 @@ def plot_population(run_dir: Path, out: Path | None = None, formats: tuple[str, 
         ax.set_ylabel(axis_label("train/" + key[4:]), fontsize=8)
         ax.legend(fontsize=6)
     ax = axes[0][-1]
+    labelled = False
     for step in steps:
         fit = np.asarray([np.nan if f is None else f for f in step["fitness"]], float)
-        ax.scatter([step["update"]] * len(fit), fit, s=6, color="grey")
+        # Under pbt.constraints a member that missed a bound over the interval is a hollow red ring.
+        met = np.asarray(step.get("feasible") or [True] * len(fit), bool)
+        ax.scatter([step["update"]] * int(met.sum()), fit[met], s=6, color="grey")
+        if not met.all():
+            ax.scatter([step["update"]] * int((~met).sum()), fit[~met], s=14, facecolors="none", edgecolors="tab:red",
+                       linewidths=0.7, label=None if labelled else "missed a bound")
+            labelled = True
     if steps:
         ax.plot([s["update"] for s in steps],
                 [np.nanmedian([np.nan if f is None else f for f in s["fitness"]]) for s in steps], lw=2, label="median")

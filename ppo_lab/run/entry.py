@@ -101,7 +101,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     comp = population.into(comp) if population else comp  # the members' drawn values for a fresh init
     state, resumed = resume.restore(plan, comp, cfg, mesh)
     lowered = LoweredChunk(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)))
-    if population:  # pbt.fitness must be a metric the run logs: refused here, before compiling or writing
+    if population:  # pbt.fitness and pbt.constraints name metrics the run logs: else refused here, before compiling or writing
         population.check_fitness(lowered.metric_names(comp.action_names))
     if processes.writes():  # one writer per run dir: process 0 of a multi-process run
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -7,12 +7,15 @@ an argument of the chunk: changing them never recompiles).
     Population(cfg, run_dir)      each member's explored keys drawn from the run's seed
     .resume(resumed)              or taken from the checkpoint (members, window, last step)
     .annotate(rows)               metrics.csv rows: `member` and each member's `pbt/<key>`;
-                                  the fitness metric collected per member since the last step
-    .step(update, state, hypers)  every `interval_updates` updates: rank by mean fitness; the
-                                  bottom fraction copy a top-fraction member's learner state
-                                  (gathered on the device) and hyperparameters, then perturb
-                                  them; one line to pbt.jsonl. With pbt.exploit=false nothing is
-                                  copied or perturbed (random search in the same program).
+                                  the fitness and each constrained metric collected per member
+                                  since the last step
+    .step(update, state, hypers)  every `interval_updates` updates: rank (run/selection.py: the
+                                  members that meet `pbt.constraints` first, by mean fitness in
+                                  `pbt.fitness_mode`); the bottom fraction copy a top-fraction
+                                  member's learner state (gathered on the device) and
+                                  hyperparameters, then perturb them; one line to pbt.jsonl.
+                                  With pbt.exploit=false nothing is copied or perturbed (random
+                                  search in the same program), and feasibility is recorded alike.
 
 Schedules: an explored key that starts a schedule (`lr`, `ent_coef_initial`, `clip_eps`)
 carries its end (`lr_final`, ...) with it at the config's ratio end/start, unless the end is
@@ -41,6 +44,7 @@ from ppo_lab.errors import ConfigError
 from ppo_lab.ppo.hypers import SCHEDULES, Hypers
 from ppo_lab.ppo.parallel import replicated
 from ppo_lab.run import processes
+from ppo_lab.run.selection import Standing, window_mean
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,10 @@ def _draw(rng: np.random.Generator, low: float, high: float, log_scale: bool) ->
     if log_scale:
         return float(np.exp(rng.uniform(np.log(low), np.log(high))))
     return float(rng.uniform(low, high))
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
 
 
 def _copy_rows(state, index):
@@ -81,6 +89,12 @@ def gather(state, source: np.ndarray, compiled=None):
     keeps the state's layout (across processes XLA moves a member's slices with its own
     collectives)."""
     return (compiled or _gather)(state, copy_index(state, source))
+
+
+def tied(standing, a: int, b: int) -> bool:
+    """Whether members `a` and `b` stand equal: alike on the bounds and tied on fitness."""
+    return (standing.feasible[a] == standing.feasible[b] and standing.violations[a] == standing.violations[b]
+            and ties(standing.fitness[a], standing.fitness[b]))
 
 
 def ties(a: float, b: float) -> bool:
@@ -113,8 +127,11 @@ class Population:
         self.members = [{k: _draw(rng, r.low, r.high, r.log) for k, r in self.pbt.hypers.items()}
                         for _ in range(self.pbt.population)]
         self.window: list[list[float]] = [[] for _ in self.members]  # fitness per member since the last step
+        # each constrained metric per member since the last step: {metric: [[values] per member]}
+        self.bounded_window = {metric: [[] for _ in self.members] for metric in self.pbt.constraints}
         self.last_step = 0
         self.last_fitness: list | None = None
+        self.last_bounded: list | None = None  # the last step's constrained values per member (summary's fallback)
         self.compiled_gather = None  # `compile_gather`: the exploit's copy, compiled before training
         self.step_s = 0.0  # this session's host time in steps, the swap included (summary `pbt.step_s`)
 
@@ -150,17 +167,26 @@ class Population:
             saved = resumed.pbt
             self.members, self.window = saved["members"], saved["window"]
             self.last_step, self.last_fitness = saved["last_step"], saved.get("last_fitness")
+            # A checkpoint from before a bound was added (a relaunch under allow_config_change)
+            # holds no window of its metric: it is collected from the checkpoint's update on.
+            kept = saved.get("bounded_window") or {}
+            self.bounded_window = {metric: kept.get(metric, [[] for _ in self.members]) for metric in self.pbt.constraints}
+            self.last_bounded = saved.get("last_bounded")
 
     def state(self) -> dict:
         """What the checkpoint keeps (JSON): the exploration PRNG is (seed, update), nothing to keep."""
         return {"members": self.members, "window": self.window, "last_step": self.last_step,
-                "last_fitness": self.last_fitness}
+                "last_fitness": self.last_fitness, "bounded_window": self.bounded_window,
+                "last_bounded": self.last_bounded}
 
     def check_fitness(self, logged: list[str]) -> None:
-        """`pbt.fitness` must be one of the metrics the run logs (the lowered chunk's, before it
-        compiles): a ConfigError naming them otherwise."""
+        """`pbt.fitness` and every metric of `pbt.constraints` must be metrics the run logs (the
+        lowered chunk's, before it compiles): a ConfigError naming them otherwise."""
         if self.pbt.fitness not in logged:
             raise ConfigError("pbt.fitness", self.pbt.fitness, f"a metric this run logs: {', '.join(logged)}")
+        for metric in self.pbt.constraints:
+            if metric not in logged:
+                raise ConfigError("pbt.constraints", metric, f"metrics this run logs as keys: {', '.join(logged)}")
 
     # -- rows -------------------------------------------------------------------------
     def annotate(self, rows: list[dict]) -> None:
@@ -169,10 +195,13 @@ class Population:
             member = row["seed"] - self.seed
             row["member"] = member
             row.update({f"{COLUMN}{k}": v for k, v in self.members[member].items()})
-            if self.pbt.fitness not in row:
-                raise ValueError(f"pbt.fitness={self.pbt.fitness} is not a logged metric; logged: "
-                                 f"{sorted(k for k in row if '/' in k)}")
+            for metric in (self.pbt.fitness, *self.pbt.constraints):
+                if metric not in row:
+                    raise ValueError(f"{metric} (pbt.fitness or pbt.constraints) is not a logged metric; logged: "
+                                     f"{sorted(k for k in row if '/' in k)}")
             self.window[member].append(float(row[self.pbt.fitness]))
+            for metric, window in self.bounded_window.items():
+                window[member].append(float(row[metric]))
 
     # -- the exploit/explore step -----------------------------------------------------
     def due(self, update: int, num_updates: int) -> bool:
@@ -180,20 +209,27 @@ class Population:
 
     def fitness(self) -> np.ndarray:
         """Mean fitness of each member since the last step (NaN where no episode ended)."""
-        means = [np.mean([v for v in w if np.isfinite(v)]) if any(np.isfinite(w)) else np.nan for w in self.window]
-        return np.asarray(means, dtype=np.float64)
+        return np.asarray([window_mean(w) for w in self.window], dtype=np.float64)
 
-    def choose(self, fitness: np.ndarray, rng: np.random.Generator, diverged: frozenset = frozenset()) -> list:
+    def bounded(self) -> list[dict]:
+        """Each member's mean of each constrained metric since the last step (NaN: none finite)."""
+        return [{metric: window_mean(w[member]) for metric, w in self.bounded_window.items()}
+                for member in range(len(self.members))]
+
+    def standing(self, fitness, bounded, diverged=frozenset()) -> Standing:
+        return Standing(fitness, bounded, self.pbt.constraints, self.pbt.fitness_mode, diverged)
+
+    def choose(self, standing: Standing, rng: np.random.Generator) -> list:
         """Which member each copies (None: keeps its own): the bottom fraction a random
-        top-fraction member, unless the two tie (`ties`: copying an equal would only throw away
-        the copier's own lineage, and which member ranks "best" among equals is the sort's
-        order). A diverged member ranks last and copies one whatever the fraction
-        (its state went non-finite: it has nothing to go on from); none copies a diverged one."""
+        top-fraction member, as `standing` ranks them, unless the two tie (`tied`: copying an
+        equal would only throw away the copier's own lineage, and which member ranks "best" among
+        equals is the sort's order). A diverged member ranks last and copies one whatever the
+        fraction (its state went non-finite: it has nothing to go on from); none copies a diverged one."""
         copied: list = [None] * len(self.members)
         if not self.pbt.exploit:
             return copied
-        ranked = np.argsort(np.where(np.isfinite(fitness), fitness, -np.inf), kind="stable")
-        ranked = [int(m) for m in ranked if m in diverged] + [int(m) for m in ranked if m not in diverged]
+        diverged = standing.diverged
+        ranked = standing.worst_first()
         healthy = [m for m in ranked if m not in diverged]
         count = max(1, int(len(self.members) * self.pbt.fraction))
         top = healthy[-count:]
@@ -201,7 +237,7 @@ class Population:
             return copied
         for member in ranked[:max(count, len(diverged))]:
             source = int(rng.choice(top))  # drawn also for a tie: the steps after it draw as without one
-            if member in diverged or not ties(fitness[source], fitness[member]):
+            if member in diverged or not tied(standing, source, member):
                 copied[member] = source
         return copied
 
@@ -222,9 +258,10 @@ class Population:
         copies another counts again."""
         t0 = time.perf_counter()
         rng = np.random.default_rng([self.seed, update])
-        fitness = self.fitness()
+        fitness, bounded = self.fitness(), self.bounded()
         diverged = frozenset(e["seed"] - self.seed for e in divergence.listed()) if divergence is not None else frozenset()
-        copied = self.choose(fitness, rng, diverged)
+        standing = self.standing(fitness, bounded, diverged)
+        copied = self.choose(standing, rng)
         members = [dict(m) for m in self.members]
         for member, source in enumerate(copied):
             if source is not None:
@@ -233,16 +270,19 @@ class Population:
         if any(source is not None for source in copied):
             state = gather(state, np.asarray([m if s is None else s for m, s in enumerate(copied)]), self.compiled_gather)
         self.last_fitness = [None if not np.isfinite(f) else float(f) for f in fitness]
+        self.last_bounded = [{m: _finite_or_none(v) for m, v in values.items()} for values in bounded]
         if processes.writes():  # every process decided the same step (the same rows, the same PRNG)
             rundir.append_pbt_step(self.run_dir / rundir.PBT_LOG, {
                 "update": update, "fitness": self.last_fitness, "hypers": members, "copied": copied,
-                "exploit": self.pbt.exploit, "diverged": sorted(diverged)})
+                "exploit": self.pbt.exploit, "diverged": sorted(diverged),
+                **({"constraints": self.last_bounded, "feasible": standing.feasible} if self.pbt.constraints else {})})
         for member in diverged:
             if copied[member] is not None:
                 divergence.forget(self.seed + member)
                 log.warning("pbt: member %d had diverged; it copied member %d at update %d and trains on from there",
                             member, copied[member], update)
         self.window, self.last_step = [[] for _ in members], update
+        self.bounded_window = {metric: [[] for _ in members] for metric in self.pbt.constraints}
         log.info("pbt step at update %d: %s (%.3f s)", update, ", ".join(
             f"{m}<-{s}" for m, s in enumerate(copied) if s is not None) or "nothing copied", time.perf_counter() - t0)
         return state, self.hypers()
@@ -264,21 +304,33 @@ class Population:
 
     # -- the end ------------------------------------------------------------------------
     def summary(self, end_update: int, diverged: list[dict] = ()) -> dict:
-        """summary.json's `pbt`: the best member (by fitness over the last interval), its
-        hyperparameters and lineage, and how many exploit steps copied (`steps_copied`; `copies`:
-        members replaced in all). A member diverged at the end (`diverged`: summary.json's
-        entries) is never the best."""
-        fitness = self.fitness()
+        """summary.json's `pbt`: the best member (ranked as a step ranks them, over the last
+        interval: under `pbt.constraints`, the best that met them), its hyperparameters and
+        lineage, and how many exploit steps copied (`steps_copied`; `copies`: members replaced in
+        all). A member diverged at the end (`diverged`: summary.json's entries) is never the
+        best. With constraints: each member's constrained values and whether it met them, and
+        `best_feasible` (false: no member met them, the best is the one that came closest)."""
+        fitness, bounded = self.fitness(), self.bounded()
         if not np.isfinite(fitness).any() and self.last_fitness is not None:
             fitness = np.asarray([np.nan if f is None else f for f in self.last_fitness])
-        for entry in diverged:
-            fitness[entry["seed"] - self.seed] = np.nan
-        best = int(np.nanargmax(fitness)) if np.isfinite(fitness).any() else 0
+            bounded = [{m: np.nan if v is None else v for m, v in values.items()} for values in self.last_bounded or bounded]
+        dropped = frozenset(entry["seed"] - self.seed for entry in diverged)
+        fitness[sorted(dropped)] = np.nan
+        standing = self.standing(fitness, bounded, dropped)
+        best = standing.best()
         steps = rundir.read_pbt_log(self.run_dir / rundir.PBT_LOG)
         copies = [sum(source is not None for source in step["copied"]) for step in steps]
-        return {"population": len(self.members), "exploit": self.pbt.exploit, "steps": len(steps),
-                "steps_copied": sum(n > 0 for n in copies), "copies": sum(copies), "fitness_metric": self.pbt.fitness,
-                "step_s": round(self.step_s, 3),
-                "best_member": best, "best_hypers": self.members[best],
-                "fitness": [None if not np.isfinite(f) else float(f) for f in fitness],
-                "lineage": lineage(steps, best, end_update)}
+        out = {"population": len(self.members), "exploit": self.pbt.exploit, "steps": len(steps),
+               "steps_copied": sum(n > 0 for n in copies), "copies": sum(copies), "fitness_metric": self.pbt.fitness,
+               "step_s": round(self.step_s, 3),
+               "best_member": best, "best_hypers": self.members[best],
+               "fitness": [_finite_or_none(f) for f in fitness],
+               "lineage": lineage(steps, best, end_update)}
+        if self.pbt.constraints:
+            feasible = [ok and m not in dropped for m, ok in enumerate(standing.feasible)]
+            out.update(constraints=[{m: _finite_or_none(v) for m, v in values.items()} for values in bounded],
+                       feasible=feasible, best_feasible=feasible[best])
+            if not feasible[best]:
+                log.warning("pbt: no member met pbt.constraints over the last interval; the best member (%d) is the "
+                            "one that came closest", best)
+        return out
