@@ -201,10 +201,18 @@ def test_members_that_tie_stay_where_they_are(tmp_path):
     a member clearly behind, or one that diverged, still does."""
     population = Population(_validated(POPULATION), tmp_path)
     rng = lambda: np.random.default_rng(0)  # noqa: E731
-    assert population.choose(np.array([500.0, 500.0, 500.0 * (1 - 1e-8), 500.0]), rng()) == [None] * 4
-    behind = population.choose(np.array([500.0, 500.0, 20.0, 500.0]), rng())
+    within = [{"train/approx_kl": 0.01, "train/clip_frac": 0.1}] * 4  # every member meets the bounds
+
+    def choose(fitness, diverged=frozenset()):
+        return population.choose(population.standing(np.array(fitness), within, diverged), rng())
+
+    assert choose([500.0, 500.0, 500.0 * (1 - 1e-8), 500.0]) == [None] * 4
+    behind = choose([500.0, 500.0, 20.0, 500.0])
     assert behind[2] is not None and behind.count(None) == 3
-    assert population.choose(np.array([500.0] * 4), rng(), diverged=frozenset({1}))[1] is not None
+    assert choose([500.0] * 4, diverged=frozenset({1}))[1] is not None
+    # Equal fitness but not alike on the bounds: the member that missed one copies
+    missed = [*within[:2], {"train/approx_kl": 0.0, "train/clip_frac": 0.1}, within[3]]
+    assert population.choose(population.standing(np.array([500.0] * 4), missed), rng())[2] is not None
 
 
 @pytest.fixture(scope="module")
