@@ -16,12 +16,14 @@ a saved config, where a key added since reads as its `before` mark says.
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import dataclasses
 import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+import types
 import typing
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -37,9 +39,13 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 @dataclass(frozen=True)
 class Check:
     """A field's validation: `holds(value, section)` (the section's values, for a bound set by
-    another key), else a ConfigError saying `valid` (formatted with the section's values)."""
+    another key), else a ConfigError saying `valid`: a text formatted with the section's values,
+    or a function of them. A value of the wrong type is refused saying `valid` too."""
     holds: Callable[[Any, Mapping], bool]
-    valid: str
+    valid: str | Callable[[Mapping], str]
+
+    def says(self, section: Mapping) -> str:
+        return self.valid(section) if callable(self.valid) else self.valid.format_map(section)
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,8 @@ FIXED = "fixed"  # never: the checkpoint's shapes or meaning depend on it
 
 def declared(*, traced: bool = False, resume: str | None = None, before: Any = dataclasses.MISSING,
              help: int | Mapping[str, int] | None = None, key: str | None = None, check: Check | None = None,
-             choices: tuple | None = None, **field_options):
+             choices: tuple | None = None, read: Callable[[Any, str], Any] | None = None,
+             rest: Mapping[str, Check] | None = None, **field_options):
     """A config key's field with its marks; its default and one-line meaning live in its YAML.
       traced    a hyperparameter that changes no shape: an argument of the compiled chunk, one
                 value per replica (ppo/hypers.py `Hypers`), never a constant of the trainer
@@ -68,9 +75,15 @@ def declared(*, traced: bool = False, resume: str | None = None, before: Any = d
                 or `LabDefaultWhen(...)`
       help      its place among the keys `python launch.py --help` lists (a mapping of own key ->
                 place for a field holding a part's own keys)
-      key       its name in the config where it differs from the field's
-      check     `Check`: its validation; choices: its valid values"""
-    marks = {"traced": traced, "resume": resume, "help": help, "key": key, "check": check, "choices": choices}
+      key       its name in the config where it differs from the field's (dotted: a key of a
+                mapping in the section, `perturb.factors`)
+      check     `Check`: its validation; choices: its valid values
+      read      for a key whose value is a structure of its own: `read(value, dotted_key)`, which
+                checks it and returns the field's value
+      rest      for a field holding a part's own keys (the section's keys no other field names,
+                as sorted (name, value) pairs): own key -> its `Check`, for those the lab knows"""
+    marks = {"traced": traced, "resume": resume, "help": help, "key": key, "check": check, "choices": choices,
+             "read": read, "rest": rest}
     metadata = {k: v for k, v in marks.items() if v is not None and v is not False}
     if before is not dataclasses.MISSING:  # None and False are values a key can be added at
         metadata["before"] = before
@@ -217,33 +230,33 @@ class NetworkConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     """`conf/train/default.yaml`: the host loop's budget and chunks, free to change on a relaunch."""
-    duration_min: float | None = declared(help=15, resume=FREE)
+    duration_min: float | None = declared(help=15, resume=FREE, check=_above(0, "null or minutes > 0"))
     target_return: float | None = declared(help=16, resume=FREE)
-    patience: int = declared(resume=FREE)
-    return_window: int = declared(resume=FREE)
-    chunk_updates: int = declared(resume=FREE)
+    patience: int = declared(resume=FREE, check=_at_least(0, "an integer >= 0"))
+    return_window: int = declared(resume=FREE, check=_at_least(1, "an integer >= 1"))
+    chunk_updates: int = declared(resume=FREE, check=_at_least(1, "an integer >= 1"))
 
 
 @dataclass(frozen=True)
 class EvalConfig:
-    episodes: int = declared(help=17)
+    episodes: int = declared(help=17, check=_at_least(1, "an integer >= 1"))
     deterministic: bool = declared()
-    max_steps: int | None = declared()
-    survival_envs: int = declared()
-    survival_steps: int = declared()
+    max_steps: int | None = declared(check=_at_least(1, "null or an integer >= 1"))
+    survival_envs: int = declared(check=_at_least(1, "an integer >= 1"))
+    survival_steps: int = declared(check=_at_least(1, "an integer >= 1"))
 
 
 @dataclass(frozen=True)
 class HealthConfig:
-    entropy_min: float
-    kl_min: float
-    kl_max: float
-    clip_frac_max: float
+    entropy_min: float = declared()
+    kl_min: float = declared()
+    kl_max: float = declared()
+    clip_frac_max: float = declared()
 
 
 @dataclass(frozen=True)
 class CheckpointConfig:
-    every_min: float = declared(help=18)
+    every_min: float = declared(help=18, check=_above(0, "minutes > 0"))
     if_all_damaged: str = declared(check=Check(lambda v, s: v in ("error", "start_over"), "error or start_over"),
                                    before="error")  # read by run/resume.py
 
@@ -546,36 +559,103 @@ def _optional(section: Mapping, prefix: str, name: str, kind=float):
     return None if section.get(name) is None else _number(section, prefix, name, kind)
 
 
-def _value(s: Mapping, prefix: str, f: dataclasses.Field, hint):
-    """Read field `f`'s key of section `s` by its type (a number, a flag, a choice; null where
-    the type allows None) and check it with its `check` and `choices` marks."""
-    name, key = f.name, f"{prefix}.{f.name}"
-    kinds = [t for t in (typing.get_args(hint) or (hint,)) if t is not type(None)]
+def _key_of(f: dataclasses.Field) -> str:
+    """The name of field `f`'s key in its section (dotted for a key of a mapping in it)."""
+    return f.metadata.get("key", f.name)
+
+
+def _raw(s: Mapping, name: str, key: str):
+    """The value at `name` (dotted: through mappings) in section `s`; a missing key is an error naming it."""
+    *parents, leaf = name.split(".")
+    body = s
+    for part in parents:
+        body = body.get(part) if isinstance(body, Mapping) else None
+    _require(isinstance(body, Mapping) and leaf in body, key, None, "a value (the key is missing)")
+    return body[leaf]
+
+
+def _typed(value, key: str, hint, check: Check | None, s: Mapping):
+    """`value` as field type `hint` (a number, a flag, text, a list, a mapping; null where the type
+    allows None), or a ConfigError saying what is valid (the check's text where there is one)."""
+    kinds = [t for t in (typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,))
+             if t is not type(None)]
     nullable = type(None) in typing.get_args(hint)
+    if value is None and nullable:
+        return None
+    valid = check.says(s) if check is not None else None
+    kind, origin = kinds[0] if len(kinds) == 1 else None, typing.get_origin(kinds[0]) if len(kinds) == 1 else None
+    if kind is bool:
+        _require(isinstance(value, bool), key, value, "true or false")
+    elif kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            what = f"a number ({kind.__name__})"
+            raise ConfigError(key, value, f"{what}: {valid}" if valid else f"null or {what}" if nullable else what)
+        if kind is int:
+            _require(float(value) == int(value), key, value, valid or "an integer")
+            return int(value)
+        _require(math.isfinite(value), key, float(value), "a finite number")
+        return float(value)
+    elif kind is str:
+        _require(isinstance(value, str), key, value, valid or ("null or text" if nullable else "text"))
+    elif origin is tuple:  # tuple[X, ...]: a list of X
+        item = typing.get_args(kinds[0])[0]
+        _require(isinstance(value, (list, tuple)) and all(
+            isinstance(v, item if item is not float else (int, float)) and not isinstance(v, bool) for v in value),
+            key, value, valid or f"a list of {item.__name__}")
+        return tuple(item(v) for v in value)
+    elif origin in (collections.abc.Mapping, dict) or kind in (collections.abc.Mapping, dict):
+        _require(isinstance(value, Mapping), key, value, valid or "a mapping")
+        return dict(value)
+    elif check is None:  # several types (`int | str`): its check says which values
+        raise TypeError(f"{key}: no reader for a field of type {hint} without a check")
+    return value
+
+
+def _value(s: Mapping, prefix: str, f: dataclasses.Field, hint):
+    """Read field `f`'s key of section `s` by its type and check it with its `check` and
+    `choices` marks (or by its `read` mark)."""
+    name = _key_of(f)
+    key = _dotted(prefix, name)
+    value = _raw(s, name, key)
+    if "read" in f.metadata:
+        return f.metadata["read"](value, key)
     choices = f.metadata.get("choices")
     if choices is not None:
-        _require(name in s, key, None, "a value (the key is missing)")
-        value = s[name]
         _require(value in choices, key, value, f"one of {list(choices)}")
-    elif kinds == [bool]:
-        value = _flag(s, prefix, name)
-    elif kinds in ([int], [float]):
-        value = (_optional if nullable else _number)(s, prefix, name, kinds[0])
-    elif kinds == [str]:
-        _require(name in s, key, None, "a value (the key is missing)")
-        value = s[name]
-    else:
-        raise TypeError(f"{key}: no reader for a field of type {hint}")
+        return value
     check = f.metadata.get("check")
+    value = _typed(value, key, hint, check, s)
     if check is not None and value is not None:
-        _require(check.holds(value, s), key, value, check.valid.format_map(s))
+        _require(check.holds(value, s), key, value, check.says(s))
     return value
+
+
+def _own_keys(s: Mapping, prefix: str, f: dataclasses.Field, named: set) -> tuple[tuple[str, Any], ...]:
+    """A part's own keys: the section's keys that no other field names (`named`), checked by the
+    field's `rest` mark where it knows them, as sorted (name, value) pairs (lists as tuples: hashable)."""
+    own = {}
+    for name, value in s.items():
+        if name in named:
+            continue
+        check = f.metadata["rest"].get(name)
+        if check is not None:
+            _require(check.holds(value, s), _dotted(prefix, name), value, check.says(s))
+        own[name] = tuple(value) if isinstance(value, list) else value
+    return tuple(sorted(own.items()))
+
+
+def _section(cls: type, s: Mapping, prefix: str):
+    """A section's dataclass, each field read from its key of `s` and checked by its marks."""
+    _require(isinstance(s, Mapping), prefix, s, "a mapping of its keys")
+    hints, fields = typing.get_type_hints(cls), dataclasses.fields(cls)
+    named = {_key_of(f).split(".")[0] for f in fields if "rest" not in f.metadata}
+    return cls(**{f.name: _own_keys(s, prefix, f, named) if "rest" in f.metadata else _value(s, prefix, f, hints[f.name])
+                  for f in fields})
 
 
 def _ppo(s: Mapping) -> PPOConfig:
     """The `ppo` section: each key read and checked by its field, then the batch's arithmetic."""
-    hints = typing.get_type_hints(PPOConfig)
-    ppo = PPOConfig(**{f.name: _value(s, "ppo", f, hints[f.name]) for f in dataclasses.fields(PPOConfig)})
+    ppo = _section(PPOConfig, s, "ppo")
     _require(
         ppo.batch_size % ppo.num_minibatches == 0,
         "ppo.num_minibatches",
@@ -642,38 +722,6 @@ def validate_network(s: Mapping) -> NetworkConfig:
     )
 
 
-def _train(s: Mapping) -> TrainConfig:
-    t = TrainConfig(
-        duration_min=_optional(s, "train", "duration_min"),
-        target_return=_optional(s, "train", "target_return"),
-        patience=_number(s, "train", "patience", int),
-        return_window=_number(s, "train", "return_window", int),
-        chunk_updates=_number(s, "train", "chunk_updates", int),
-    )
-    if t.duration_min is not None:
-        _require(t.duration_min > 0, "train.duration_min", t.duration_min, "null or minutes > 0")
-    _require(t.patience >= 0, "train.patience", t.patience, "an integer >= 0")
-    _require(t.return_window >= 1, "train.return_window", t.return_window, "an integer >= 1")
-    _require(t.chunk_updates >= 1, "train.chunk_updates", t.chunk_updates, "an integer >= 1")
-    return t
-
-
-def _eval(s: Mapping) -> EvalConfig:
-    e = EvalConfig(
-        episodes=_number(s, "eval", "episodes", int),
-        deterministic=_flag(s, "eval", "deterministic"),
-        max_steps=_optional(s, "eval", "max_steps", int),
-        survival_envs=_number(s, "eval", "survival_envs", int),
-        survival_steps=_number(s, "eval", "survival_steps", int),
-    )
-    _require(e.survival_envs >= 1, "eval.survival_envs", e.survival_envs, "an integer >= 1")
-    _require(e.survival_steps >= 1, "eval.survival_steps", e.survival_steps, "an integer >= 1")
-    _require(e.episodes >= 1, "eval.episodes", e.episodes, "an integer >= 1")
-    if e.max_steps is not None:
-        _require(e.max_steps >= 1, "eval.max_steps", e.max_steps, "null or an integer >= 1")
-    return e
-
-
 def _explored(key: str, s) -> ExploredKey:
     prefix = f"pbt.hypers.{key}"
     explorable = [k for k in traced_keys() if k not in nullable_traced_keys()]
@@ -713,10 +761,6 @@ def _pbt(s: Mapping | None, num_seeds: int) -> PBTConfig | None:
     _require(0 <= resample <= 1, "pbt.perturb.resample_prob", resample, "a probability in [0, 1]")
     return PBTConfig(population, interval, fraction, fitness, _flag(s, "pbt", "exploit"),
                      {k: _explored(k, v) for k, v in hypers.items()}, tuple(float(f) for f in factors), resample)
-
-
-def _health(s: Mapping) -> HealthConfig:
-    return HealthConfig(**{k: _number(s, "health", k) for k in ("entropy_min", "kl_min", "kl_max", "clip_frac_max")})
 
 
 def _known(s: Mapping, section: str, keys) -> None:
@@ -856,7 +900,7 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
     env, mode = _env(cfg["env"], reward, saved)
     if isinstance(mode, str):  # the log, summary.json and replays name the mode, never `default`
         reward = dataclasses.replace(reward, name=mode)
-    checkpoint = _checkpoint(_required(cfg, "checkpoint"))
+    checkpoint = _section(CheckpointConfig, _required(cfg, "checkpoint"), "checkpoint")
     for key in ("benchmark", "allow_config_change", "resume"):
         _required(cfg, key)
     benchmark, allow = _flag(cfg, "", "benchmark"), _flag(cfg, "", "allow_config_change")
@@ -879,9 +923,9 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
         reward=reward,
         ppo=_ppo(cfg["ppo"]),
         network=validate_network(cfg["network"]),
-        train=_train(cfg["train"]),
-        eval=_eval(cfg["eval"]),
-        health=_health(cfg["health"]),
+        train=_section(TrainConfig, cfg["train"], "train"),
+        eval=_section(EvalConfig, cfg["eval"], "eval"),
+        health=_section(HealthConfig, cfg["health"], "health"),
         checkpoint=checkpoint,
         hardware=validate_hardware(cfg["hardware"]),
         logger=logger,
@@ -889,10 +933,3 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
         tags=dict(tags),
         resolved=dict(cfg),
     )
-
-
-def _checkpoint(s: Mapping) -> CheckpointConfig:
-    hints = typing.get_type_hints(CheckpointConfig)
-    c = CheckpointConfig(**{f.name: _value(s, "checkpoint", f, hints[f.name]) for f in dataclasses.fields(CheckpointConfig)})
-    _require(c.every_min > 0, "checkpoint.every_min", c.every_min, "minutes > 0")
-    return c
