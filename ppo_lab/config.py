@@ -104,6 +104,22 @@ def _above(low: float, valid: str) -> Check:
     return Check(lambda v, s: v > low, valid)
 
 
+ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
+RECURRENT_CELLS = (None, "gru", "lstm")  # network.recurrent; networks.CELLS
+SQUASHES = (None, "tanh")  # ppo_lab.ppo.gaussian
+
+
+def _sizes(v, s) -> bool:
+    return isinstance(v, (list, tuple)) and all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in v)
+
+
+# The lab's torsos' own keys (a torso of the user's may have others, checked by the module).
+TORSO_KEYS = {
+    "hidden_sizes": Check(_sizes, "a list of positive integers"),
+    "conv_channels": Check(_sizes, "a list of positive integers"),
+    "stack_channels": Check(_sizes, "a list of positive integers"),
+    "dense_size": Check(lambda v, s: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
+}
 ROLLOUT_OBS_DTYPES = ("float32", "uint8", "bfloat16")  # ppo.obs_storage
 VALUE_NORMS = (None, "popart")
 VALUE_LOSSES = ("mean_of_max", "max_of_means")  # ppo.losses
@@ -204,20 +220,26 @@ class StaticPPO(_PPOSizes):
 class NetworkConfig:
     """`conf/network/*.yaml`: the torso is the module at `target` (`_target_`), built with
     `torso` (its own keys: hidden_sizes, or conv_channels and dense_size) and `activation`."""
-    kind: str
-    target: str = declared(key="_target_")
-    activation: str = declared()
+    kind: str = declared(check=Check(lambda v, s: bool(v), "a name for the network (mlp, cnn, ...)"))
+    target: str = declared(key="_target_", check=Check(lambda v, s: "." in v,
+                           "the dotted path of a flax torso module, e.g. ppo_lab.networks.MLPTorso"))
+    activation: str = declared(choices=ACTIVATIONS)
     privileged_critic: bool = declared()
     shared_torso: bool = declared()
-    squash: str | None = declared(before=None)  # continuous actions: None (clip to the bounds) or "tanh"
+    # continuous actions: None (clip to the bounds) or "tanh"
+    squash: str | None = declared(before=None, check=Check(lambda v, s: v in SQUASHES,
+                                                           f"one of {list(SQUASHES)} (continuous actions)"))
     # the torso's own keys, as sorted (name, value) pairs (hashable)
-    torso: tuple[tuple[str, Any], ...] = declared(help={"hidden_sizes": 13})
+    torso: tuple[tuple[str, Any], ...] = declared(help={"hidden_sizes": 13}, rest=TORSO_KEYS)
     # None (feed-forward), "gru" or "lstm": a cell between the torso and the heads
-    recurrent: str | None = declared(help=14, before=None)
-    recurrent_size: int = declared(before=LabDefaultWhen("recurrent", None))  # the cell's hidden units
+    recurrent: str | None = declared(help=14, before=None, check=Check(lambda v, s: v in RECURRENT_CELLS,
+                                                                      "null (feed-forward), gru or lstm"))
+    recurrent_size: int = declared(before=LabDefaultWhen("recurrent", None),  # the cell's hidden units
+                                   check=_above(0, "a positive integer"))
     # units of a dense + activation layer in each head before its output; 0: linear heads
-    head_hidden: int = declared(before=0)
-    head_hidden_gain: float = declared(before=LabDefaultWhen("head_hidden", 0))  # that layer's orthogonal initial gain
+    head_hidden: int = declared(before=0, check=_at_least(0, "0 (linear heads) or a positive integer"))
+    head_hidden_gain: float = declared(before=LabDefaultWhen("head_hidden", 0),  # that layer's orthogonal initial gain
+                                       check=_above(0, "a positive number"))
 
     @property
     def is_recurrent(self) -> bool:
@@ -490,7 +512,6 @@ def with_keys_added_since(saved: Mapping[str, Any]) -> dict:
     return out
 
 
-ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
 # The traced keys of the lab's PPOConfig (`traced_keys()` reads the current class).
 TRACED_PPO_KEYS = traced_keys()
 
@@ -519,7 +540,6 @@ def config_hash(resolved: Mapping[str, Any], exclude: tuple[str, ...] = ("hydra"
 LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
 PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
-RECURRENT_CELLS = (None, "gru", "lstm")  # network.recurrent; networks.CELLS
 PLATFORMS = ("cpu", "gpu", "tpu")
 
 
@@ -671,55 +691,18 @@ def _ppo(s: Mapping) -> PPOConfig:
     return ppo
 
 
-NETWORK_KEYS = ("_target_", "kind", "activation", "privileged_critic", "shared_torso", "squash", "recurrent",
-                "recurrent_size", "head_hidden", "head_hidden_gain")
-SQUASHES = (None, "tanh")  # ppo_lab.ppo.gaussian
-
-
 def validate_network(s: Mapping) -> NetworkConfig:
-    kind = s.get("kind")
-    _require(isinstance(kind, str) and kind, "network.kind", kind, "a name for the network (mlp, cnn, ...)")
-    target = s.get("_target_")
-    _require(isinstance(target, str) and "." in target, "network._target_", target,
-             "the dotted path of a flax torso module, e.g. ppo_lab.networks.MLPTorso")
-    act = s.get("activation")
-    _require(act in ACTIVATIONS, "network.activation", act, f"one of {list(ACTIVATIONS)}")
-    _require("squash" in s, "network.squash", None, "a value (the key is missing)")
-    _require(s["squash"] in SQUASHES, "network.squash", s["squash"], f"one of {list(SQUASHES)} (continuous actions)")
-    torso = {k: v for k, v in s.items() if k not in NETWORK_KEYS}
-    for key in ("hidden_sizes", "conv_channels", "stack_channels"):
-        if key in torso:
-            sizes = torso[key] = tuple(torso[key])
-            _require(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in sizes),
-                     f"network.{key}", list(sizes), "positive integers")
-    recurrent = s.get("recurrent")
-    _require(recurrent in RECURRENT_CELLS, "network.recurrent", recurrent, "null (feed-forward), gru or lstm")
-    size = s.get("recurrent_size")
-    _require(isinstance(size, int) and not isinstance(size, bool) and size > 0, "network.recurrent_size", size, "a positive integer")
-    _require(recurrent is None or not (s.get("privileged_critic") and s.get("shared_torso")), "network.recurrent", recurrent,
-             "null with a privileged critic on the actor's torso (network.shared_torso=true), or network.shared_torso=false")
-    head = s.get("head_hidden")
-    _require(isinstance(head, int) and not isinstance(head, bool) and head >= 0, "network.head_hidden", head,
-             "0 (linear heads) or a positive integer")
-    gain = s.get("head_hidden_gain")
-    _require(isinstance(gain, (int, float)) and not isinstance(gain, bool) and gain > 0, "network.head_hidden_gain", gain,
-             "a positive number")
-    if "dense_size" in torso:
-        dense = torso["dense_size"]
-        _require(isinstance(dense, int) and dense > 0, "network.dense_size", dense, "a positive integer")
-    return NetworkConfig(
-        kind=kind,
-        target=target,
-        activation=act,
-        privileged_critic=_flag(s, "network", "privileged_critic"),
-        shared_torso=_flag(s, "network", "shared_torso"),
-        squash=s["squash"],
-        torso=tuple(sorted(torso.items())),
-        recurrent=recurrent,
-        recurrent_size=size,
-        head_hidden=head,
-        head_hidden_gain=float(gain),
-    )
+    """The `network` section: each key read and checked by its field, the torso's own keys by
+    `TORSO_KEYS`; then what a recurrent cell cannot be combined with."""
+    network = _section(NetworkConfig, s, "network")
+    _require(not (network.recurrent and network.privileged_critic and network.shared_torso), "network.recurrent",
+             network.recurrent, "null with a privileged critic on the actor's torso (network.shared_torso=true), "
+             "or network.shared_torso=false")
+    return network
+
+
+# The keys of `network` that are the lab's, not the torso's own.
+NETWORK_KEYS = tuple(_key_of(f) for f in dataclasses.fields(NetworkConfig) if "rest" not in f.metadata)
 
 
 def _explored(key: str, s) -> ExploredKey:
