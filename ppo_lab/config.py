@@ -104,6 +104,10 @@ def _above(low: float, valid: str) -> Check:
     return Check(lambda v, s: v > low, valid)
 
 
+LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
+PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
+CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
+PLATFORMS = ("cpu", "gpu", "tpu")
 ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
 RECURRENT_CELLS = (None, "gru", "lstm")  # network.recurrent; networks.CELLS
 SQUASHES = (None, "tanh")  # ppo_lab.ppo.gaussian
@@ -288,25 +292,30 @@ class HardwareConfig:
     """`conf/hardware/*.yaml` (cpu, gpu, tpu): what `ppo_lab.hardware.start_jax` applies. Where
     compiled code is cached, how device memory is taken, how the same computation is laid out
     and checked, and how many processes run it change nothing trained (`resume=FREE`)."""
-    platform: str
+    platform: str = declared(choices=PLATFORMS)
     allow_fallback: bool = declared(resume=FREE)
-    host_devices: int | str = declared(help=19)  # an integer, or "auto" (one per core)
-    num_envs: int | None = declared()  # the env count a scale file sizes for this hardware
+    host_devices: int | str = declared(help=19, check=Check(  # an integer, or "auto" (one per core)
+        lambda v, s: v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1), "'auto' or an integer >= 1"))
+    # the env count a scale file sizes for this hardware
+    num_envs: int | None = declared(check=_at_least(1, "null or an integer >= 1"))
     preallocate: bool = declared(resume=FREE)
-    mem_fraction: float | None = declared(resume=FREE)
-    compilation_cache_dir: str | None = declared(resume=FREE)
-    layout: str = declared(resume=FREE)  # a split of envs is refused by its own check on resume
-    precision: str = declared()
-    memory_limit_gb: float | None = declared(resume=FREE)
-    conv: str = declared(resume=FREE)
+    mem_fraction: float | None = declared(resume=FREE, check=Check(lambda v, s: 0 < v <= 1, "null or a fraction in (0, 1]"))
+    compilation_cache_dir: str | None = declared(resume=FREE, check=Check(lambda v, s: True, "null or a folder"))
+    layout: str = declared(resume=FREE, choices=LAYOUTS)  # a split of envs is refused by its own check on resume
+    precision: str = declared(choices=PRECISIONS)
+    memory_limit_gb: float | None = declared(resume=FREE, check=_above(0, "null or a number of GB > 0"))
+    conv: str = declared(resume=FREE, choices=CONVS)
     # XLA's deterministic-ops flags where the backend has them (GPU): ppo_lab.hardware
     deterministic: bool = declared(before=False)
     # one run across processes (ppo_lab.hardware.distributed_settings): null = detected; a
     # config saved before multi-process runs reads as one process
-    coordinator_address: str | None = declared(resume=FREE, before=None)
-    num_processes: int | None = declared(resume=FREE, before=None)
-    process_id: int | None = declared(resume=FREE, before=None)
-    init_timeout_s: float = declared(resume=FREE, before=60)
+    coordinator_address: str | None = declared(resume=FREE, before=None,
+                                               check=Check(lambda v, s: ":" in v, "null or host:port"))
+    num_processes: int | None = declared(resume=FREE, before=None, check=_at_least(1, "null or an integer >= 1"))
+    process_id: int | None = declared(resume=FREE, before=None, check=Check(
+        lambda v, s: 0 <= v and (s["num_processes"] is None or v < s["num_processes"]),
+        lambda s: f"null or an integer in [0, {s['num_processes']})" if s["num_processes"] else "null or an integer >= 0"))
+    init_timeout_s: float = declared(resume=FREE, before=60, check=_above(0, "a number of seconds > 0"))
     split_host_cpus: bool = declared(before=True)  # processes of one CPU run on one host each take their own CPUs
 
 
@@ -537,10 +546,6 @@ def config_hash(resolved: Mapping[str, Any], exclude: tuple[str, ...] = ("hydra"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
-PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
-CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
-PLATFORMS = ("cpu", "gpu", "tpu")
 
 
 def _require(cond: bool, key: str, value, valid: str) -> None:
@@ -645,7 +650,7 @@ def _value(s: Mapping, prefix: str, f: dataclasses.Field, hint):
         return value
     check = f.metadata.get("check")
     value = _typed(value, key, hint, check, s)
-    if check is not None and value is not None:
+    if check is not None and not (value is None and type(None) in typing.get_args(hint)):
         _require(check.holds(value, s), key, value, check.says(s))
     return value
 
@@ -752,53 +757,18 @@ def _known(s: Mapping, section: str, keys) -> None:
         raise ConfigError(f"{section}.{unknown[0]}", s[unknown[0]], f"one of the known keys {sorted(keys)}")
 
 
-def _validate_processes(s: Mapping) -> None:
-    addr, n, pid = (s.get(k) for k in ("coordinator_address", "num_processes", "process_id"))
-    wait = s["init_timeout_s"]
-    _require(addr is None or (isinstance(addr, str) and ":" in addr), "hardware.coordinator_address", addr, "null or host:port")
-    _require(n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 1), "hardware.num_processes", n,
-             "null or an integer >= 1")
-    _require(pid is None or (isinstance(pid, int) and not isinstance(pid, bool) and pid >= 0 and (n is None or pid < n)),
-             "hardware.process_id", pid, f"null or an integer in [0, {n})" if n else "null or an integer >= 0")
-    given = [k for k, v in (("coordinator_address", addr), ("num_processes", n), ("process_id", pid)) if v is not None]
-    _require(not given or len(given) == 3 or n == 1, "hardware." + given[0] if given else "hardware", None,
-             "coordinator_address, num_processes and process_id set together (or all null: detected)")
-    _require(isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0, "hardware.init_timeout_s", wait,
-             "a number of seconds > 0")
-    split = s["split_host_cpus"]
-    _require(isinstance(split, bool), "hardware.split_host_cpus", split, "true or false")
-
-
 def validate_hardware(s: Mapping) -> HardwareConfig:
-    """Check the `hardware` section alone: launchers apply it before XLA's backend starts."""
+    """Check the `hardware` section alone (launchers apply it before XLA's backend starts): each
+    key by its field, then that the processes of one run are named together or not at all."""
     if isinstance(s, HardwareConfig):
         return s
-    _known(s, "hardware", [f.name for f in dataclasses.fields(HardwareConfig)])
-    for key in [f.name for f in dataclasses.fields(HardwareConfig)]:
-        _require(key in s, f"hardware.{key}", None, "a value (the key is missing)")
-    platform = s["platform"]
-    _require(platform in PLATFORMS, "hardware.platform", platform, f"one of {list(PLATFORMS)}")
-    hd = s["host_devices"]
-    _require(hd == "auto" or (isinstance(hd, int) and hd >= 1), "hardware.host_devices", hd, "'auto' or an integer >= 1")
-    mf = s["mem_fraction"]
-    _require(mf is None or (isinstance(mf, (int, float)) and 0 < mf <= 1), "hardware.mem_fraction", mf, "null or a fraction in (0, 1]")
-    layout = s["layout"]
-    _require(layout in LAYOUTS, "hardware.layout", layout, f"one of {list(LAYOUTS)}")
-    conv = s["conv"]
-    _require(conv in CONVS, "hardware.conv", conv, f"one of {list(CONVS)}")
-    precision = s["precision"]
-    _require(precision in PRECISIONS, "hardware.precision", precision, f"one of {list(PRECISIONS)}")
-    cap = s["memory_limit_gb"]
-    _require(cap is None or (isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap > 0),
-             "hardware.memory_limit_gb", cap, "null or a number of GB > 0")
-    for key in ("allow_fallback", "preallocate", "deterministic"):
-        _flag(s, "hardware", key)
-    envs = s["num_envs"]
-    _require(envs is None or (isinstance(envs, int) and envs >= 1), "hardware.num_envs", envs, "null or an integer >= 1")
-    cache = s["compilation_cache_dir"]
-    _require(cache is None or isinstance(cache, str), "hardware.compilation_cache_dir", cache, "null or a folder")
-    _validate_processes(s)
-    return HardwareConfig(**{f.name: s[f.name] for f in dataclasses.fields(HardwareConfig)})
+    _known(s, "hardware", [_key_of(f) for f in dataclasses.fields(HardwareConfig)])
+    hw = _section(HardwareConfig, s, "hardware")
+    given = [k for k in ("coordinator_address", "num_processes", "process_id") if getattr(hw, k) is not None]
+    _require(not given or len(given) == 3 or hw.num_processes == 1, "hardware." + given[0] if given else "hardware",
+             getattr(hw, given[0]) if given else None,
+             "coordinator_address, num_processes and process_id set together (or all null: detected)")
+    return hw
 
 
 # `scores`: the task -> {random, reference} returns that normalise scores across tasks in
