@@ -373,14 +373,17 @@ class ExploredKey:
 @dataclass(frozen=True)
 class PBTConfig:
     """`conf/pbt/default.yaml`: population-based training (ppo_lab/run/population.py, docs/pbt.md)."""
-    population: int = declared(resume=FIXED)  # members; 0: off
-    interval_updates: int = declared()
-    fraction: float = declared()
-    fitness: str = declared()
+    population: int = declared(resume=FIXED, check=Check(lambda v, s: v == 0 or v >= 2, "0 (off) or an integer >= 2"))
+    interval_updates: int = declared(check=_at_least(1, "an integer >= 1"))
+    fraction: float = declared(check=Check(lambda v, s: 0 < v <= 0.5, "a fraction in (0, 0.5]"))
+    fitness: str = declared(check=Check(lambda v, s: "/" in v, "a logged metric, e.g. train/mean_episode_return"))
     exploit: bool = declared()
-    hypers: Mapping[str, ExploredKey] = declared()  # traced key (`traced_keys()`) -> its range
-    factors: tuple[float, ...] = declared(key="perturb.factors")
-    resample_prob: float = declared(key="perturb.resample_prob")
+    # traced key (`traced_keys()`, named with or without `ppo.`) -> its range
+    hypers: Mapping[str, ExploredKey] = declared(read=lambda value, key: _explored_keys(value, key))
+    factors: tuple[float, ...] = declared(key="perturb.factors", check=Check(
+        lambda v, s: len(v) > 0 and all(f > 0 for f in v), "a list of factors > 0, e.g. [0.8, 1.25]"))
+    resample_prob: float = declared(key="perturb.resample_prob",
+                                    check=Check(lambda v, s: 0 <= v <= 1, "a probability in [0, 1]"))
 
     @property
     def on(self) -> bool:
@@ -592,10 +595,12 @@ def _key_of(f: dataclasses.Field) -> str:
 def _raw(s: Mapping, name: str, key: str):
     """The value at `name` (dotted: through mappings) in section `s`; a missing key is an error naming it."""
     *parents, leaf = name.split(".")
-    body = s
+    body, path = s, key[: len(key) - len(name)]
     for part in parents:
-        body = body.get(part) if isinstance(body, Mapping) else None
-    _require(isinstance(body, Mapping) and leaf in body, key, None, "a value (the key is missing)")
+        path += part
+        _require(part not in body or isinstance(body[part], Mapping), path, body.get(part), "a mapping of its keys")
+        body, path = body.get(part) or {}, path + "."
+    _require(leaf in body, key, None, "a value (the key is missing)")
     return body[leaf]
 
 
@@ -649,10 +654,11 @@ def _value(s: Mapping, prefix: str, f: dataclasses.Field, hint):
         _require(value in choices, key, value, f"one of {list(choices)}")
         return value
     check = f.metadata.get("check")
-    value = _typed(value, key, hint, check, s)
-    if check is not None and not (value is None and type(None) in typing.get_args(hint)):
-        _require(check.holds(value, s), key, value, check.says(s))
-    return value
+    typed = _typed(value, key, hint, check, s)
+    if check is not None and not (typed is None and type(None) in typing.get_args(hint)):
+        # named as given for a list; a number as read (0 -> 0.0 for a float)
+        _require(check.holds(typed, s), key, value if isinstance(value, list) else typed, check.says(s))
+    return typed
 
 
 def _own_keys(s: Mapping, prefix: str, f: dataclasses.Field, named: set) -> tuple[tuple[str, Any], ...]:
@@ -723,32 +729,21 @@ def _explored(key: str, s) -> ExploredKey:
     return ExploredKey(low, high, log)
 
 
-def _pbt(s: Mapping | None, num_seeds: int) -> PBTConfig | None:
-    """The `pbt` section (None: off). Members share one program, so only traced keys are explored."""
-    s = dict(s or {"population": 0})
-    population = _number(s, "pbt", "population", int)
-    if population == 0:
+def _explored_keys(value, key: str) -> dict[str, ExploredKey]:
+    """`pbt.hypers`: each explored key (its `ppo.` prefix optional) and its range."""
+    _require(isinstance(value, Mapping) and value, key, value, "at least one explored key: {KEY: {low, high, log}}")
+    return {name: _explored(name, v) for name, v in ((str(k).removeprefix("ppo."), v) for k, v in value.items())}
+
+
+def _pbt(s: Mapping, num_seeds: int) -> PBTConfig | None:
+    """The `pbt` section (None: off, and nothing else of it is read). Members share one program,
+    so only traced keys are explored; member m trains seed seed+m."""
+    if _number(s, "pbt", "population", int) == 0:
         return None
-    _require(population >= 2, "pbt.population", population, "0 (off) or an integer >= 2")
-    _require(num_seeds == 1, "num_seeds", num_seeds, f"1 with pbt.population={population} (member m trains seed "
-             f"seed+m; several populations: -m seed=0,{population},{2 * population},...)")
-    interval = _number(s, "pbt", "interval_updates", int)
-    _require(interval >= 1, "pbt.interval_updates", interval, "an integer >= 1")
-    fraction = _number(s, "pbt", "fraction")
-    _require(0 < fraction <= 0.5, "pbt.fraction", fraction, "a fraction in (0, 0.5]")
-    fitness = s.get("fitness")
-    _require(isinstance(fitness, str) and "/" in fitness, "pbt.fitness", fitness, "a logged metric, e.g. train/mean_episode_return")
-    hypers = {str(k).removeprefix("ppo."): v for k, v in dict(s.get("hypers") or {}).items()}
-    _require(bool(hypers), "pbt.hypers", hypers, "at least one explored key: {KEY: {low, high, log}}")
-    perturb = dict(s.get("perturb") or {})
-    factors = perturb.get("factors")
-    _require(isinstance(factors, (list, tuple)) and factors and all(
-        isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 for f in factors),
-        "pbt.perturb.factors", factors, "a list of factors > 0, e.g. [0.8, 1.25]")
-    resample = _number(perturb, "pbt.perturb", "resample_prob")
-    _require(0 <= resample <= 1, "pbt.perturb.resample_prob", resample, "a probability in [0, 1]")
-    return PBTConfig(population, interval, fraction, fitness, _flag(s, "pbt", "exploit"),
-                     {k: _explored(k, v) for k, v in hypers.items()}, tuple(float(f) for f in factors), resample)
+    pbt = _section(PBTConfig, s, "pbt")
+    _require(num_seeds == 1, "num_seeds", num_seeds, f"1 with pbt.population={pbt.population} (member m trains seed "
+             f"seed+m; several populations: -m seed=0,{pbt.population},{2 * pbt.population},...)")
+    return pbt
 
 
 def _known(s: Mapping, section: str, keys) -> None:
@@ -863,7 +858,7 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
     tags = cfg.get("tags") or {}
     _require(isinstance(tags, Mapping), "tags", tags, "a mapping of your own keys (+tags.NAME=VALUE)")
     # No pbt section: a config saved before populations, which trained none (its `before` mark).
-    pbt = _pbt(cfg.get("pbt"), num_seeds)
+    pbt = _pbt(_required(cfg, "pbt"), num_seeds) if not saved or "pbt" in cfg else None
     return RunConfig(
         seed=seed,
         # A population's members are its seeds seed..seed+population-1 (one replica each).
