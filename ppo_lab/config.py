@@ -104,6 +104,11 @@ def _above(low: float, valid: str) -> Check:
     return Check(lambda v, s: v > low, valid)
 
 
+def _says(valid: str) -> Check:
+    """No check beyond the field's type: `valid` says what a value of the wrong type should be."""
+    return Check(lambda v, s: True, valid)
+
+
 LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
 PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
 CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
@@ -113,8 +118,13 @@ RECURRENT_CELLS = (None, "gru", "lstm")  # network.recurrent; networks.CELLS
 SQUASHES = (None, "tanh")  # ppo_lab.ppo.gaussian
 
 
+def _is_list(v) -> bool:
+    """A YAML list: a list, a tuple or an OmegaConf ListConfig (a config passed in unresolved)."""
+    return isinstance(v, collections.abc.Sequence) and not isinstance(v, str)
+
+
 def _sizes(v, s) -> bool:
-    return isinstance(v, (list, tuple)) and all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in v)
+    return _is_list(v) and all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in v)
 
 
 # The lab's torsos' own keys (a torso of the user's may have others, checked by the module).
@@ -300,7 +310,7 @@ class HardwareConfig:
     num_envs: int | None = declared(check=_at_least(1, "null or an integer >= 1"))
     preallocate: bool = declared(resume=FREE)
     mem_fraction: float | None = declared(resume=FREE, check=Check(lambda v, s: 0 < v <= 1, "null or a fraction in (0, 1]"))
-    compilation_cache_dir: str | None = declared(resume=FREE, check=Check(lambda v, s: True, "null or a folder"))
+    compilation_cache_dir: str | None = declared(resume=FREE, check=_says("null or a folder"))
     layout: str = declared(resume=FREE, choices=LAYOUTS)  # a split of envs is refused by its own check on resume
     precision: str = declared(choices=PRECISIONS)
     memory_limit_gb: float | None = declared(resume=FREE, check=_above(0, "null or a number of GB > 0"))
@@ -392,10 +402,10 @@ class PBTConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    seed: int = declared(help=0, resume=FIXED, before=0)
-    num_seeds: int = declared(help=1, resume=FIXED)
-    experiment: str = declared()
-    resume: str | None = declared(resume=FREE, before=None)
+    seed: int = declared(help=0, resume=FIXED, before=0, check=_at_least(0, "an integer >= 0"))
+    num_seeds: int = declared(help=1, resume=FIXED, check=_at_least(1, "an integer >= 1"))
+    experiment: str = declared(check=Check(lambda v, s: bool(v), "a name"))
+    resume: str | None = declared(resume=FREE, before=None, check=_says("null or a run directory"))
     # a relaunch into a run dir under another config goes on (run/resume.py)
     allow_config_change: bool = declared(resume=FREE, before=False)
     benchmark: bool = declared(before=False)
@@ -413,7 +423,7 @@ class RunConfig:
     pbt: PBTConfig | None = declared(before=LabDefaultWhen("population", 0))
     # The user's own keys (`+tags.owner=me`): recorded in config.yaml and the loggers' params,
     # read by nothing; the one place an unknown key is allowed (config_keys.USER_NAMESPACE).
-    tags: Mapping[str, Any] = declared(resume=FREE)
+    tags: Mapping[str, Any] = declared(resume=FREE, before={}, check=_says("a mapping of your own keys (+tags.NAME=VALUE)"))
     # The whole resolved config (plain dicts) this RunConfig was validated from: what
     # config.yaml, loggers and the resume check see. Not part of equality: it repeats the fields.
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -629,7 +639,7 @@ def _typed(value, key: str, hint, check: Check | None, s: Mapping):
         _require(isinstance(value, str), key, value, valid or ("null or text" if nullable else "text"))
     elif origin is tuple:  # tuple[X, ...]: a list of X
         item = typing.get_args(kinds[0])[0]
-        _require(isinstance(value, (list, tuple)) and all(
+        _require(_is_list(value) and all(
             isinstance(v, item if item is not float else (int, float)) and not isinstance(v, bool) for v in value),
             key, value, valid or f"a list of {item.__name__}")
         return tuple(item(v) for v in value)
@@ -657,7 +667,7 @@ def _value(s: Mapping, prefix: str, f: dataclasses.Field, hint):
     typed = _typed(value, key, hint, check, s)
     if check is not None and not (typed is None and type(None) in typing.get_args(hint)):
         # named as given for a list; a number as read (0 -> 0.0 for a float)
-        _require(check.holds(typed, s), key, value if isinstance(value, list) else typed, check.says(s))
+        _require(check.holds(typed, s), key, value if _is_list(value) else typed, check.says(s))
     return typed
 
 
@@ -671,7 +681,7 @@ def _own_keys(s: Mapping, prefix: str, f: dataclasses.Field, named: set) -> tupl
         check = f.metadata["rest"].get(name)
         if check is not None:
             _require(check.holds(value, s), _dotted(prefix, name), value, check.says(s))
-        own[name] = tuple(value) if isinstance(value, list) else value
+        own[name] = tuple(value) if _is_list(value) else value
     return tuple(sorted(own.items()))
 
 
@@ -836,12 +846,10 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
         cfg = with_keys_added_since(cfg)
     else:
         check_sections(cfg)  # an unknown key (a typo, `+ppo.lrr=...`) first: it would otherwise be ignored
-    seed = _number(cfg, "", "seed", int)
-    num_seeds = _number(cfg, "", "num_seeds", int)
-    _require(num_seeds >= 1, "num_seeds", num_seeds, "an integer >= 1")
-    _require(seed >= 0, "seed", seed, "an integer >= 0")
-    experiment = _required(cfg, "experiment")
-    _require(isinstance(experiment, str) and experiment, "experiment", experiment, "a name")
+    hints = typing.get_type_hints(RunConfig)
+    # The top-level keys that are no section: seed, num_seeds, experiment, resume, ..., tags.
+    top = {f.name: _value(cfg, "", f, hints[f.name]) for f in dataclasses.fields(RunConfig)
+           if f.name != "resolved" and _section_type(hints[f.name]) is None}
     reward_section = dict(_required(cfg, "reward") or {})
     _require(isinstance(reward_section.get("name"), str), "reward.name", reward_section.get("name"), "a reward mode name")
     reward = RewardSection(name=reward_section["name"], options=reward_section)
@@ -849,24 +857,13 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
     if isinstance(mode, str):  # the log, summary.json and replays name the mode, never `default`
         reward = dataclasses.replace(reward, name=mode)
     checkpoint = _section(CheckpointConfig, _required(cfg, "checkpoint"), "checkpoint")
-    for key in ("benchmark", "allow_config_change", "resume"):
-        _required(cfg, key)
-    benchmark, allow = _flag(cfg, "", "benchmark"), _flag(cfg, "", "allow_config_change")
-    resume = cfg["resume"]
-    _require(resume is None or isinstance(resume, str), "resume", resume, "null or a run directory")
-    logger = _logger(cfg.get("logger"))
-    tags = cfg.get("tags") or {}
-    _require(isinstance(tags, Mapping), "tags", tags, "a mapping of your own keys (+tags.NAME=VALUE)")
+    logger = _logger(_required(cfg, "logger"))
     # No pbt section: a config saved before populations, which trained none (its `before` mark).
-    pbt = _pbt(_required(cfg, "pbt"), num_seeds) if not saved or "pbt" in cfg else None
+    pbt = _pbt(_required(cfg, "pbt"), top["num_seeds"]) if not saved or "pbt" in cfg else None
+    if pbt:  # a population's members are its seeds seed..seed+population-1 (one replica each)
+        top["num_seeds"] = pbt.population
     return RunConfig(
-        seed=seed,
-        # A population's members are its seeds seed..seed+population-1 (one replica each).
-        num_seeds=pbt.population if pbt else num_seeds,
-        experiment=experiment,
-        resume=resume,
-        allow_config_change=allow,
-        benchmark=benchmark,
+        **top,
         env=env,
         reward=reward,
         ppo=_ppo(cfg["ppo"]),
@@ -878,6 +875,5 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
         hardware=validate_hardware(cfg["hardware"]),
         logger=logger,
         pbt=pbt,
-        tags=dict(tags),
         resolved=dict(cfg),
     )
