@@ -534,10 +534,6 @@ def with_keys_added_since(saved: Mapping[str, Any]) -> dict:
     return out
 
 
-# The traced keys of the lab's PPOConfig (`traced_keys()` reads the current class).
-TRACED_PPO_KEYS = traced_keys()
-
-
 def shared_program_key(resolved: Mapping[str, Any]) -> str:
     """What runs must have in common to train in one compiled program (hydra/launcher=vmap):
     the resolved config (plain dicts, no `hydra`) less `seed` (a seed is a replica's PRNG key)

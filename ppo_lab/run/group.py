@@ -1,5 +1,5 @@
 """`train_group(cfgs, run_dirs)`: grid cells that differ only in traced hyperparameters
-(`config.TRACED_PPO_KEYS`) and `seed`, trained by one compiled program (hydra/launcher=vmap).
+(`config.traced_keys()`) and `seed`, trained by one compiled program (hydra/launcher=vmap).
 
     cells: validate, skip completed, build, plan + restore (each as its own run would) ->
     by start update: stack the cells' states (replicas = cells x seeds, cell-major) ->
