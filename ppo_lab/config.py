@@ -589,10 +589,6 @@ def _flag(section: Mapping, prefix: str, name: str) -> bool:
     return value
 
 
-def _optional(section: Mapping, prefix: str, name: str, kind=float):
-    return None if section.get(name) is None else _number(section, prefix, name, kind)
-
-
 def _key_of(f: dataclasses.Field) -> str:
     """The name of field `f`'s key in its section (dotted for a key of a mapping in it)."""
     return f.metadata.get("key", f.name)
