@@ -16,12 +16,14 @@ a saved config, where a key added since reads as its `before` mark says.
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import dataclasses
 import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+import types
 import typing
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -37,9 +39,13 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 @dataclass(frozen=True)
 class Check:
     """A field's validation: `holds(value, section)` (the section's values, for a bound set by
-    another key), else a ConfigError saying `valid` (formatted with the section's values)."""
+    another key), else a ConfigError saying `valid`: a text formatted with the section's values,
+    or a function of them. A value of the wrong type is refused saying `valid` too."""
     holds: Callable[[Any, Mapping], bool]
-    valid: str
+    valid: str | Callable[[Mapping], str]
+
+    def says(self, section: Mapping) -> str:
+        return self.valid(section) if callable(self.valid) else self.valid.format_map(section)
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,8 @@ FIXED = "fixed"  # never: the checkpoint's shapes or meaning depend on it
 
 def declared(*, traced: bool = False, resume: str | None = None, before: Any = dataclasses.MISSING,
              help: int | Mapping[str, int] | None = None, key: str | None = None, check: Check | None = None,
-             choices: tuple | None = None, **field_options):
+             choices: tuple | None = None, read: Callable[[Any, str], Any] | None = None,
+             rest: Mapping[str, Check] | None = None, **field_options):
     """A config key's field with its marks; its default and one-line meaning live in its YAML.
       traced    a hyperparameter that changes no shape: an argument of the compiled chunk, one
                 value per replica (ppo/hypers.py `Hypers`), never a constant of the trainer
@@ -68,9 +75,15 @@ def declared(*, traced: bool = False, resume: str | None = None, before: Any = d
                 or `LabDefaultWhen(...)`
       help      its place among the keys `python launch.py --help` lists (a mapping of own key ->
                 place for a field holding a part's own keys)
-      key       its name in the config where it differs from the field's
-      check     `Check`: its validation; choices: its valid values"""
-    marks = {"traced": traced, "resume": resume, "help": help, "key": key, "check": check, "choices": choices}
+      key       its name in the config where it differs from the field's (dotted: a key of a
+                mapping in the section, `perturb.factors`)
+      check     `Check`: its validation; choices: its valid values
+      read      for a key whose value is a structure of its own: `read(value, dotted_key)`, which
+                checks it and returns the field's value
+      rest      for a field holding a part's own keys (the section's keys no other field names,
+                as sorted (name, value) pairs): own key -> its `Check`, for those the lab knows"""
+    marks = {"traced": traced, "resume": resume, "help": help, "key": key, "check": check, "choices": choices,
+             "read": read, "rest": rest}
     metadata = {k: v for k, v in marks.items() if v is not None and v is not False}
     if before is not dataclasses.MISSING:  # None and False are values a key can be added at
         metadata["before"] = before
@@ -91,6 +104,36 @@ def _above(low: float, valid: str) -> Check:
     return Check(lambda v, s: v > low, valid)
 
 
+def _says(valid: str) -> Check:
+    """No check beyond the field's type: `valid` says what a value of the wrong type should be."""
+    return Check(lambda v, s: True, valid)
+
+
+LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
+PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
+CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
+PLATFORMS = ("cpu", "gpu", "tpu")
+ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
+RECURRENT_CELLS = (None, "gru", "lstm")  # network.recurrent; networks.CELLS
+SQUASHES = (None, "tanh")  # ppo_lab.ppo.gaussian
+
+
+def _is_list(v) -> bool:
+    """A YAML list: a list, a tuple or an OmegaConf ListConfig (a config passed in unresolved)."""
+    return isinstance(v, collections.abc.Sequence) and not isinstance(v, str)
+
+
+def _sizes(v, s) -> bool:
+    return _is_list(v) and all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in v)
+
+
+# The lab's torsos' own keys (a torso of the user's may have others, checked by the module).
+TORSO_KEYS = {
+    "hidden_sizes": Check(_sizes, "a list of positive integers"),
+    "conv_channels": Check(_sizes, "a list of positive integers"),
+    "stack_channels": Check(_sizes, "a list of positive integers"),
+    "dense_size": Check(lambda v, s: isinstance(v, int) and not isinstance(v, bool) and v > 0, "a positive integer"),
+}
 ROLLOUT_OBS_DTYPES = ("float32", "uint8", "bfloat16")  # ppo.obs_storage
 VALUE_NORMS = (None, "popart")
 VALUE_LOSSES = ("mean_of_max", "max_of_means")  # ppo.losses
@@ -191,20 +234,26 @@ class StaticPPO(_PPOSizes):
 class NetworkConfig:
     """`conf/network/*.yaml`: the torso is the module at `target` (`_target_`), built with
     `torso` (its own keys: hidden_sizes, or conv_channels and dense_size) and `activation`."""
-    kind: str
-    target: str = declared(key="_target_")
-    activation: str = declared()
+    kind: str = declared(check=Check(lambda v, s: bool(v), "a name for the network (mlp, cnn, ...)"))
+    target: str = declared(key="_target_", check=Check(lambda v, s: "." in v,
+                           "the dotted path of a flax torso module, e.g. ppo_lab.networks.MLPTorso"))
+    activation: str = declared(choices=ACTIVATIONS)
     privileged_critic: bool = declared()
     shared_torso: bool = declared()
-    squash: str | None = declared(before=None)  # continuous actions: None (clip to the bounds) or "tanh"
+    # continuous actions: None (clip to the bounds) or "tanh"
+    squash: str | None = declared(before=None, check=Check(lambda v, s: v in SQUASHES,
+                                                           f"one of {list(SQUASHES)} (continuous actions)"))
     # the torso's own keys, as sorted (name, value) pairs (hashable)
-    torso: tuple[tuple[str, Any], ...] = declared(help={"hidden_sizes": 13})
+    torso: tuple[tuple[str, Any], ...] = declared(help={"hidden_sizes": 13}, rest=TORSO_KEYS)
     # None (feed-forward), "gru" or "lstm": a cell between the torso and the heads
-    recurrent: str | None = declared(help=14, before=None)
-    recurrent_size: int = declared(before=LabDefaultWhen("recurrent", None))  # the cell's hidden units
+    recurrent: str | None = declared(help=14, before=None, check=Check(lambda v, s: v in RECURRENT_CELLS,
+                                                                      "null (feed-forward), gru or lstm"))
+    recurrent_size: int = declared(before=LabDefaultWhen("recurrent", None),  # the cell's hidden units
+                                   check=_above(0, "a positive integer"))
     # units of a dense + activation layer in each head before its output; 0: linear heads
-    head_hidden: int = declared(before=0)
-    head_hidden_gain: float = declared(before=LabDefaultWhen("head_hidden", 0))  # that layer's orthogonal initial gain
+    head_hidden: int = declared(before=0, check=_at_least(0, "0 (linear heads) or a positive integer"))
+    head_hidden_gain: float = declared(before=LabDefaultWhen("head_hidden", 0),  # that layer's orthogonal initial gain
+                                       check=_above(0, "a positive number"))
 
     @property
     def is_recurrent(self) -> bool:
@@ -217,33 +266,33 @@ class NetworkConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     """`conf/train/default.yaml`: the host loop's budget and chunks, free to change on a relaunch."""
-    duration_min: float | None = declared(help=15, resume=FREE)
+    duration_min: float | None = declared(help=15, resume=FREE, check=_above(0, "null or minutes > 0"))
     target_return: float | None = declared(help=16, resume=FREE)
-    patience: int = declared(resume=FREE)
-    return_window: int = declared(resume=FREE)
-    chunk_updates: int = declared(resume=FREE)
+    patience: int = declared(resume=FREE, check=_at_least(0, "an integer >= 0"))
+    return_window: int = declared(resume=FREE, check=_at_least(1, "an integer >= 1"))
+    chunk_updates: int = declared(resume=FREE, check=_at_least(1, "an integer >= 1"))
 
 
 @dataclass(frozen=True)
 class EvalConfig:
-    episodes: int = declared(help=17)
+    episodes: int = declared(help=17, check=_at_least(1, "an integer >= 1"))
     deterministic: bool = declared()
-    max_steps: int | None = declared()
-    survival_envs: int = declared()
-    survival_steps: int = declared()
+    max_steps: int | None = declared(check=_at_least(1, "null or an integer >= 1"))
+    survival_envs: int = declared(check=_at_least(1, "an integer >= 1"))
+    survival_steps: int = declared(check=_at_least(1, "an integer >= 1"))
 
 
 @dataclass(frozen=True)
 class HealthConfig:
-    entropy_min: float
-    kl_min: float
-    kl_max: float
-    clip_frac_max: float
+    entropy_min: float = declared()
+    kl_min: float = declared()
+    kl_max: float = declared()
+    clip_frac_max: float = declared()
 
 
 @dataclass(frozen=True)
 class CheckpointConfig:
-    every_min: float = declared(help=18)
+    every_min: float = declared(help=18, check=_above(0, "minutes > 0"))
     if_all_damaged: str = declared(check=Check(lambda v, s: v in ("error", "start_over"), "error or start_over"),
                                    before="error")  # read by run/resume.py
 
@@ -253,25 +302,30 @@ class HardwareConfig:
     """`conf/hardware/*.yaml` (cpu, gpu, tpu): what `ppo_lab.hardware.start_jax` applies. Where
     compiled code is cached, how device memory is taken, how the same computation is laid out
     and checked, and how many processes run it change nothing trained (`resume=FREE`)."""
-    platform: str
+    platform: str = declared(choices=PLATFORMS)
     allow_fallback: bool = declared(resume=FREE)
-    host_devices: int | str = declared(help=19)  # an integer, or "auto" (one per core)
-    num_envs: int | None = declared()  # the env count a scale file sizes for this hardware
+    host_devices: int | str = declared(help=19, check=Check(  # an integer, or "auto" (one per core)
+        lambda v, s: v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 1), "'auto' or an integer >= 1"))
+    # the env count a scale file sizes for this hardware
+    num_envs: int | None = declared(check=_at_least(1, "null or an integer >= 1"))
     preallocate: bool = declared(resume=FREE)
-    mem_fraction: float | None = declared(resume=FREE)
-    compilation_cache_dir: str | None = declared(resume=FREE)
-    layout: str = declared(resume=FREE)  # a split of envs is refused by its own check on resume
-    precision: str = declared()
-    memory_limit_gb: float | None = declared(resume=FREE)
-    conv: str = declared(resume=FREE)
+    mem_fraction: float | None = declared(resume=FREE, check=Check(lambda v, s: 0 < v <= 1, "null or a fraction in (0, 1]"))
+    compilation_cache_dir: str | None = declared(resume=FREE, check=_says("null or a folder"))
+    layout: str = declared(resume=FREE, choices=LAYOUTS)  # a split of envs is refused by its own check on resume
+    precision: str = declared(choices=PRECISIONS)
+    memory_limit_gb: float | None = declared(resume=FREE, check=_above(0, "null or a number of GB > 0"))
+    conv: str = declared(resume=FREE, choices=CONVS)
     # XLA's deterministic-ops flags where the backend has them (GPU): ppo_lab.hardware
     deterministic: bool = declared(before=False)
     # one run across processes (ppo_lab.hardware.distributed_settings): null = detected; a
     # config saved before multi-process runs reads as one process
-    coordinator_address: str | None = declared(resume=FREE, before=None)
-    num_processes: int | None = declared(resume=FREE, before=None)
-    process_id: int | None = declared(resume=FREE, before=None)
-    init_timeout_s: float = declared(resume=FREE, before=60)
+    coordinator_address: str | None = declared(resume=FREE, before=None,
+                                               check=Check(lambda v, s: ":" in v, "null or host:port"))
+    num_processes: int | None = declared(resume=FREE, before=None, check=_at_least(1, "null or an integer >= 1"))
+    process_id: int | None = declared(resume=FREE, before=None, check=Check(
+        lambda v, s: 0 <= v and (s["num_processes"] is None or v < s["num_processes"]),
+        lambda s: f"null or an integer in [0, {s['num_processes']})" if s["num_processes"] else "null or an integer >= 0"))
+    init_timeout_s: float = declared(resume=FREE, before=60, check=_above(0, "a number of seconds > 0"))
     split_host_cpus: bool = declared(before=True)  # processes of one CPU run on one host each take their own CPUs
 
 
@@ -341,17 +395,20 @@ FITNESS_MODES = ("max", "min")  # pbt.fitness_mode: which direction of the fitne
 @dataclass(frozen=True)
 class PBTConfig:
     """`conf/pbt/default.yaml`: population-based training (ppo_lab/run/population.py, docs/pbt.md)."""
-    population: int = declared(resume=FIXED)  # members; 0: off
-    interval_updates: int = declared()
-    fraction: float = declared()
-    fitness: str = declared()
+    population: int = declared(resume=FIXED, check=Check(lambda v, s: v == 0 or v >= 2, "0 (off) or an integer >= 2"))
+    interval_updates: int = declared(check=_at_least(1, "an integer >= 1"))
+    fraction: float = declared(check=Check(lambda v, s: 0 < v <= 0.5, "a fraction in (0, 0.5]"))
+    fitness: str = declared(check=Check(lambda v, s: "/" in v, "a logged metric, e.g. train/mean_episode_return"))
     exploit: bool = declared()
     # a run dir written before these keys ranked by the higher fitness, under no bounds
     fitness_mode: str = declared(choices=FITNESS_MODES, before="max")
-    constraints: Mapping[str, Bound] = declared(before=None)  # logged metric -> its bound
-    hypers: Mapping[str, ExploredKey] = declared()  # traced key (`traced_keys()`) -> its range
-    factors: tuple[float, ...] = declared(key="perturb.factors")
-    resample_prob: float = declared(key="perturb.resample_prob")
+    constraints: Mapping[str, Bound] = declared(before=None, read=lambda value, key: _constraints(value, key))  # metric -> its bound
+    # traced key (`traced_keys()`, named with or without `ppo.`) -> its range
+    hypers: Mapping[str, ExploredKey] = declared(read=lambda value, key: _explored_keys(value, key))
+    factors: tuple[float, ...] = declared(key="perturb.factors", check=Check(
+        lambda v, s: len(v) > 0 and all(f > 0 for f in v), "a list of factors > 0, e.g. [0.8, 1.25]"))
+    resample_prob: float = declared(key="perturb.resample_prob",
+                                    check=Check(lambda v, s: 0 <= v <= 1, "a probability in [0, 1]"))
 
     @property
     def on(self) -> bool:
@@ -360,10 +417,10 @@ class PBTConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    seed: int = declared(help=0, resume=FIXED, before=0)
-    num_seeds: int = declared(help=1, resume=FIXED)
-    experiment: str = declared()
-    resume: str | None = declared(resume=FREE, before=None)
+    seed: int = declared(help=0, resume=FIXED, before=0, check=_at_least(0, "an integer >= 0"))
+    num_seeds: int = declared(help=1, resume=FIXED, check=_at_least(1, "an integer >= 1"))
+    experiment: str = declared(check=Check(lambda v, s: bool(v), "a name"))
+    resume: str | None = declared(resume=FREE, before=None, check=_says("null or a run directory"))
     # a relaunch into a run dir under another config goes on (run/resume.py)
     allow_config_change: bool = declared(resume=FREE, before=False)
     benchmark: bool = declared(before=False)
@@ -381,7 +438,7 @@ class RunConfig:
     pbt: PBTConfig | None = declared(before=LabDefaultWhen("population", 0))
     # The user's own keys (`+tags.owner=me`): recorded in config.yaml and the loggers' params,
     # read by nothing; the one place an unknown key is allowed (config_keys.USER_NAMESPACE).
-    tags: Mapping[str, Any] = declared(resume=FREE)
+    tags: Mapping[str, Any] = declared(resume=FREE, before={}, check=_says("a mapping of your own keys (+tags.NAME=VALUE)"))
     # The whole resolved config (plain dicts) this RunConfig was validated from: what
     # config.yaml, loggers and the resume check see. Not part of equality: it repeats the fields.
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -492,11 +549,6 @@ def with_keys_added_since(saved: Mapping[str, Any]) -> dict:
     return out
 
 
-ACTIVATIONS = ("tanh", "relu", "gelu", "elu")
-# The traced keys of the lab's PPOConfig (`traced_keys()` reads the current class).
-TRACED_PPO_KEYS = traced_keys()
-
-
 def shared_program_key(resolved: Mapping[str, Any]) -> str:
     """What runs must have in common to train in one compiled program (hydra/launcher=vmap):
     the resolved config (plain dicts, no `hydra`) less `seed` (a seed is a replica's PRNG key)
@@ -518,11 +570,6 @@ def config_hash(resolved: Mapping[str, Any], exclude: tuple[str, ...] = ("hydra"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-LAYOUTS = ("auto", "seeds", "envs", "single")  # ppo.parallel.choose_layout
-PRECISIONS = ("fp32", "bf16")  # networks: compute dtype; parameters stay in the first
-CONVS = ("auto", "im2col", "native", "xla")  # networks.conv_for_platform
-RECURRENT_CELLS = (None, "gru", "lstm")  # network.recurrent; networks.CELLS
-PLATFORMS = ("cpu", "gpu", "tpu")
 
 
 def _require(cond: bool, key: str, value, valid: str) -> None:
@@ -557,40 +604,106 @@ def _flag(section: Mapping, prefix: str, name: str) -> bool:
     return value
 
 
-def _optional(section: Mapping, prefix: str, name: str, kind=float):
-    return None if section.get(name) is None else _number(section, prefix, name, kind)
+def _key_of(f: dataclasses.Field) -> str:
+    """The name of field `f`'s key in its section (dotted for a key of a mapping in it)."""
+    return f.metadata.get("key", f.name)
+
+
+def _raw(s: Mapping, name: str, key: str):
+    """The value at `name` (dotted: through mappings) in section `s`; a missing key is an error naming it."""
+    *parents, leaf = name.split(".")
+    body, path = s, key[: len(key) - len(name)]
+    for part in parents:
+        path += part
+        _require(part not in body or isinstance(body[part], Mapping), path, body.get(part), "a mapping of its keys")
+        body, path = body.get(part) or {}, path + "."
+    _require(leaf in body, key, None, "a value (the key is missing)")
+    return body[leaf]
+
+
+def _typed(value, key: str, hint, check: Check | None, s: Mapping):
+    """`value` as field type `hint` (a number, a flag, text, a list, a mapping; null where the type
+    allows None), or a ConfigError saying what is valid (the check's text where there is one)."""
+    kinds = [t for t in (typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,))
+             if t is not type(None)]
+    nullable = type(None) in typing.get_args(hint)
+    if value is None and nullable:
+        return None
+    valid = check.says(s) if check is not None else None
+    kind, origin = kinds[0] if len(kinds) == 1 else None, typing.get_origin(kinds[0]) if len(kinds) == 1 else None
+    if kind is bool:
+        _require(isinstance(value, bool), key, value, "true or false")
+    elif kind in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            what = f"a number ({kind.__name__})"
+            raise ConfigError(key, value, f"{what}: {valid}" if valid else f"null or {what}" if nullable else what)
+        if kind is int:
+            _require(float(value) == int(value), key, value, valid or "an integer")
+            return int(value)
+        _require(math.isfinite(value), key, float(value), "a finite number")
+        return float(value)
+    elif kind is str:
+        _require(isinstance(value, str), key, value, valid or ("null or text" if nullable else "text"))
+    elif origin is tuple:  # tuple[X, ...]: a list of X
+        item = typing.get_args(kinds[0])[0]
+        _require(_is_list(value) and all(
+            isinstance(v, item if item is not float else (int, float)) and not isinstance(v, bool) for v in value),
+            key, value, valid or f"a list of {item.__name__}")
+        return tuple(item(v) for v in value)
+    elif origin in (collections.abc.Mapping, dict) or kind in (collections.abc.Mapping, dict):
+        _require(isinstance(value, Mapping), key, value, valid or "a mapping")
+        return dict(value)
+    elif check is None:  # several types (`int | str`): its check says which values
+        raise TypeError(f"{key}: no reader for a field of type {hint} without a check")
+    return value
 
 
 def _value(s: Mapping, prefix: str, f: dataclasses.Field, hint):
-    """Read field `f`'s key of section `s` by its type (a number, a flag, a choice; null where
-    the type allows None) and check it with its `check` and `choices` marks."""
-    name, key = f.name, f"{prefix}.{f.name}"
-    kinds = [t for t in (typing.get_args(hint) or (hint,)) if t is not type(None)]
-    nullable = type(None) in typing.get_args(hint)
+    """Read field `f`'s key of section `s` by its type and check it with its `check` and
+    `choices` marks (or by its `read` mark)."""
+    name = _key_of(f)
+    key = _dotted(prefix, name)
+    value = _raw(s, name, key)
+    if "read" in f.metadata:
+        return f.metadata["read"](value, key)
     choices = f.metadata.get("choices")
     if choices is not None:
-        _require(name in s, key, None, "a value (the key is missing)")
-        value = s[name]
         _require(value in choices, key, value, f"one of {list(choices)}")
-    elif kinds == [bool]:
-        value = _flag(s, prefix, name)
-    elif kinds in ([int], [float]):
-        value = (_optional if nullable else _number)(s, prefix, name, kinds[0])
-    elif kinds == [str]:
-        _require(name in s, key, None, "a value (the key is missing)")
-        value = s[name]
-    else:
-        raise TypeError(f"{key}: no reader for a field of type {hint}")
+        return value
     check = f.metadata.get("check")
-    if check is not None and value is not None:
-        _require(check.holds(value, s), key, value, check.valid.format_map(s))
-    return value
+    typed = _typed(value, key, hint, check, s)
+    if check is not None and not (typed is None and type(None) in typing.get_args(hint)):
+        # named as given for a list; a number as read (0 -> 0.0 for a float)
+        _require(check.holds(typed, s), key, value if _is_list(value) else typed, check.says(s))
+    return typed
+
+
+def _own_keys(s: Mapping, prefix: str, f: dataclasses.Field, named: set) -> tuple[tuple[str, Any], ...]:
+    """A part's own keys: the section's keys that no other field names (`named`), checked by the
+    field's `rest` mark where it knows them, as sorted (name, value) pairs (lists as tuples: hashable)."""
+    own = {}
+    for name, value in s.items():
+        if name in named:
+            continue
+        check = f.metadata["rest"].get(name)
+        if check is not None:
+            _require(check.holds(value, s), _dotted(prefix, name), value, check.says(s))
+        own[name] = tuple(value) if _is_list(value) else value
+    return tuple(sorted(own.items()))
+
+
+def _section(cls: type, s: Mapping, prefix: str):
+    """A section's dataclass, each field read from its key of `s` and checked by its marks."""
+    _require(isinstance(s, Mapping), prefix, s, "a mapping of its keys")
+    hints, fields = typing.get_type_hints(cls), dataclasses.fields(cls)
+    named = {_key_of(f).split(".")[0] for f in fields if "rest" not in f.metadata}
+    return cls(**{f.name: _own_keys(s, prefix, f, named) if "rest" in f.metadata else _value(s, prefix, f, hints[f.name])
+                  for f in fields})
 
 
 def _ppo(s: Mapping) -> PPOConfig:
     """The `ppo` section: each key read and checked by its field, then the batch's arithmetic."""
-    hints = typing.get_type_hints(PPOConfig)
-    ppo = PPOConfig(**{f.name: _value(s, "ppo", f, hints[f.name]) for f in dataclasses.fields(PPOConfig)})
+    ppo = _section(PPOConfig, s, "ppo")
     _require(
         ppo.batch_size % ppo.num_minibatches == 0,
         "ppo.num_minibatches",
@@ -606,87 +719,18 @@ def _ppo(s: Mapping) -> PPOConfig:
     return ppo
 
 
-NETWORK_KEYS = ("_target_", "kind", "activation", "privileged_critic", "shared_torso", "squash", "recurrent",
-                "recurrent_size", "head_hidden", "head_hidden_gain")
-SQUASHES = (None, "tanh")  # ppo_lab.ppo.gaussian
-
-
 def validate_network(s: Mapping) -> NetworkConfig:
-    kind = s.get("kind")
-    _require(isinstance(kind, str) and kind, "network.kind", kind, "a name for the network (mlp, cnn, ...)")
-    target = s.get("_target_")
-    _require(isinstance(target, str) and "." in target, "network._target_", target,
-             "the dotted path of a flax torso module, e.g. ppo_lab.networks.MLPTorso")
-    act = s.get("activation")
-    _require(act in ACTIVATIONS, "network.activation", act, f"one of {list(ACTIVATIONS)}")
-    _require("squash" in s, "network.squash", None, "a value (the key is missing)")
-    _require(s["squash"] in SQUASHES, "network.squash", s["squash"], f"one of {list(SQUASHES)} (continuous actions)")
-    torso = {k: v for k, v in s.items() if k not in NETWORK_KEYS}
-    for key in ("hidden_sizes", "conv_channels", "stack_channels"):
-        if key in torso:
-            sizes = torso[key] = tuple(torso[key])
-            _require(all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in sizes),
-                     f"network.{key}", list(sizes), "positive integers")
-    recurrent = s.get("recurrent")
-    _require(recurrent in RECURRENT_CELLS, "network.recurrent", recurrent, "null (feed-forward), gru or lstm")
-    size = s.get("recurrent_size")
-    _require(isinstance(size, int) and not isinstance(size, bool) and size > 0, "network.recurrent_size", size, "a positive integer")
-    _require(recurrent is None or not (s.get("privileged_critic") and s.get("shared_torso")), "network.recurrent", recurrent,
-             "null with a privileged critic on the actor's torso (network.shared_torso=true), or network.shared_torso=false")
-    head = s.get("head_hidden")
-    _require(isinstance(head, int) and not isinstance(head, bool) and head >= 0, "network.head_hidden", head,
-             "0 (linear heads) or a positive integer")
-    gain = s.get("head_hidden_gain")
-    _require(isinstance(gain, (int, float)) and not isinstance(gain, bool) and gain > 0, "network.head_hidden_gain", gain,
-             "a positive number")
-    if "dense_size" in torso:
-        dense = torso["dense_size"]
-        _require(isinstance(dense, int) and dense > 0, "network.dense_size", dense, "a positive integer")
-    return NetworkConfig(
-        kind=kind,
-        target=target,
-        activation=act,
-        privileged_critic=_flag(s, "network", "privileged_critic"),
-        shared_torso=_flag(s, "network", "shared_torso"),
-        squash=s["squash"],
-        torso=tuple(sorted(torso.items())),
-        recurrent=recurrent,
-        recurrent_size=size,
-        head_hidden=head,
-        head_hidden_gain=float(gain),
-    )
+    """The `network` section: each key read and checked by its field, the torso's own keys by
+    `TORSO_KEYS`; then what a recurrent cell cannot be combined with."""
+    network = _section(NetworkConfig, s, "network")
+    _require(not (network.recurrent and network.privileged_critic and network.shared_torso), "network.recurrent",
+             network.recurrent, "null with a privileged critic on the actor's torso (network.shared_torso=true), "
+             "or network.shared_torso=false")
+    return network
 
 
-def _train(s: Mapping) -> TrainConfig:
-    t = TrainConfig(
-        duration_min=_optional(s, "train", "duration_min"),
-        target_return=_optional(s, "train", "target_return"),
-        patience=_number(s, "train", "patience", int),
-        return_window=_number(s, "train", "return_window", int),
-        chunk_updates=_number(s, "train", "chunk_updates", int),
-    )
-    if t.duration_min is not None:
-        _require(t.duration_min > 0, "train.duration_min", t.duration_min, "null or minutes > 0")
-    _require(t.patience >= 0, "train.patience", t.patience, "an integer >= 0")
-    _require(t.return_window >= 1, "train.return_window", t.return_window, "an integer >= 1")
-    _require(t.chunk_updates >= 1, "train.chunk_updates", t.chunk_updates, "an integer >= 1")
-    return t
-
-
-def _eval(s: Mapping) -> EvalConfig:
-    e = EvalConfig(
-        episodes=_number(s, "eval", "episodes", int),
-        deterministic=_flag(s, "eval", "deterministic"),
-        max_steps=_optional(s, "eval", "max_steps", int),
-        survival_envs=_number(s, "eval", "survival_envs", int),
-        survival_steps=_number(s, "eval", "survival_steps", int),
-    )
-    _require(e.survival_envs >= 1, "eval.survival_envs", e.survival_envs, "an integer >= 1")
-    _require(e.survival_steps >= 1, "eval.survival_steps", e.survival_steps, "an integer >= 1")
-    _require(e.episodes >= 1, "eval.episodes", e.episodes, "an integer >= 1")
-    if e.max_steps is not None:
-        _require(e.max_steps >= 1, "eval.max_steps", e.max_steps, "null or an integer >= 1")
-    return e
+# The keys of `network` that are the lab's, not the torso's own.
+NETWORK_KEYS = tuple(_key_of(f) for f in dataclasses.fields(NetworkConfig) if "rest" not in f.metadata)
 
 
 def _explored(key: str, s) -> ExploredKey:
@@ -709,48 +753,36 @@ def _bound(metric: str, s) -> Bound:
              "logged metrics as keys, e.g. {train/entropy: {min: 1.0}}")
     _require(isinstance(s, Mapping) and bool(s), key, s, "{min: NUMBER} and/or {max: NUMBER}")
     _known(s, key, BOUND_KEYS)
-    low, high = (_optional(s, key, side) for side in BOUND_KEYS)
+    low, high = (None if s.get(side) is None else _number(s, key, side) for side in BOUND_KEYS)
     _require(low is not None or high is not None, key, s, "{min: NUMBER} and/or {max: NUMBER} (not both null)")
     _require(low is None or high is None or low <= high, f"{key}.min", low, f"a value <= max ({high})")
     return Bound(low, high)
 
 
-def _pbt(s: Mapping | None, num_seeds: int) -> PBTConfig | None:
-    """The `pbt` section (None: off). Members share one program, so only traced keys are explored."""
-    s = dict(s or {"population": 0})
-    population = _number(s, "pbt", "population", int)
-    if population == 0:
-        return None
-    _require(population >= 2, "pbt.population", population, "0 (off) or an integer >= 2")
-    _require(num_seeds == 1, "num_seeds", num_seeds, f"1 with pbt.population={population} (member m trains seed "
-             f"seed+m; several populations: -m seed=0,{population},{2 * population},...)")
-    interval = _number(s, "pbt", "interval_updates", int)
-    _require(interval >= 1, "pbt.interval_updates", interval, "an integer >= 1")
-    fraction = _number(s, "pbt", "fraction")
-    _require(0 < fraction <= 0.5, "pbt.fraction", fraction, "a fraction in (0, 0.5]")
-    fitness = s.get("fitness")
-    _require(isinstance(fitness, str) and "/" in fitness, "pbt.fitness", fitness, "a logged metric, e.g. train/mean_episode_return")
-    mode = _value(s, "pbt", PBTConfig.__dataclass_fields__["fitness_mode"], str)
-    _require("constraints" in s, "pbt.constraints", None, "a value (the key is missing)")
-    constraints = s["constraints"] if s["constraints"] is not None else {}
-    _require(isinstance(constraints, Mapping), "pbt.constraints", constraints,
+
+def _constraints(value, key: str) -> dict[str, Bound]:
+    """`pbt.constraints`: null (no bounds) or logged metric -> its bound."""
+    constraints = {} if value is None else value
+    _require(isinstance(constraints, Mapping), key, constraints,
              "null or a mapping of logged metric -> {min: X} and/or {max: Y}")
-    hypers = {str(k).removeprefix("ppo."): v for k, v in dict(s.get("hypers") or {}).items()}
-    _require(bool(hypers), "pbt.hypers", hypers, "at least one explored key: {KEY: {low, high, log}}")
-    perturb = dict(s.get("perturb") or {})
-    factors = perturb.get("factors")
-    _require(isinstance(factors, (list, tuple)) and factors and all(
-        isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 for f in factors),
-        "pbt.perturb.factors", factors, "a list of factors > 0, e.g. [0.8, 1.25]")
-    resample = _number(perturb, "pbt.perturb", "resample_prob")
-    _require(0 <= resample <= 1, "pbt.perturb.resample_prob", resample, "a probability in [0, 1]")
-    return PBTConfig(population, interval, fraction, fitness, _flag(s, "pbt", "exploit"), mode,
-                     {str(m): _bound(m, b) for m, b in constraints.items()},
-                     {k: _explored(k, v) for k, v in hypers.items()}, tuple(float(f) for f in factors), resample)
+    return {str(m): _bound(m, b) for m, b in constraints.items()}
 
 
-def _health(s: Mapping) -> HealthConfig:
-    return HealthConfig(**{k: _number(s, "health", k) for k in ("entropy_min", "kl_min", "kl_max", "clip_frac_max")})
+def _explored_keys(value, key: str) -> dict[str, ExploredKey]:
+    """`pbt.hypers`: each explored key (its `ppo.` prefix optional) and its range."""
+    _require(isinstance(value, Mapping) and value, key, value, "at least one explored key: {KEY: {low, high, log}}")
+    return {name: _explored(name, v) for name, v in ((str(k).removeprefix("ppo."), v) for k, v in value.items())}
+
+
+def _pbt(s: Mapping, num_seeds: int) -> PBTConfig | None:
+    """The `pbt` section (None: off, and nothing else of it is read). Members share one program,
+    so only traced keys are explored; member m trains seed seed+m."""
+    if _number(s, "pbt", "population", int) == 0:
+        return None
+    pbt = _section(PBTConfig, s, "pbt")
+    _require(num_seeds == 1, "num_seeds", num_seeds, f"1 with pbt.population={pbt.population} (member m trains seed "
+             f"seed+m; several populations: -m seed=0,{pbt.population},{2 * pbt.population},...)")
+    return pbt
 
 
 def _known(s: Mapping, section: str, keys) -> None:
@@ -759,53 +791,18 @@ def _known(s: Mapping, section: str, keys) -> None:
         raise ConfigError(f"{section}.{unknown[0]}", s[unknown[0]], f"one of the known keys {sorted(keys)}")
 
 
-def _validate_processes(s: Mapping) -> None:
-    addr, n, pid = (s.get(k) for k in ("coordinator_address", "num_processes", "process_id"))
-    wait = s["init_timeout_s"]
-    _require(addr is None or (isinstance(addr, str) and ":" in addr), "hardware.coordinator_address", addr, "null or host:port")
-    _require(n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 1), "hardware.num_processes", n,
-             "null or an integer >= 1")
-    _require(pid is None or (isinstance(pid, int) and not isinstance(pid, bool) and pid >= 0 and (n is None or pid < n)),
-             "hardware.process_id", pid, f"null or an integer in [0, {n})" if n else "null or an integer >= 0")
-    given = [k for k, v in (("coordinator_address", addr), ("num_processes", n), ("process_id", pid)) if v is not None]
-    _require(not given or len(given) == 3 or n == 1, "hardware." + given[0] if given else "hardware", None,
-             "coordinator_address, num_processes and process_id set together (or all null: detected)")
-    _require(isinstance(wait, (int, float)) and not isinstance(wait, bool) and wait > 0, "hardware.init_timeout_s", wait,
-             "a number of seconds > 0")
-    split = s["split_host_cpus"]
-    _require(isinstance(split, bool), "hardware.split_host_cpus", split, "true or false")
-
-
 def validate_hardware(s: Mapping) -> HardwareConfig:
-    """Check the `hardware` section alone: launchers apply it before XLA's backend starts."""
+    """Check the `hardware` section alone (launchers apply it before XLA's backend starts): each
+    key by its field, then that the processes of one run are named together or not at all."""
     if isinstance(s, HardwareConfig):
         return s
-    _known(s, "hardware", [f.name for f in dataclasses.fields(HardwareConfig)])
-    for key in [f.name for f in dataclasses.fields(HardwareConfig)]:
-        _require(key in s, f"hardware.{key}", None, "a value (the key is missing)")
-    platform = s["platform"]
-    _require(platform in PLATFORMS, "hardware.platform", platform, f"one of {list(PLATFORMS)}")
-    hd = s["host_devices"]
-    _require(hd == "auto" or (isinstance(hd, int) and hd >= 1), "hardware.host_devices", hd, "'auto' or an integer >= 1")
-    mf = s["mem_fraction"]
-    _require(mf is None or (isinstance(mf, (int, float)) and 0 < mf <= 1), "hardware.mem_fraction", mf, "null or a fraction in (0, 1]")
-    layout = s["layout"]
-    _require(layout in LAYOUTS, "hardware.layout", layout, f"one of {list(LAYOUTS)}")
-    conv = s["conv"]
-    _require(conv in CONVS, "hardware.conv", conv, f"one of {list(CONVS)}")
-    precision = s["precision"]
-    _require(precision in PRECISIONS, "hardware.precision", precision, f"one of {list(PRECISIONS)}")
-    cap = s["memory_limit_gb"]
-    _require(cap is None or (isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap > 0),
-             "hardware.memory_limit_gb", cap, "null or a number of GB > 0")
-    for key in ("allow_fallback", "preallocate", "deterministic"):
-        _flag(s, "hardware", key)
-    envs = s["num_envs"]
-    _require(envs is None or (isinstance(envs, int) and envs >= 1), "hardware.num_envs", envs, "null or an integer >= 1")
-    cache = s["compilation_cache_dir"]
-    _require(cache is None or isinstance(cache, str), "hardware.compilation_cache_dir", cache, "null or a folder")
-    _validate_processes(s)
-    return HardwareConfig(**{f.name: s[f.name] for f in dataclasses.fields(HardwareConfig)})
+    _known(s, "hardware", [_key_of(f) for f in dataclasses.fields(HardwareConfig)])
+    hw = _section(HardwareConfig, s, "hardware")
+    given = [k for k in ("coordinator_address", "num_processes", "process_id") if getattr(hw, k) is not None]
+    _require(not given or len(given) == 3 or hw.num_processes == 1, "hardware." + given[0] if given else "hardware",
+             getattr(hw, given[0]) if given else None,
+             "coordinator_address, num_processes and process_id set together (or all null: detected)")
+    return hw
 
 
 # `scores`: the task -> {random, reference} returns that normalise scores across tasks in
@@ -881,55 +878,34 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
         cfg = with_keys_added_since(cfg)
     else:
         check_sections(cfg)  # an unknown key (a typo, `+ppo.lrr=...`) first: it would otherwise be ignored
-    seed = _number(cfg, "", "seed", int)
-    num_seeds = _number(cfg, "", "num_seeds", int)
-    _require(num_seeds >= 1, "num_seeds", num_seeds, "an integer >= 1")
-    _require(seed >= 0, "seed", seed, "an integer >= 0")
-    experiment = _required(cfg, "experiment")
-    _require(isinstance(experiment, str) and experiment, "experiment", experiment, "a name")
+    hints = typing.get_type_hints(RunConfig)
+    # The top-level keys that are no section: seed, num_seeds, experiment, resume, ..., tags.
+    top = {f.name: _value(cfg, "", f, hints[f.name]) for f in dataclasses.fields(RunConfig)
+           if f.name != "resolved" and _section_type(hints[f.name]) is None}
     reward_section = dict(_required(cfg, "reward") or {})
     _require(isinstance(reward_section.get("name"), str), "reward.name", reward_section.get("name"), "a reward mode name")
     reward = RewardSection(name=reward_section["name"], options=reward_section)
     env, mode = _env(cfg["env"], reward, saved)
     if isinstance(mode, str):  # the log, summary.json and replays name the mode, never `default`
         reward = dataclasses.replace(reward, name=mode)
-    checkpoint = _checkpoint(_required(cfg, "checkpoint"))
-    for key in ("benchmark", "allow_config_change", "resume"):
-        _required(cfg, key)
-    benchmark, allow = _flag(cfg, "", "benchmark"), _flag(cfg, "", "allow_config_change")
-    resume = cfg["resume"]
-    _require(resume is None or isinstance(resume, str), "resume", resume, "null or a run directory")
-    logger = _logger(cfg.get("logger"))
-    tags = cfg.get("tags") or {}
-    _require(isinstance(tags, Mapping), "tags", tags, "a mapping of your own keys (+tags.NAME=VALUE)")
+    checkpoint = _section(CheckpointConfig, _required(cfg, "checkpoint"), "checkpoint")
+    logger = _logger(_required(cfg, "logger"))
     # No pbt section: a config saved before populations, which trained none (its `before` mark).
-    pbt = _pbt(cfg.get("pbt"), num_seeds)
+    pbt = _pbt(_required(cfg, "pbt"), top["num_seeds"]) if not saved or "pbt" in cfg else None
+    if pbt:  # a population's members are its seeds seed..seed+population-1 (one replica each)
+        top["num_seeds"] = pbt.population
     return RunConfig(
-        seed=seed,
-        # A population's members are its seeds seed..seed+population-1 (one replica each).
-        num_seeds=pbt.population if pbt else num_seeds,
-        experiment=experiment,
-        resume=resume,
-        allow_config_change=allow,
-        benchmark=benchmark,
+        **top,
         env=env,
         reward=reward,
         ppo=_ppo(cfg["ppo"]),
         network=validate_network(cfg["network"]),
-        train=_train(cfg["train"]),
-        eval=_eval(cfg["eval"]),
-        health=_health(cfg["health"]),
+        train=_section(TrainConfig, cfg["train"], "train"),
+        eval=_section(EvalConfig, cfg["eval"], "eval"),
+        health=_section(HealthConfig, cfg["health"], "health"),
         checkpoint=checkpoint,
         hardware=validate_hardware(cfg["hardware"]),
         logger=logger,
         pbt=pbt,
-        tags=dict(tags),
         resolved=dict(cfg),
     )
-
-
-def _checkpoint(s: Mapping) -> CheckpointConfig:
-    hints = typing.get_type_hints(CheckpointConfig)
-    c = CheckpointConfig(**{f.name: _value(s, "checkpoint", f, hints[f.name]) for f in dataclasses.fields(CheckpointConfig)})
-    _require(c.every_min > 0, "checkpoint.every_min", c.every_min, "minutes > 0")
-    return c

@@ -21,7 +21,7 @@ Python and Optuna 5 rule out. This is the small part of it the lab needs (docs/s
   `n_trials` more trials, numbered after the earlier ones; trial N runs in `<sweep_dir>/N`,
   so run dirs never collide; trials a killed sweep left running are marked failed.
 - Batches: `hydra.sweeper.batch_size=N` asks N trials at once and launches them together;
-  trials of a batch that differ only in traced hyperparameters (`config.TRACED_PPO_KEYS`)
+  trials of a batch that differ only in traced hyperparameters (`config.traced_keys()`)
   train as one compiled program, one replica per trial and seed (`hydra/launcher=vmap`,
   which a batch uses in place of the basic launcher; `local` and `slurm` keep their own).
 - A job that fails (raises, is cancelled, has no usable summary, or cannot even be composed)

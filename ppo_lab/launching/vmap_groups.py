@@ -1,6 +1,6 @@
 """Grouping a multirun's jobs into shared programs, and running one group (hydra/launcher=vmap).
 
-Jobs whose resolved configs differ only in traced hyperparameters (`config.TRACED_PPO_KEYS`)
+Jobs whose resolved configs differ only in traced hyperparameters (`config.traced_keys()`)
 and `seed` share one compiled program (`config.shared_program_key`): each group trains as one
 program through `ppo_lab.run.group.train_group`, replicas = cells x seeds (the vmap launcher
 runs the groups one after another in its own process; the submitit launchers with

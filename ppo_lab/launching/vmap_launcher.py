@@ -20,7 +20,7 @@ from hydra.core.utils import JobReturn, configure_log, filter_overrides, setup_g
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, open_dict
 
-from ppo_lab.config import TRACED_PPO_KEYS, shared_program_key
+from ppo_lab.config import shared_program_key, traced_keys
 from ppo_lab.config_keys import check_overrides
 from ppo_lab.launching.vmap_groups import max_replicas_at_start, plan_groups, run_group, task_config
 
@@ -54,7 +54,7 @@ def announce(groups: list[list[int]], num_jobs: int, seeds: list[int]) -> None:
     if num_jobs > 1 and all(len(g) == 1 for g in groups):
         log.warning("hydra/launcher=vmap: no two of the %d jobs differ only in traced keys (ppo.%s) and seed, so "
                     "none can share a program: running them one by one, each compiling its own", num_jobs,
-                    ", ppo.".join(TRACED_PPO_KEYS))
+                    ", ppo.".join(traced_keys()))
         return
     sizes = ", ".join(f"{len(g)} x {seeds[g[0]]}" for g in groups)
     log.info("hydra/launcher=vmap: %d jobs in %d program(s) of cells x seeds: %s", num_jobs, len(groups), sizes)

@@ -15,6 +15,7 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from ppo_lab import rundir
+from ppo_lab.config import RunConfig
 from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...} for resolving
 
 log = logging.getLogger(__name__)
@@ -46,10 +47,10 @@ def _multirun() -> bool:
         return False
 
 
-def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
+def completed_summary(run_dir: Path, cfg: RunConfig) -> dict | None:
     """The summary of `run_dir` if it already completed with this exact resolved config (a
     relaunch), else None (train, or resume from a checkpoint)."""
-    if resolved.get("benchmark") and not _multirun():  # a measurement is taken afresh each launch
+    if cfg.benchmark and not _multirun():  # a measurement is taken afresh each launch
         return None
     if not ((Path(run_dir) / rundir.SUMMARY).exists() and (Path(run_dir) / rundir.CONFIG).exists()):
         return None
@@ -61,7 +62,7 @@ def completed_summary(run_dir: Path, resolved: dict) -> dict | None:
         return None
     if summary.get("status") != "completed":
         return None
-    now = OmegaConf.to_container(OmegaConf.create(resolved), resolve=True)
+    now = OmegaConf.to_container(OmegaConf.create(dict(cfg.resolved)), resolve=True)
     if _same_run(saved) != _same_run(now):
         log.warning("%s completed before with a different config: running it again in place", run_dir)
         return None

@@ -54,11 +54,10 @@ def resolve(cfg) -> dict:
 
 def train(cfg: Mapping, run_dir: Path) -> dict:
     """Train (or resume, or skip if a relaunched sweep already completed it) one run in `run_dir`."""
-    resolved = resolve(cfg)
-    done = completed_summary(run_dir, resolved)  # a relaunched sweep skips finished runs
+    run_cfg = validate(resolve(cfg))  # every section, before anything starts or is written
+    done = completed_summary(run_dir, run_cfg)  # a relaunched sweep skips finished runs
     if done is not None:
         return done
-    run_cfg = validate(resolved)  # every section, before anything starts or is written
     try:
         # process 0 of a multi-process run holds the lock for all of them
         with lock_run_dir(run_dir, run_cfg, process_index_before_start(run_cfg.hardware)):  # before any compile or write

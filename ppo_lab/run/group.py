@@ -1,5 +1,5 @@
 """`train_group(cfgs, run_dirs)`: grid cells that differ only in traced hyperparameters
-(`config.TRACED_PPO_KEYS`) and `seed`, trained by one compiled program (hydra/launcher=vmap).
+(`config.traced_keys()`) and `seed`, trained by one compiled program (hydra/launcher=vmap).
 
     cells: validate, skip completed, build, plan + restore (each as its own run would) ->
     by start update: stack the cells' states (replicas = cells x seeds, cell-major) ->
@@ -121,12 +121,11 @@ def _train_cells(cfgs: list[Mapping], run_dirs: list[Path], cells: list) -> list
 
 def _checked(index: int, cfg: Mapping, run_dir: Path, results: list) -> Cell | None:
     """The cell's validated config (None when it completed before: its summary is its result)."""
-    resolved = resolve(cfg)
-    done = completed_summary(run_dir, resolved)  # a relaunched sweep skips finished runs
+    run_cfg = validate(resolve(cfg))
+    done = completed_summary(run_dir, run_cfg)  # a relaunched sweep skips finished runs
     if done is not None:
         results[index] = done
         return None
-    run_cfg = validate(resolved)
     if run_cfg.hardware.layout == "envs":
         raise ConfigError("hardware.layout", "envs", "auto, seeds or single with hydra/launcher=vmap (a group lays "
                                                      "its replicas out as seeds; hydra/launcher=basic splits one seed's envs)")

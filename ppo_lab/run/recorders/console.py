@@ -117,5 +117,5 @@ def print_closing_summary(summary: dict, run_dir: Path, cfg) -> None:
     lines = closing_lines(summary, run_dir, eval_mode="greedy" if cfg.eval.deterministic else "sampled",
                           resume_command=resume_command(run_dir),
                           results_file="benchmark.json" if cfg.benchmark else "summary.json",
-                          env=cfg.resolved.get("env"))
+                          env={"metrics": dict(cfg.env.metrics)})  # the env as validated: its declared metrics
     print("\n".join(lines), flush=True)
