@@ -120,6 +120,14 @@ def start_launch(args, run_dir: Path) -> subprocess.Popen:
     return proc
 
 
+def wait_for_rows(proc: subprocess.Popen, run_dir: Path, timeout: float = 120) -> None:
+    """Until `start_launch`'s run has written its first chunk's rows (it must not end first)."""
+    deadline = time.time() + timeout
+    while not (Path(run_dir) / "metrics.csv").exists():
+        assert time.time() < deadline and proc.poll() is None, proc.output()[-3000:]
+        time.sleep(0.2)
+
+
 def read_rows(run_dir: Path) -> list[dict]:
     with (Path(run_dir) / "metrics.csv").open(newline="") as f:
         return list(csv.DictReader(f))

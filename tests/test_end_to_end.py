@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 import yaml
 
-from conftest import ROOT, launch, read_rows, read_summary, run_cli, start_launch, train_run
+from conftest import ROOT, launch, read_rows, read_summary, run_cli, start_launch, train_run, wait_for_rows
 from ppo_lab.config import config_hash
 
 pytestmark = pytest.mark.slow
@@ -221,10 +221,7 @@ def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny, caplog):
 def test_stop_file_stops_cleanly(tmp_path, tiny):
     run_dir = tmp_path / "run"
     proc = start_launch([*tiny, "ppo.total_timesteps=200000", "train.chunk_updates=4"], run_dir)
-    deadline = time.time() + 120
-    while not (run_dir / "metrics.csv").exists():
-        assert time.time() < deadline and proc.poll() is None
-        time.sleep(0.2)
+    wait_for_rows(proc, run_dir)
     (run_dir / "STOP").touch()
     proc.wait(timeout=120)
     assert proc.returncode == 130, proc.output()[-3000:]
@@ -236,10 +233,8 @@ def test_stop_file_stops_cleanly(tmp_path, tiny):
 def test_ctrl_c_stops_with_130_and_a_second_one_at_once_without_a_traceback(tmp_path, tiny):
     run_dir = tmp_path / "run"
     proc = start_launch([*tiny, "ppo.total_timesteps=200000", "train.chunk_updates=4"], run_dir)
+    wait_for_rows(proc, run_dir)
     deadline = time.time() + 120
-    while not (run_dir / "metrics.csv").exists():
-        assert time.time() < deadline and proc.poll() is None
-        time.sleep(0.2)
     proc.send_signal(signal.SIGINT)  # a clean stop after this chunk: checkpoint, evaluation, summary
     while "SIGINT received" not in proc.output():
         assert time.time() < deadline and proc.poll() is None, proc.output()[-3000:]

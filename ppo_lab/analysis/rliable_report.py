@@ -204,6 +204,10 @@ def plot_report(report: dict, path: Path | None = None, formats: tuple[str, ...]
         ax.set_yticks(range(len(configs)), configs if ax is axes[0][0] else [""] * len(configs), fontsize=7)
         ax.set_title(name.replace("_", " "), fontsize=9)
         ax.set_ylim(-0.8, len(configs) - 0.2)
+        # A bar's left end is a sticky edge: without a margin a config at the lowest score sits
+        # on the frame, where neither its interval nor its point can be seen.
+        ax.use_sticky_edges = False
+        ax.margins(x=0.08)
         ax.set_xlabel(f"{'normalised' if report['normalized'] else 'raw'} score: {score}", fontsize=8)
         ax.grid(alpha=0.3, axis="x")
     ax = axes[0][-1]
