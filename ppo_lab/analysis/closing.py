@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ppo_lab.analysis.headline import DEFAULT_HEADLINE, declared_headline
-from ppo_lab.analysis.health import health_line
+from ppo_lab.analysis.health import diverged_where, health_line
 from ppo_lab.analysis.intervals import Bounds, declared_bounds, mean_summary
 from ppo_lab.analysis.metric_names import label
 from ppo_lab.analysis.reward_modes import paid_label
@@ -168,8 +168,7 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
         lines += [header, *(f"  {name:<{width}} {text}" for name, text in values)]
     diverged = summary.get("diverged") or []
     if diverged and status != "diverged":  # the header names them when every seed did
-        lines.append("diverged, left out of the values above: " + ", ".join(
-            f"seed {e['seed']} at update {e['update']} ({e['metric']})" for e in diverged))
+        lines.append(f"diverged, left out of the values above: {diverged_where(diverged)}")
     health = health_line(summary.get("health") or {})
     if health:
         lines.append(health)

@@ -37,7 +37,7 @@ from ppo_lab.analysis.headline import DEFAULT_HEADLINE, headline_of
 from ppo_lab.analysis.improvement import format_improvement, improvement
 from ppo_lab.analysis.intervals import declared_bounds
 from ppo_lab.analysis.metric_names import label as metric_label
-from ppo_lab.analysis.reward_modes import differing_modes, is_paid_return, mode_of, paid_label, refusal
+from ppo_lab.analysis.reward_modes import differing_modes, is_paid_return, mode_of, refusal
 from ppo_lab.analysis.rliable_report import DEFAULT_METRIC
 
 COLUMNS = [  # (key, header, format)

@@ -1,4 +1,5 @@
-"""Training-health warnings: entropy collapse, large KL, large clip fraction."""
+"""Training-health warnings: entropy collapse, large KL, large clip fraction; and how the seeds
+that went non-finite are named (summary.json's `diverged`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ import math
 from ppo_lab.config import HealthConfig
 
 log = logging.getLogger(__name__)
+
+
+def diverged_where(entries: list[dict], unit: str = "seed") -> str:
+    """`seed 0 at update 3 (train/vf_loss), seed 1 at update 5 (parameters)`: summary.json's
+    `diverged` entries as one line."""
+    return ", ".join(f"{unit} {e['seed']} at update {e['update']} ({e['metric']})" for e in entries)
 
 
 def health_findings(rows: list[dict], health: HealthConfig) -> dict[tuple[str, int], list[int]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ppo_lab import rundir
+from ppo_lab.analysis.health import diverged_where
 from ppo_lab.ppo.train import NONFINITE, NONFINITE_GRADIENT, NONFINITE_LOSS, NONFINITE_STATE
 from ppo_lab.run.resume import ResumeError
 
@@ -98,15 +99,10 @@ class Divergence:
                 for name, values in per_seed.items()}
 
 
-def where(entries: list[dict], unit: str = "seed") -> str:
-    """`seed 0 at update 3 (train/vf_loss), seed 1 at update 5 (parameters)`."""
-    return ", ".join(f"{unit} {e['seed']} at update {e['update']} ({e['metric']})" for e in entries)
-
-
 def diverged_reason(entries: list[dict], ppo) -> str:
     """The one line a run whose every seed diverged ends with: what went non-finite where,
     and what usually helps, with the values this run used."""
-    return (f"training went non-finite in every seed: {where(entries)}; a lower ppo.lr (this run: {ppo.lr:g}) "
+    return (f"training went non-finite in every seed: {diverged_where(entries)}; a lower ppo.lr (this run: {ppo.lr:g}) "
             f"or ppo.max_grad_norm (this run: {ppo.max_grad_norm:g}) usually helps")
 
 
@@ -121,6 +117,6 @@ def check_relaunch(plan, run_dir: Path) -> None:
         return
     entries = summary.get("diverged") or []
     raise RunDiverged(
-        f"the run in {run_dir} diverged ({where(entries) or 'every seed'}); relaunching it unchanged would diverge "
+        f"the run in {run_dir} diverged ({diverged_where(entries) or 'every seed'}); relaunching it unchanged would diverge "
         f"again. Change what made it diverge (a lower ppo.lr or ppo.max_grad_norm) and add allow_config_change=true "
         f"to go on from its last finite checkpoint, or use a new run directory")
