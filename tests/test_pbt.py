@@ -72,6 +72,15 @@ def test_bounds_and_fitness_mode_are_read():
     assert _validated([*TINY, "pbt.population=4"]).pbt.constraints == {}  # null: no bound
 
 
+def test_the_rare_action_game_explores_its_entropy_coefficient_and_resamples():
+    """docs/pbt.md's bounded runs name only the bounds: the game's own exploration is in its
+    experiment, and a population on it explores the entropy coefficient beside lr."""
+    pbt = _validated(["experiment=rare_actions", "pbt.population=8"]).pbt
+    assert set(pbt.hypers) == {"lr", "ent_coef_initial"}
+    assert (pbt.hypers["ent_coef_initial"].low, pbt.hypers["ent_coef_initial"].high) == (0.03, 0.3)
+    assert pbt.resample_prob == 0.25
+
+
 def test_a_population_of_one_refused():
     with pytest.raises(ConfigError, match="0 \\(off\\) or an integer >= 2"):
         _validated([*TINY, "pbt.population=1"])
