@@ -17,6 +17,7 @@ Nothing here imports jax: the config is checked before any backend starts.
 
 from __future__ import annotations
 
+from ppo_lab.config import PRECISIONS
 from ppo_lab.ppo.autoscale import scaled_minibatches_and_epochs
 
 # Lab keys PureJaxRL's code fixes, at the value it fixes them to.
@@ -24,7 +25,7 @@ FIXED = {
     "ppo.clip_vloss": True, "ppo.value_loss": "mean_of_max", "ppo.value_norm": None, "ppo.adam_eps": 1e-5,
     "ppo.normalize_advantages": True, "ppo.separate_grad_clip": False, "ppo.entropy_floor": None,
     "ppo.rollout_obs_dtype": "float32", "network.recurrent": None, "network.privileged_critic": False,
-    "hardware.precision": "fp32", "pbt.population": 0, "reward.name": "default",
+    "hardware.precision": PRECISIONS[0], "pbt.population": 0, "reward.name": "default",
     # The lab may stop a run early; PureJaxRL's training is one scan of a fixed length.
     "train.target_return": None, "train.duration_min": None,
 }

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import jax
 
-from ppo_lab import rundir
+from ppo_lab import parts, rundir
 from ppo_lab.analysis.stats import summarize
 from ppo_lab.bench import parity, purejaxrl_peer, purejaxrl_settings
 from ppo_lab.bench.configs import compose
@@ -47,10 +47,8 @@ LAB_CASES = ("lab", "lab_at_peer_network", "lab_as_purejaxrl")
 
 
 def is_continuous(gymnax_id: str) -> bool:
-    """Whether the gymnax env's actions are a Box (imports gymnax: after `start_jax`)."""
-    import gymnax
-
-    env, params = gymnax.make(gymnax_id)
+    """Whether the gymnax env's actions are a Box (loads gymnax: after `start_jax`)."""
+    env, params = parts.load("env", "ppo_lab.envs.gymnax_api.gymnax").make(gymnax_id)
     return not hasattr(env.action_space(params), "n")
 
 
@@ -153,17 +151,22 @@ def main(argv=None) -> int:
             else:
                 results.append(run_lab(case, labs[case], args.seeds, Path(workdir)))
             print(parity.table(results[-1:]), file=sys.stderr)
+            write(args.out, args, cfg, config, continuous, labs, results)  # after each case: a later failure keeps it
     print(parity.table(results))
+    return 0
+
+
+def write(path: Path | None, args, cfg: dict, config: dict, continuous: bool, labs: dict, results: list[dict]) -> None:
+    """The output JSON: settings, device and every case so far (mean, 95% interval, per seed)."""
     out = {"settings": {"experiment": args.experiment or cfg.get("experiment"), "overrides": list(args.overrides),
                         "purejaxrl_file": "ppo_continuous_action.py" if continuous else "ppo.py",
                         "checkout": str(purejaxrl_peer.find_checkout(args.purejaxrl)), "purejaxrl": config,
                         "lab_overrides": labs, "differences": purejaxrl_settings.differences(cfg, continuous)},
            "device": jax.devices()[0].device_kind, "backend": jax.default_backend(),
            "cases": [with_summary(r) for r in results]}
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=1, default=str))
-    return 0
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(out, indent=1, default=str))
 
 
 if __name__ == "__main__":
