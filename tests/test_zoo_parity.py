@@ -4,6 +4,7 @@ keys (refusals name the lab's key) and, where a PureJaxRL checkout is given
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ppo_lab.bench import purejaxrl_peer
+from ppo_lab.bench import purejaxrl_peer, zoo_parity
 from ppo_lab.bench.configs import compose
 from ppo_lab.bench.purejaxrl_settings import Unexpressible, differences, peer_config, peer_network_overrides
 
@@ -57,6 +58,17 @@ def test_what_purejaxrl_cannot_take_is_refused_by_its_key(overrides, key):
     with pytest.raises(Unexpressible) as err:
         peer_config(compose(["experiment=cartpole", *overrides]), continuous=False)
     assert err.value.key == key and str(err.value).startswith(f"{key}=")
+
+
+def test_a_finished_lab_run_is_read_as_the_lab_side():
+    """--lab-run-dir: the run's own config.yaml is what is mapped; its metrics.csv is scored."""
+    run_dir = ROOT / "tests" / "fixtures" / "reproduce" / "x86_64-GenuineIntel" / "cartpole"
+    cfg, _ = zoo_parity.lab_config(argparse.Namespace(experiment="cartpole", overrides=[], lab_run_dir=run_dir))
+    assert peer_config(cfg, continuous=False)["NUM_ENVS"] == cfg["ppo"]["num_envs"]
+    lab = zoo_parity.lab_result("lab", run_dir)
+    assert lab["seeds"] == cfg["num_seeds"] and lab["timesteps"] > 0 and all(math.isfinite(s) for s in lab["score"])
+    with pytest.raises(SystemExit, match="not zoo/cartpole"):
+        zoo_parity.lab_config(argparse.Namespace(experiment="zoo/cartpole", overrides=[], lab_run_dir=run_dir))
 
 
 def checkout_or_skip() -> str:

@@ -56,11 +56,14 @@ class Unexpressible(ValueError):
         super().__init__(f"{key}={value!r}: {why}")
 
 
-def get(cfg: dict, dotted: str):
+MISSING = object()
+
+
+def get(cfg: dict, dotted: str, default=None):
     node = cfg
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
-            return None
+            return default
         node = node[part]
     return node
 
@@ -80,8 +83,8 @@ def check_expressible(cfg: dict, continuous: bool) -> None:
     if get(cfg, "env.params"):
         raise Unexpressible("env.params", get(cfg, "env.params"), "PureJaxRL makes the env at its default params")
     for key, fixed in FIXED.items():
-        value = get(cfg, key)
-        if value != fixed and not (fixed is None and value in (None, 0)):
+        value = get(cfg, key, MISSING)  # missing: a run's config from before the key, so without what it adds
+        if value is not MISSING and value != fixed and not (fixed is None and value == 0):
             raise Unexpressible(key, value, f"PureJaxRL's code fixes it at {fixed!r}")
     ppo = cfg["ppo"]
     if ppo["anneal_lr"] and ppo["lr_final"] != 0:
