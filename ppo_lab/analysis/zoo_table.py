@@ -121,7 +121,7 @@ def env_rows(col: sw.Collection) -> list[EnvRow]:
 
 def jobs_without_env(col: sw.Collection) -> list[str]:
     """The jobs that left no config (missing, or failed before training), by experiment and status."""
-    return [f"{run.overrides.get('experiment') or run.experiment or run.path}: {run.status}"
+    return [f"no row for {run.overrides.get('experiment') or run.experiment or run.path}: {run.status}"
             + (f" ({run.reason})" if run.reason else "") for run in col.runs if not run.env]
 
 
