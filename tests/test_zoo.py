@@ -4,6 +4,7 @@ renders real runs between its markers, with intervals, the reached column and th
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,13 @@ def test_the_table_renders_real_runs_between_the_markers(tiny_sweep, tmp_path, c
     # Again: the block is replaced, not added.
     assert run_cli(["zoo-table", tiny_sweep, "--out", page, "--figure", figure], capsys).returncode == 0
     assert page.read_text() == text
+
+
+@pytest.mark.slow
+def test_an_env_trained_twice_is_refused_not_counted_twice(tiny_sweep, tmp_path, capsys):
+    shutil.copytree(tiny_sweep, tmp_path / "again")
+    proc = run_cli(["zoo-table", tiny_sweep, tmp_path / "again", "--out", tmp_path / "p.md"], capsys)
+    assert proc.returncode == 2 and "seed 0 is in both" in proc.stderr and not (tmp_path / "p.md").exists()
 
 
 def test_reached_is_the_upper_end_of_the_interval_against_the_reference():

@@ -57,7 +57,7 @@ class EnvRow:
 
 def hardware_of(run_dir: Path) -> str:
     """What a run trained on, from its manifest.json: `1 x NVIDIA H100 80GB HBM3`, or the CPU's
-    model and the XLA devices it was split into (`AMD EPYC, 2 CPU devices`)."""
+    model and the XLA devices it was split into (`AMD EPYC, 2 CPU device(s)`)."""
     manifest = rundir.read_manifest(run_dir) or {}
     devices = manifest.get("devices") or {}
     kinds = devices.get("kinds") or {}
