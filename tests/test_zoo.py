@@ -100,7 +100,8 @@ def test_the_table_renders_real_runs_between_the_markers(tiny_sweep, tmp_path, c
     for task, cells in rows.items():
         assert cells[1].count("[") == 1 and cells[2].count("[") == 1, cells  # mean and IQM, each with its interval
         assert cells[3] == "3" and cells[4] == f"{steps:,}" and cells[5].endswith(" min")
-        assert "CPU device" in cells[6] and cells[7].endswith("(conf/env/gymnax.yaml)")
+        entry = OmegaConf.load(ROOT / "conf" / "env" / "gymnax.yaml").scores[task]
+        assert "CPU device" in cells[6] and cells[7] == f"{entry.reference:.4g} ({entry.get('source', 'conf/env/gymnax.yaml')})"
         assert cells[8] == "no"  # a few updates reach no reference
     assert "IQM" in text and "optimality gap" in text and "2 envs" in text
     # The commands that made it: the sweep's own (from its multirun.yaml) and the renderer's.
