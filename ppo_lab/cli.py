@@ -6,6 +6,7 @@
     ppo-lab replay RUN_DIR       a GIF of one episode of a trained agent (an env that draws frames)
     ppo-lab plots RUN_DIR        a PNG panel of one run's training curves
     ppo-lab compare A B ...      compare runs or benchmarks: a table and comparison.png
+    ppo-lab zoo-table DIR ...    the zoo's results table (docs/results-zoo.md) and its curves
     ppo-lab reproduce RUN_DIR    re-run a run's first updates and compare metrics.csv row by row
     ppo-lab benchmark            the performance suite
 
@@ -33,6 +34,7 @@ SUBCOMMANDS = {
     "replay": ("ppo_lab.run.replay", "render one episode of a trained agent to a GIF (an env that draws frames)"),
     "plots": ("ppo_lab.analysis.run_plots", "a PNG panel of one run's training curves"),
     "compare": ("ppo_lab.analysis.compare", "compare runs or benchmarks (table and comparison.png)"),
+    "zoo-table": ("ppo_lab.analysis.zoo_report", "the zoo's table per env beside reference returns, between a page's markers"),
     "reproduce": ("ppo_lab.run.reproduce", "re-run a run's first updates from its config and compare metrics.csv"),
     "benchmark": ("ppo_lab.bench.suite", "the performance suite (steps/s and their ratios)"),
 }
