@@ -207,11 +207,12 @@ def meaning(key: str, choices: Mapping[str, str] | None = None) -> str | None:
 
 def group_options(group: str) -> list[str] | None:
     """The options of a config group (`env`, `hydra/launcher`) in conf/ and the user's config
-    folders, None if it is a group in none of them."""
+    folders (those in subfolders too: `zoo/cartpole`), None if it is a group in none of them."""
     folders = [folder / group for folder in config_dirs() if group and (folder / group).is_dir()]
     if not folders:
         return None
-    return sorted({p.stem for folder in folders for p in folder.glob("*.yaml")})
+    # An option in a subfolder is named by its path, as Hydra names it: experiment=zoo/cartpole.
+    return sorted({p.relative_to(folder).with_suffix("").as_posix() for folder in folders for p in folder.rglob("*.yaml")})
 
 
 def _depth(key: str) -> int:
