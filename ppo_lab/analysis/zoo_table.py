@@ -120,9 +120,20 @@ def env_rows(col: sw.Collection) -> list[EnvRow]:
 
 
 def jobs_without_env(col: sw.Collection) -> list[str]:
-    """The jobs that left no config (missing, or failed before training), by experiment and status."""
-    return [f"no row for {run.overrides.get('experiment') or run.experiment or run.path}: {run.status}"
-            + (f" ({run.reason})" if run.reason else "") for run in col.runs if not run.env]
+    """The jobs that left no config (missing, or failed before training), by experiment and
+    status; where another run dir trained that experiment, the note says its row comes from there."""
+    trained = {run.experiment for run in col.runs if run.env}
+    notes = []
+    for run in col.runs:
+        if run.env:
+            continue
+        name = run.overrides.get("experiment") or run.experiment or run.path
+        note = f"no row for {name}: {run.status}" + (f" ({run.reason})" if run.reason else "")
+        if name in trained:
+            note = f"{name}: a sweep job {run.status}" + (f" ({run.reason})" if run.reason else "") \
+                + "; its row comes from another run dir given"
+        notes.append(note)
+    return notes
 
 
 def normalised_aggregates(rows: Sequence[EnvRow], reps: int = rs.DEFAULT_REPS, seed: int = rs.DEFAULT_SEED,
