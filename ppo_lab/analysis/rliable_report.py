@@ -47,7 +47,8 @@ def task_of(env: Mapping) -> str:
     return str(env.get("name") or "unknown")
 
 
-def _refs_from_env(env: Mapping, task: str) -> tuple[float, float] | None:
+def refs_from_env(env: Mapping, task: str) -> tuple[float, float] | None:
+    """(random, reference) of `task` in the env config's `scores:`, None where it has no entry."""
     scores = env.get("scores") or {}
     entry = scores.get(task) if isinstance(scores, Mapping) else None
     if isinstance(entry, Mapping) and "random" in entry and "reference" in entry:
@@ -93,7 +94,7 @@ def collect_scores(col: Collection, metric: str, refs_cli: Mapping[str, tuple[fl
         if task not in refs:
             if task in refs_cli:
                 refs[task] = (*refs_cli[task], "command line")
-            elif (found := _refs_from_env(env, task)) is not None:
+            elif (found := refs_from_env(env, task)) is not None:
                 refs[task] = (*found, f"conf/env/{env.get('name')}.yaml")
             else:
                 refs[task] = None

@@ -26,7 +26,7 @@ from ppo_lab import rundir
 from ppo_lab.analysis import rliable_stats as rs
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis.intervals import declared_bounds, mean_summary
-from ppo_lab.analysis.rliable_report import task_of
+from ppo_lab.analysis.rliable_report import refs_from_env, task_of
 
 METRIC = "eval/episode_return"
 CURVE_METRIC = "train/mean_episode_return"
@@ -72,10 +72,11 @@ def _run_seconds(summary: dict) -> float:
 
 
 def _scores_entry(env: dict, task: str) -> tuple[float | None, float | None, str | None]:
-    entry = (env.get("scores") or {}).get(task)
-    if not isinstance(entry, dict):
+    """(random, reference, source) of `task` in the env's `scores:`; the source defaults to the YAML."""
+    refs = refs_from_env(env, task)
+    if refs is None:
         return None, None, None
-    return float(entry["random"]), float(entry["reference"]), entry.get("source") or f"conf/env/{env.get('name')}.yaml"
+    return (*refs, env["scores"][task].get("source") or f"conf/env/{env.get('name')}.yaml")
 
 
 def env_rows(col: sw.Collection) -> list[EnvRow]:
