@@ -27,6 +27,7 @@ from ppo_lab import cli
 from ppo_lab.config import validate, validate_hardware, validate_network
 from ppo_lab.hardware import apply_hardware
 from ppo_lab.run.entry import train
+from ppo_lab.run.recorders import make_logger
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,6 +55,26 @@ def compose_config(overrides):
 
 
 apply_hardware(validate_hardware(OmegaConf.to_container(compose_config(["hardware.host_devices=1"]).hardware)))
+
+
+def run_config(overrides):
+    """The validated config a run of these overrides trains with."""
+    return validate(OmegaConf.to_container(compose_config(overrides), resolve=True))
+
+
+def metric_rows(updates, seeds=(0, 1)) -> list[dict]:
+    """Rows as a run hands its recorders (one per update and seed); update 2 ended no episode
+    (a NaN return, a blank cell in metrics.csv)."""
+    return [
+        {"update": u, "seed": s, "timesteps": 64 * u, "wall_s": 0.1 * u, "train/entropy": 0.7 - 0.01 * u + s,
+         "train/mean_episode_return": float("nan") if u == 2 else 10.0 * u + s, "actions/left": 0.5, "perf/sps": 1000.0}
+        for u in updates for s in seeds
+    ]
+
+
+def open_loggers(run_dir: Path, cfg) -> list:
+    """The optional loggers `cfg.logger` names, started as a run starts them."""
+    return [make_logger(spec, Path(run_dir), cfg) for spec in cfg.logger.values() if spec.target]
 
 
 def train_run(overrides, run_dir: Path) -> dict:

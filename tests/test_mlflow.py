@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, compose_config, read_summary, train_run
+from conftest import ROOT, metric_rows, open_loggers, read_summary, run_config, train_run
 
 from ppo_lab.errors import ConfigError
-from ppo_lab.run.recorders.mlflow_recorder import STATE_FILE, check_options, convergence
+from ppo_lab.run.recorders.mlflow_recorder import check_options, convergence
+from ppo_lab.rundir import LOGGERS, MetricsCSV
 
 
 @pytest.fixture(scope="module")
@@ -31,20 +32,7 @@ def _client(store: Path):
 
 
 def _cfg(store: Path, extra=()):
-    from omegaconf import OmegaConf
-
-    from ppo_lab.config import validate
-
-    cfg = compose_config(["env=cartpole", "logger=[csv,mlflow]", "num_seeds=2", f"logger.mlflow.dir={store}", *extra])
-    return validate(OmegaConf.to_container(cfg, resolve=True))
-
-
-def _rows(updates, seeds=(0, 1)):
-    return [
-        {"update": u, "seed": s, "timesteps": 64 * u, "wall_s": 0.1 * u, "train/entropy": 0.7 - 0.01 * u + s,
-         "train/mean_episode_return": float("nan") if u == 2 else 10.0 * u + s, "actions/left": 0.5}
-        for u in updates for s in seeds
-    ]
+    return run_config(["env=cartpole", "logger=[csv,mlflow]", "num_seeds=2", f"logger.mlflow.dir={store}", *extra])
 
 
 def _history(client, run_id: str, key: str) -> list[tuple[int, float]]:
@@ -86,25 +74,23 @@ def test_resume_continues_the_same_runs_and_logs_each_update_once(store, tmp_pat
 import os, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from pathlib import Path
-from test_mlflow import _cfg, _rows
-from ppo_lab.run.recorders import make_loggers
+from conftest import metric_rows, open_loggers
+from test_mlflow import _cfg
 cfg = _cfg(Path({str(store)!r}), ["logger.mlflow.experiment_name=resume_test"])
-(recorder,) = make_loggers(Path({str(run_dir)!r}), cfg)
-recorder.log_rows(_rows(range(1, 5)))
-recorder.log_rows(_rows(range(5, 7)))
+(recorder,) = open_loggers(Path({str(run_dir)!r}), cfg)
+recorder.log_rows(metric_rows(range(1, 5)))
+recorder.log_rows(metric_rows(range(5, 7)))
 os._exit(9)
 """
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 9, proc.stderr[-3000:]
-    ids = json.loads((run_dir / STATE_FILE).read_text())
-
-    from ppo_lab.run.recorders import make_loggers
+    ids = json.loads((run_dir / LOGGERS).read_text())["mlflow"]
 
     cfg = _cfg(store, ["logger.mlflow.experiment_name=resume_test"])
-    (recorder,) = make_loggers(run_dir, cfg)
-    assert recorder.parent == ids["parent"] and {str(s): r for s, r in recorder.run_ids.items()} == ids["seeds"]
-    assert recorder.last_logged == {0: 6, 1: 6}  # read back from MLflow itself
-    recorder.log_rows(_rows(range(5, 9)))
+    (recorder,) = open_loggers(run_dir, cfg)
+    assert recorder.parent == ids["parent"] and {str(s): r for s, r in recorder.run_ids.items()} == ids["runs"]
+    assert recorder.held == {0: 6, 1: 6}  # read back from MLflow itself
+    recorder.log_rows(metric_rows(range(5, 9)))
     recorder.finish({"status": "completed", "stop_reason": "total_timesteps reached", "seeds": [0, 1], "updates": 8,
                      "eval": {"episode_return": [111.0, 222.0]}, "final": {"train/mean_episode_return": [80.0, 81.0]}})
 
@@ -126,15 +112,12 @@ os._exit(9)
 
 
 def test_a_logger_added_on_relaunch_gets_the_history_from_metrics_csv(store, tmp_path):
-    from ppo_lab.rundir import MetricsCSV
-    from ppo_lab.run.recorders import make_loggers
-
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    MetricsCSV(run_dir / "metrics.csv").append(_rows(range(1, 5)))  # trained to update 4 without MLflow
+    MetricsCSV(run_dir / "metrics.csv").append(metric_rows(range(1, 5)))  # trained to update 4 without MLflow
     cfg = _cfg(store, ["logger.mlflow.experiment_name=backfill_test"])
-    (recorder,) = make_loggers(run_dir, cfg)
-    recorder.log_rows(_rows(range(5, 7)))
+    (recorder,) = open_loggers(run_dir, cfg)
+    recorder.log_rows(metric_rows(range(5, 7)))
     client = _client(store)
     assert sorted(recorder.run_ids) == [0, 1]  # one MLflow run per seed: the loop below checks both
     for seed, run_id in recorder.run_ids.items():
@@ -145,14 +128,12 @@ def test_a_logger_added_on_relaunch_gets_the_history_from_metrics_csv(store, tmp
 def test_a_population_tags_each_member_and_marks_the_best(store, tmp_path):
     """A population's members (docs/pbt.md) are seeds: each MLflow run is tagged with its member
     and, at the end, whether it is the best; `member` is an identity, not a metric; `pbt/lr` a series."""
-    from ppo_lab.run.recorders import make_loggers
-
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     cfg = _cfg(store, ["num_seeds=1", "pbt.population=2", "logger.mlflow.experiment_name=population_test",
                        "logger.mlflow.artifacts=false"])
-    (recorder,) = make_loggers(run_dir, cfg)
-    recorder.log_rows([{**r, "member": r["seed"], "pbt/lr": 1e-3 * (r["seed"] + 1)} for r in _rows(range(1, 4))])
+    (recorder,) = open_loggers(run_dir, cfg)
+    recorder.log_rows([{**r, "member": r["seed"], "pbt/lr": 1e-3 * (r["seed"] + 1)} for r in metric_rows(range(1, 4))])
     recorder.finish({"status": "completed", "seeds": [0, 1], "updates": 3, "final": {"member": [0, 1]},
                      "pbt": {"best_member": 1}})
     client = _client(store)

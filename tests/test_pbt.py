@@ -314,8 +314,7 @@ def test_loggers_and_watch_tell_the_members_apart(population_run):
     """Each member is a seed's run in W&B and TensorBoard, tagged with its member number, with
     its explored values as the `pbt/lr` series; `ppo-lab watch` shows them too."""
     from ppo_lab.analysis.watch import snapshot
-    from ppo_lab.run.recorders.tensorboard_logger import read_scalars
-    from ppo_lab.run.recorders.wandb_logger import read_offline_run
+    from store_readers import read_offline_run, read_scalars
 
     best = read_summary(population_run)["pbt"]["best_member"]
     lr = {(int(r["member"]), int(r["update"])): float(r["pbt/lr"]) for r in read_rows(population_run)}

@@ -145,7 +145,7 @@ def test_unreachable_mlflow_uri_with_warn_trains_without_it(tmp_path, caplog):
     assert entry["logger"] == "mlflow" and entry["uri"] == CLOSED and entry["when"] == "start"
     assert "ConnectionRefusedError" in entry["error"]
     assert read_summary(run_dir)["loggers_disabled"] == summary["loggers_disabled"]
-    assert len(read_rows(run_dir)) == 16 and not (run_dir / "mlflow_runs.json").exists()
+    assert len(read_rows(run_dir)) == 16 and not (run_dir / "loggers.json").exists()
     assert "logger mlflow disabled" in caplog.text
 
 
@@ -208,7 +208,7 @@ def _run_and_cut(server, run_dir: Path, cut, timeout_s: int = 2):
     proc = start_launch(args, run_dir)
     try:
         deadline = time.monotonic() + 120
-        while not ((run_dir / "mlflow_runs.json").exists() and (run_dir / "metrics.csv").exists()
+        while not ((run_dir / "loggers.json").exists() and (run_dir / "metrics.csv").exists()
                    and len(read_rows(run_dir)) >= 40):
             assert proc.poll() is None and time.monotonic() < deadline, proc.output()[-3000:]
             time.sleep(0.05)

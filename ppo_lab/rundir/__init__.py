@@ -7,6 +7,7 @@ directory": contract):
     paths        the file names, the metrics.csv key columns
     atomic       every write: temporary file, fsync, rename
     jsonfile     reading JSON files
+    logger_state loggers.json: each optional logger's runs per seed and what each holds
     config_file  config.yaml, config_history.jsonl
     metrics      metrics.csv: the typed reader, the append-only writer, truncation on resume
     pbt_log      pbt.jsonl: a population's exploit steps
@@ -35,6 +36,7 @@ from ppo_lab.rundir.config_file import (
 )
 from ppo_lab.rundir.jobs import read_jobs, write_jobs
 from ppo_lab.rundir.jsonfile import read_json
+from ppo_lab.rundir.logger_state import read_logger_state, write_logger_state
 from ppo_lab.rundir.metrics import (
     MetricsCSV,
     MetricsFileError,
@@ -58,6 +60,7 @@ from ppo_lab.rundir.paths import (
     JOBS,
     MANIFEST,
     KEY_COLUMNS,
+    LOGGERS,
     METRICS,
     PBT_LOG,
     MULTIRUN,
@@ -80,14 +83,14 @@ from ppo_lab.rundir.summary import (
 from ppo_lab.rundir.sweep_files import find_sweep_roots, read_multirun, read_overrides, write_table
 
 __all__ = [
-    "AGGREGATE", "BENCHMARK", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "CRITERIA", "ERROR", "JOBS", "KEY_COLUMNS", "METRICS", "MULTIRUN",
+    "AGGREGATE", "BENCHMARK", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "CRITERIA", "ERROR", "JOBS", "KEY_COLUMNS", "LOGGERS", "METRICS", "MULTIRUN",
     "RUNS", "STOP_FILE", "SUMMARY", "MetricsCSV", "MetricsFileError", "MetricsTail", "columns_by_seed",
     "copy_rows_until", "find_sweep_roots", "has_checkpoint", "has_run_files", "latest_checkpoint",
     "list_checkpoints", "load_run_config", "append_config_history", "config_spans", "read_config_history", "validated_config", "read_benchmark", "read_config", "read_error",
-    "read_experiment", "read_header", "read_jobs", "read_json", "read_metrics", "read_multirun",
+    "read_experiment", "read_header", "read_jobs", "read_json", "read_logger_state", "read_metrics", "read_multirun",
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
     "stop_requested", "update_summary", "write_atomic", "write_benchmark", "write_config", "write_error",
     "MANIFEST", "manifest_differences", "read_manifest", "use_recorded_parts", "write_manifest",
-    "write_failure", "write_jobs", "write_json_atomic", "write_table", "write_text_atomic",
+    "write_failure", "write_jobs", "write_json_atomic", "write_logger_state", "write_table", "write_text_atomic",
     "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",
 ]

@@ -18,6 +18,7 @@ CHECKPOINTS = "checkpoints"
 STOP_FILE = "STOP"
 MANIFEST = "manifest.json"  # the reproducibility record (rundir/manifest.py)
 RUN_LOCK = "run.lock"  # while a run trains: its holder (rundir/lock.py)
+LOGGERS = "loggers.json"  # the W&B, TensorBoard and MLflow loggers' runs per seed (rundir/logger_state.py)
 ERROR = "error.txt"  # a job that failed before the runner wrote summary.json (sweep callback)
 HYDRA_OVERRIDES = ".hydra/overrides.yaml"
 

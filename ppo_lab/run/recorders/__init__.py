@@ -10,7 +10,8 @@ benchmark mode is a different choice of recorders, not a branch in the loop.
 `logger=[csv,wandb,tensorboard]` picks the optional loggers; the keys under `logger` are the
 names. Each `conf/logger/<name>.yaml` names its factory (`_target_`, loaded by
 `ppo_lab.parts`): `make_logger(run_dir, cfg, options)` returning an object with `log_rows` and
-`finish`. Adding one is a module plus one YAML file.
+`finish`. Adding one is a module plus one YAML file; W&B, TensorBoard and MLflow share
+`per_seed.PerSeedLogger` (one store run per seed, each update once across resumes).
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
-
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 
 from ppo_lab import parts
 from ppo_lab.analysis.health import HealthWarnings
@@ -52,44 +50,9 @@ class Recorder(Protocol):
     def finish(self, summary: dict) -> None: ...
 
 
-# A row's keys that name it (its step, its seed, a population's member), not metrics: the
-# loggers file them as the run's step and identity, never as a series.
-ROW_KEYS = ("update", "seed", "member")
-
-
-def population_member(cfg, seed: int) -> int | None:
-    """Seed `seed`'s member in a population run (pbt.population: member m trains seed
-    `seed + m`, docs/pbt.md), else None: the loggers tag each seed's run with it."""
-    return seed - cfg.seed if cfg.pbt is not None else None
-
-
-def best_member(summary: dict) -> int | None:
-    """The population's best member at the end (summary.json `pbt`), else None."""
-    return (summary.get("pbt") or {}).get("best_member")
-
-
-def sweep_group() -> str | None:
-    """`<sweep dir parent>_<sweep dir name>` when this job is part of a Hydra multirun, else
-    None: what the W&B and MLflow loggers group a sweep's runs by."""
-    try:
-        if not HydraConfig.initialized():
-            return None
-        hc = HydraConfig.get()
-        if hc.mode != RunMode.MULTIRUN:
-            return None
-        sweep_dir = Path(hc.sweep.dir)
-        return f"{sweep_dir.parent.name}_{sweep_dir.name}" if sweep_dir.parent.name else sweep_dir.name
-    except Exception:  # noqa: BLE001 - outside Hydra (tests, notebooks): no sweep
-        return None
-
-
-def _make_logger(spec: LoggerSpec, run_dir: Path, cfg):
+def make_logger(spec: LoggerSpec, run_dir: Path, cfg):
+    """Logger `spec` started for this run (its factory opens its files or its store)."""
     return parts.call(f"logger.{spec.name}._target_", spec.target, Path(run_dir), cfg, dict(spec.options))
-
-
-def make_loggers(run_dir: Path, cfg) -> list:
-    """The optional loggers `cfg.logger` names, started (their factories open their files)."""
-    return [_make_logger(spec, run_dir, cfg) for spec in cfg.logger.values() if spec.target]
 
 
 class LoggerRecorder:
@@ -110,7 +73,7 @@ class LoggerRecorder:
     def start(self, ctx: RunContext) -> None:
         self.summary, self.update = ctx.summary, ctx.start_update
         try:
-            self.logger = _make_logger(self.spec, ctx.run_dir, ctx.cfg)
+            self.logger = make_logger(self.spec, ctx.run_dir, ctx.cfg)
         except ConfigError:
             raise
         except Exception as exc:

@@ -29,10 +29,10 @@
   MLflow's own retries (minutes per request), so a store that goes away mid-run costs one
   timeout and that logger is disabled (recorders/__init__.py). MLFLOW_HTTP_REQUEST_TIMEOUT /
   MLFLOW_HTTP_REQUEST_MAX_RETRIES set in the environment before the run win.
-- Resume: the run ids live in `<run_dir>/mlflow_runs.json`; a resumed run continues the same
-  MLflow runs. Each update is logged once: the last step MLflow holds is read back from it and
-  earlier updates are skipped; updates metrics.csv holds but MLflow does not (the logger was
-  added on a relaunch) are logged from metrics.csv first.
+- Resume (per_seed.py): the run ids live in the run dir's loggers.json; a resumed run continues
+  the same MLflow runs. Each update is logged once: the last step MLflow holds is read back from
+  it and earlier updates are skipped; updates metrics.csv holds but MLflow does not (the logger
+  was added on a relaunch) are logged from metrics.csv first.
 """
 
 from __future__ import annotations
@@ -54,10 +54,17 @@ from ppo_lab import rundir
 from ppo_lab.analysis.objective import ObjectiveError, seed_values
 from ppo_lab.analysis.run_plots import plot_run
 from ppo_lab.errors import ConfigError
-from ppo_lab.run.recorders import ROW_KEYS, best_member, population_member, sweep_group
+from ppo_lab.run.recorders.per_seed import (
+    PerSeedLogger,
+    best_member,
+    finite,
+    population_member,
+    row_metrics,
+    seed_results,
+    sweep_group,
+)
 from ppo_lab.run.recorders.mlflow_policy import save_policy_model, seed_params_from_checkpoint
 from ppo_lab.run.recorders.reachability import DEFAULT_ON_UNREACHABLE, DEFAULT_TIMEOUT_S, store_policy
-from ppo_lab.rundir.atomic import write_json_atomic
 from ppo_lab.rundir.checkpoints import state_path
 
 log = logging.getLogger(__name__)
@@ -67,7 +74,6 @@ log = logging.getLogger(__name__)
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_TRAINING = "custom_model_development"
 
-STATE_FILE = "mlflow_runs.json"
 DEFAULTS = {
     "dir": "outputs/mlflow", "tracking_uri": None, "experiment_name": None, "tags": None,
     "artifacts": True, "register": True, "model_name": None,
@@ -77,14 +83,9 @@ DEFAULTS = {
 # MLflow's HTTP settings as the user's environment had them before any run of this process.
 _USER_HTTP_ENV = {var: os.environ.get(var) for var in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES")}
 END_STATUS = {"completed": "FINISHED", "timed_out": "FINISHED", "failed": "FAILED", "stopped": "KILLED"}
-KEYS = ROW_KEYS  # row keys that are the step and the run (and a population's member), not metrics
 MAX_BATCH = 1000  # MLflow's limit of metrics per log_batch call
 MAX_PARAMS = 100  # ... and of params
 MAX_PARAM_CHARS = 6000
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_options(options: dict | None) -> dict:
@@ -97,7 +98,7 @@ def check_options(options: dict | None) -> dict:
         raise ConfigError("logger.mlflow.register_if.direction", rule["direction"], "maximize or minimize")
     if (rule["metric"] is None) != (rule["threshold"] is None):
         raise ConfigError("logger.mlflow.register_if", dict(rule), "both metric and threshold, or neither")
-    if rule["threshold"] is not None and not _finite(rule["threshold"]):
+    if rule["threshold"] is not None and not finite(rule["threshold"]):
         raise ConfigError("logger.mlflow.register_if.threshold", rule["threshold"], "a number")
     if opts["tags"] is not None and not isinstance(opts["tags"], dict):
         raise ConfigError("logger.mlflow.tags", opts["tags"], "null or a mapping of tag -> value")
@@ -149,7 +150,7 @@ def convergence(summary: dict, index: int, target: float | None, rule: dict) -> 
         if reason.startswith("train.target_return="):
             return f"early stopping: {reason}"
         final = (summary.get("final") or {}).get("train/mean_episode_return") or []
-        if index < len(final) and _finite(final[index]) and final[index] >= target:
+        if index < len(final) and finite(final[index]) and final[index] >= target:
             return f"train/mean_episode_return {final[index]:.2f} >= train.target_return={target:g}"
     if rule["metric"] is not None:
 
@@ -158,15 +159,17 @@ def convergence(summary: dict, index: int, target: float | None, rule: dict) -> 
         except (ObjectiveError, IndexError):
             return None
         better = value >= rule["threshold"] if rule["direction"] == "maximize" else value <= rule["threshold"]
-        if _finite(value) and better:
+        if finite(value) and better:
             return f"{rule['metric']} {value:g} {'>=' if rule['direction'] == 'maximize' else '<='} {rule['threshold']:g}"
     return None
 
 
-class MlflowRecorder:
+class MlflowRecorder(PerSeedLogger):
+    name = "mlflow"
+
     def __init__(self, run_dir: Path, cfg, options: dict):
         self.opts = check_options(options)
-        self.run_dir, self.cfg = Path(run_dir), cfg
+        super().__init__(run_dir, cfg)
         os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # offline-safe: no usage pings
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in job logs
 
@@ -175,22 +178,24 @@ class MlflowRecorder:
         self.client = MlflowClient(tracking_uri=self.uri, registry_uri=self.uri)
         name = self.opts["experiment_name"] or cfg.experiment
         self.experiment_id = self._experiment(name, artifact_root)
-        state = self._read_state()
+        if self.state and self.state.get("tracking_uri") != self.uri:
+            log.warning("this run logged to MLflow at %s before; now %s: starting new MLflow runs",
+                        self.state.get("tracking_uri"), self.uri)
+            self.state = {}
         tags = self._tags()
         params = flatten(cfg.resolved)
-        self.parent = self._open_run(state.get("parent"), f"{cfg.experiment}-{self.run_dir.name}", tags, params)
+        self.parent = self._open_run(self.state.get("parent"), f"{cfg.experiment}-{self.run_dir.name}", tags, params)
         self.run_ids: dict[int, str] = {}
-        for seed in cfg.seeds:
+        for seed in self.seeds:
             seed_tags = {**tags, "mlflow.parentRunId": self.parent, "ppo_lab.seed": str(seed)}
             if population_member(cfg, seed) is not None:  # a population's member (docs/pbt.md)
                 seed_tags["ppo_lab.member"] = str(population_member(cfg, seed))
             seed_params = {**params, "seed": str(seed), "first_seed": str(cfg.seed)}
             run_name = f"{cfg.experiment}-{self.run_dir.name}-seed{seed}"
-            self.run_ids[seed] = self._open_run(state.get("seeds", {}).get(str(seed)), run_name, seed_tags, seed_params)
-        # What MLflow really holds (its own record), not what an earlier session meant to send.
-        self.last_logged = {seed: self._persisted_step(run_id) for seed, run_id in self.run_ids.items()}
-        self.backfilled: set[int] = set()
-        self._save_state()
+            self.run_ids[seed] = self._open_run(self.state.get("runs", {}).get(str(seed)), run_name, seed_tags, seed_params)
+        self.state = {"tracking_uri": self.uri, "experiment_id": self.experiment_id, "parent": self.parent,
+                      "runs": {str(s): r for s, r in self.run_ids.items()}}
+        self.track()
         log.info("MLflow: experiment %r (%s), parent run %s, %d seed run(s)", name, self.uri, self.parent, len(self.run_ids))
 
     # -- store, runs, state ------------------------------------------------------------------
@@ -245,60 +250,21 @@ class MlflowRecorder:
         self.client.log_batch(run.info.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
         return run.info.run_id
 
-    def _persisted_step(self, run_id: str) -> int:
-        return max((int(m.step) for m in self.client.get_metric_history(run_id, "timesteps")), default=0)
-
-    def _read_state(self) -> dict:
-        path = self.run_dir / STATE_FILE
-        state = rundir.read_json(path, default={})
-        if state and state.get("tracking_uri") != self.uri:
-            log.warning("this run logged to MLflow at %s before; now %s: starting new MLflow runs", state.get("tracking_uri"), self.uri)
-            return {}
-        return state
-
-    def _save_state(self) -> None:
-        write_json_atomic(self.run_dir / STATE_FILE, {
-            "tracking_uri": self.uri, "experiment_id": self.experiment_id, "parent": self.parent,
-            "seeds": {str(s): r for s, r in self.run_ids.items()},
-        })
-
     # -- metrics ----------------------------------------------------------------------------
-    def _backfill(self, seed: int, first_update: int) -> list[dict]:
-        """metrics.csv rows of `seed` that MLflow lacks, before this session's first update."""
-        self.backfilled.add(seed)
-        last = self.last_logged.get(seed, 0)
-        if first_update <= last + 1:
-            return []
-        return rundir.read_seed_rows(self.run_dir / rundir.METRICS, seed, after=last, before=first_update)
+    def store_holds(self, seed: int) -> int:
+        """MLflow's own record of the run, not what an earlier session meant to send."""
+        return max((int(m.step) for m in self.client.get_metric_history(self.run_ids[seed], "timesteps")), default=0)
 
-    def _log_metrics(self, run_id: str, metrics: list) -> None:
-        for i in range(0, len(metrics), MAX_BATCH):
-            self.client.log_batch(run_id, metrics=metrics[i:i + MAX_BATCH])
-
-    def log_rows(self, rows: list[dict]) -> None:
-        by_seed: dict[int, list[dict]] = {}
-        for row in rows:
-            by_seed.setdefault(int(row["seed"]), []).append(row)
+    def write(self, seed: int, rows: list[dict]) -> None:
         now = int(time.time() * 1000)
-        for seed, seed_rows in by_seed.items():
-            run_id = self.run_ids.get(seed)
-            if run_id is None:
-                continue
-            if seed not in self.backfilled:
-                seed_rows = self._backfill(seed, int(seed_rows[0]["update"])) + seed_rows
-            metrics = []
-            for row in seed_rows:
-                update = int(row["update"])
-                if update <= self.last_logged[seed]:
-                    continue  # MLflow has this update already (a resumed run recomputes it)
-                metrics += [Metric(k, float(v), now, update) for k, v in row.items() if k not in KEYS and _finite(v)]
-                self.last_logged[seed] = update
-            self._log_metrics(run_id, metrics)
+        metrics = [Metric(k, v, now, int(row["update"])) for row in rows for k, v in row_metrics(row).items()]
+        for i in range(0, len(metrics), MAX_BATCH):
+            self.client.log_batch(self.run_ids[seed], metrics=metrics[i:i + MAX_BATCH])
 
     # -- the end ----------------------------------------------------------------------------
     def finish(self, summary: dict) -> None:
         seeds = [int(s) for s in summary.get("seeds") or self.run_ids]
-        step = int(summary.get("updates") or max(self.last_logged.values(), default=0))
+        step = int(summary.get("updates") or max(self.held.values(), default=0))
         now = int(time.time() * 1000)
         status = summary.get("status") or "failed"
         end_tags = [RunTag("ppo_lab.status", status), RunTag("ppo_lab.stop_reason", str(summary.get("stop_reason")))]
@@ -309,12 +275,10 @@ class MlflowRecorder:
                 run_id = self.run_ids.get(seed)
                 if run_id is None:
                     continue
-                metrics = []
-                for section in ("eval", "final"):
-                    for name, per_seed in (summary.get(section) or {}).items():
-                        if index < len(per_seed) and _finite(per_seed[index]) and name not in KEYS:
-                            metrics.append(Metric(f"{section}/{name}", float(per_seed[index]), now, step))
-                            means.setdefault(f"{section}/{name}", []).append(float(per_seed[index]))
+                results = seed_results(summary, index)
+                metrics = [Metric(name, value, now, step) for name, value in results.items()]
+                for name, value in results.items():
+                    means.setdefault(name, []).append(value)
                 best = best_member(summary)
                 member_tags = [RunTag("ppo_lab.pbt_best_member", str(population_member(self.cfg, seed) == best).lower())] \
                     if best is not None else []
