@@ -16,7 +16,15 @@ import pytest
 
 from ppo_lab.bench import purejaxrl_peer, zoo_parity
 from ppo_lab.bench.configs import compose
-from ppo_lab.bench.purejaxrl_settings import Unexpressible, differences, peer_config, peer_network_overrides
+from ppo_lab.bench.purejaxrl_settings import (
+    CARTPOLE,
+    Unexpressible,
+    differences,
+    lab_overrides,
+    network_differences,
+    peer_config,
+    peer_network_overrides,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,6 +51,23 @@ def test_continuous_normalisation_and_a_network_that_differs():
     assert "network.hidden_sizes" in differences(cfg, continuous=True)
     at_peer = compose(["experiment=pendulum", *peer_network_overrides(cfg, continuous=True)])
     assert at_peer["network"]["hidden_sizes"] == [256, 256] and "network.hidden_sizes" not in differences(at_peer, True)
+
+
+def test_purejaxrl_cartpole_settings_in_the_labs_keys_map_back_to_themselves():
+    """What the performance suite runs the lab at (bench/sidebyside.py, bench/suite.py)."""
+    cfg = compose(lab_overrides(CARTPOLE))
+    assert peer_config(cfg, continuous=False) == {**CARTPOLE, "TOTAL_TIMESTEPS": 500_000}
+    assert list(differences(cfg, continuous=False)) == ["ppo.bootstrap_truncation"]
+
+
+def test_a_continuous_preset_runs_at_purejaxrls_network_with_and_without_its_truncation():
+    """docs/results.md's Pendulum comparison: the cases lab_as_purejaxrl and lab_at_peer_network."""
+    cfg = compose(["experiment=pendulum"])
+    labs = zoo_parity.lab_cases(cfg, True, ["experiment=pendulum"], ["lab_as_purejaxrl", "lab_at_peer_network"])
+    for case, overrides in labs.items():
+        lab = compose(overrides)
+        assert network_differences(lab, continuous=True) == {} and lab["experiment"] == "pendulum"
+        assert lab["ppo"]["bootstrap_truncation"] is (case == "lab_at_peer_network")
 
 
 @pytest.mark.parametrize("overrides, key", [

@@ -27,16 +27,9 @@ from pathlib import Path
 
 import jax
 
+from ppo_lab.bench.purejaxrl_settings import CARTPOLE
+
 ENV_VAR = "PPO_LAB_PUREJAXRL"
-
-# PureJaxRL's published CartPole settings (the `__main__` block of its ppo.py).
-CARTPOLE = {
-    "LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 5e5, "UPDATE_EPOCHS": 4,
-    "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01,
-    "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "ACTIVATION": "tanh", "ENV_NAME": "CartPole-v1",
-    "ANNEAL_LR": True, "DEBUG": False,
-}
-
 
 class PeerUnavailable(RuntimeError):
     """PureJaxRL cannot be imported from where we were told to look (the reason says why)."""

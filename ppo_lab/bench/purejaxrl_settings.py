@@ -12,6 +12,10 @@ Its network is written in too (`ppo.py`: separate 64-64 actor and critic; the co
 network differs is not refused, it is compared twice, the lab also run at PureJaxRL's network
 (`peer_network_overrides`, named in `network_differences`).
 
+The other way round, `lab_overrides` writes a PureJaxRL config in the lab's keys: PureJaxRL's
+own CartPole settings (`CARTPOLE`) are what the performance suite's side by side runs both
+sides at.
+
 Nothing here imports jax: the config is checked before any backend starts.
 """
 
@@ -19,6 +23,14 @@ from __future__ import annotations
 
 from ppo_lab.config import PRECISIONS
 from ppo_lab.ppo.autoscale import scaled_minibatches_and_epochs
+
+# PureJaxRL's published CartPole settings (the `__main__` block of its ppo.py).
+CARTPOLE = {
+    "LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "TOTAL_TIMESTEPS": 5e5, "UPDATE_EPOCHS": 4,
+    "NUM_MINIBATCHES": 4, "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01,
+    "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "ACTIVATION": "tanh", "ENV_NAME": "CartPole-v1",
+    "ANNEAL_LR": True, "DEBUG": False,
+}
 
 # Lab keys PureJaxRL's code fixes, at the value it fixes them to.
 FIXED = {
@@ -131,12 +143,32 @@ def network_differences(cfg: dict, continuous: bool) -> dict:
     return {key: (get(cfg, key), value) for key, value in peer_network(cfg, continuous).items() if get(cfg, key) != value}
 
 
+def _literal(value) -> str:
+    """A value as a Hydra override writes it."""
+    return "null" if value is None else str(value).replace(" ", "").replace("False", "false").replace("True", "true")
+
+
 def peer_network_overrides(cfg: dict, continuous: bool) -> list[str]:
     """Hydra overrides that put the lab on PureJaxRL's network (`network=mlp` first: a CNN preset's keys go)."""
-    def literal(value):
-        return "null" if value is None else str(value).replace(" ", "").replace("False", "false").replace("True", "true")
-    return ["network=mlp", *(f"{key}={literal(value)}" for key, value in peer_network(cfg, continuous).items()
+    return ["network=mlp", *(f"{key}={_literal(value)}" for key, value in peer_network(cfg, continuous).items()
                              if key != "network.kind")]
+
+
+def lab_overrides(config: dict) -> list[str]:
+    """PureJaxRL's `ppo.py` config in the lab's keys, its network and constant coefficients
+    included: the Hydra overrides under which the lab trains as PureJaxRL does at `config`
+    (`peer_config` maps them back), but for a time-limit cut (`ALWAYS_DIFFERENT`)."""
+    keys = {
+        "env.gymnax_id": config["ENV_NAME"], "ppo.num_envs": config["NUM_ENVS"], "ppo.num_steps": config["NUM_STEPS"],
+        "ppo.total_timesteps": int(config["TOTAL_TIMESTEPS"]), "ppo.update_epochs": config["UPDATE_EPOCHS"],
+        "ppo.num_minibatches": config["NUM_MINIBATCHES"], "ppo.auto_scale": False, "ppo.gamma": config["GAMMA"],
+        "ppo.gae_lambda": config["GAE_LAMBDA"], "ppo.clip_eps": config["CLIP_EPS"], "ppo.clip_eps_final": config["CLIP_EPS"],
+        "ppo.ent_coef_initial": config["ENT_COEF"], "ppo.ent_coef_final": config["ENT_COEF"], "ppo.vf_coef": config["VF_COEF"],
+        "ppo.max_grad_norm": config["MAX_GRAD_NORM"], "ppo.lr": config["LR"], "ppo.anneal_lr": config["ANNEAL_LR"],
+        "ppo.lr_final": 0.0,
+    }
+    network = peer_network_overrides({"network": {"activation": config["ACTIVATION"]}}, continuous=False)
+    return ["env=gymnax", *network, *(f"{key}={_literal(value)}" for key, value in keys.items())]
 
 
 def differences(cfg: dict, continuous: bool) -> dict:

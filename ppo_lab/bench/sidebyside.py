@@ -4,8 +4,8 @@
 
 (`ppo-lab benchmark --purejaxrl PATH` runs this in a fresh process as one of its sections.)
 
-Cases (PureJaxRL's `ppo.py` settings: 64-64 tanh MLP, separate actor and critic, 4 epochs x 4
-minibatches, 128 steps, lr 2.5e-4 annealed to 0, entropy 0.01, clip 0.2):
+Cases, both sides at PureJaxRL's published CartPole settings (`purejaxrl_settings.CARTPOLE`,
+in the lab's keys by `purejaxrl_settings.lab_overrides`) at these sizes:
 - one seed at 4 envs and at 64 envs;
 - 4 seeds at 64 envs: PureJaxRL's jit-of-vmap against the lab's default layout.
 The lab runs as a user runs it: `run.entry.train` (what launch.py calls) with `benchmark=true`, the lab's defaults
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import jax
 
-from ppo_lab.bench import purejaxrl_peer
+from ppo_lab.bench import purejaxrl_peer, purejaxrl_settings
 from ppo_lab.bench.configs import compose
 from ppo_lab.hardware import start_jax
 from ppo_lab.run.entry import train
@@ -49,14 +49,8 @@ BAR = {"seed1_envs4": 0.95, "seed1_envs64": 0.95, "seeds4_envs64": 1.5}
 
 def lab_overrides(num_envs: int, num_seeds: int, timesteps: int) -> list[str]:
     """PureJaxRL's CartPole settings in the lab's keys; everything else the lab's defaults."""
-    return [
-        "env=cartpole", "network=mlp", "network.hidden_sizes=[64,64]", "network.activation=tanh",
-        "network.shared_torso=false", f"ppo.num_envs={num_envs}", "ppo.num_steps=128", "ppo.update_epochs=4",
-        "ppo.num_minibatches=4", "ppo.lr=2.5e-4", "ppo.anneal_lr=true", "ppo.lr_final=0.0",
-        "ppo.ent_coef_initial=0.01", "ppo.ent_coef_final=0.01", "ppo.clip_eps=0.2", "ppo.clip_eps_final=0.2",
-        "ppo.vf_coef=0.5", "ppo.max_grad_norm=0.5", "ppo.gamma=0.99", "ppo.gae_lambda=0.95", "ppo.auto_scale=false",
-        f"ppo.total_timesteps={timesteps}", f"num_seeds={num_seeds}", "benchmark=true",
-    ]
+    peer = {**purejaxrl_settings.CARTPOLE, "NUM_ENVS": num_envs, "TOTAL_TIMESTEPS": timesteps}
+    return [*purejaxrl_settings.lab_overrides(peer), f"num_seeds={num_seeds}", "benchmark=true"]
 
 
 class PeerCase:

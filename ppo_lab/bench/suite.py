@@ -27,9 +27,9 @@ start-up + compile + training, the way a user pays it), CartPole:
   over 1 device, same config;
 - `compile_s_cold` / `compile_s_warm`: compile seconds of the same config in two fresh
   processes sharing a fresh persistent compilation cache (first empty, then warm);
-- `purejaxrl_cartpole`: training steps/s with PureJaxRL's published CartPole defaults
-  (4 envs x 128 steps, 4 epochs, 4 minibatches, 64-64 tanh MLP, 5e5 steps, lr 2.5e-4 annealed,
-  no truncation bootstrap), one seed on one device.
+- `purejaxrl_cartpole`: training steps/s at PureJaxRL's published CartPole settings
+  (`purejaxrl_settings.CARTPOLE` in the lab's keys, a time-limit cut ending the episode as in
+  PureJaxRL), one seed on one device.
 
 Sections in processes of their own (their own JAX start-up):
 - `purejaxrl_side_by_side` (`ppo_lab.bench.sidebyside`): the lab against PureJaxRL itself,
@@ -59,7 +59,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from ppo_lab.bench import accel, markdown, sidebyside
+from ppo_lab.bench import accel, markdown, purejaxrl_settings, sidebyside
 from ppo_lab.analysis.compare import compare as compare_runs
 from ppo_lab.bench.configs import compose, env_overrides, known_env
 from ppo_lab.config import CONF_DIR, validate
@@ -285,12 +285,9 @@ def measure_processes(launcher: Launcher, size: dict, cpu: bool) -> dict:
     if size is SIZES["quick"]:
         out["purejaxrl_cartpole"] = None
         return out
-    pj = ["env=cartpole", "num_seeds=1", "ppo.num_envs=4", "ppo.num_steps=128", "ppo.update_epochs=4",
-          "ppo.num_minibatches=4", "network=mlp", "network.hidden_sizes=[64,64]", "network.activation=tanh",
-          "network.shared_torso=false", "ppo.lr=2.5e-4", "ppo.anneal_lr=true", "ppo.lr_final=0.0",
-          "ppo.ent_coef_initial=0.01", "ppo.ent_coef_final=0.01", "ppo.clip_eps=0.2", "ppo.clip_eps_final=0.2",
-          "ppo.bootstrap_truncation=false", "ppo.auto_scale=false",
-          f"ppo.total_timesteps={size['purejaxrl_timesteps']}", f"train.chunk_updates={size['chunk_updates']}"]
+    peer = {**purejaxrl_settings.CARTPOLE, "TOTAL_TIMESTEPS": size["purejaxrl_timesteps"]}
+    pj = [*purejaxrl_settings.lab_overrides(peer), "num_seeds=1", "ppo.bootstrap_truncation=false",
+          f"train.chunk_updates={size['chunk_updates']}"]
     if cpu:
         pj.append("hardware.host_devices=1")
     p = launcher.run("purejaxrl_defaults", pj, w / "cache_purejaxrl")

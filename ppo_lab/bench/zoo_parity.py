@@ -1,8 +1,10 @@
-"""The zoo table's peer column: PureJaxRL's own PPO at a zoo preset's settings, N seeds, its
-final return beside the lab's, scored alike (`parity.tail_mean`), in one process.
+"""Learning parity with PureJaxRL: its own PPO at a lab preset's settings, N seeds, its final
+return beside the lab's, scored alike (`parity.tail_mean`), in one process. The zoo table's
+peer column, and any gymnax preset's (docs/results.md: `experiment=pendulum`).
 
     python -m ppo_lab.bench.zoo_parity --purejaxrl PATH --experiment zoo/<slug> [--seeds 8]
-        [--lab-run-dir DIR] [--out f.json] [hydra overrides, e.g. hardware=gpu]
+        [--lab-run-dir DIR] [--cases ...] [--out f.json] [hydra overrides on both sides,
+        e.g. hardware=gpu ppo.total_timesteps=100000]
 
 PureJaxRL's `ppo.py` (discrete actions) or `ppo_continuous_action.py` (continuous) runs
 unchanged from the checkout (`purejaxrl_peer`), its config the preset's, mapped key by key
@@ -18,10 +20,16 @@ named. Cases:
 - `lab_as_purejaxrl` (on request, `--cases`): that, with a time-limit cut ending the episode
   for GAE as PureJaxRL's does (`ppo.bootstrap_truncation=false`).
 
-Differences that remain are named in the output (`settings.differences`). As in
-`continuous_parity`, XLA:CPU's concurrency-optimised scheduler is turned off for the process
-(PureJaxRL's batched initialisation inside `vmap` can deadlock it on a 2-core CPU); on a GPU
-the flag does nothing. A case's wall time includes its compilation; the lab's `sps` does not.
+Differences that remain are named in the output (`settings.differences`): a time-limit cut,
+and for the continuous file its normalisation wrappers, which move their statistics every env
+step where the lab's move once per update (a rollout and every epoch over it see one scaling,
+`ppo_lab/ppo/normalize.py`).
+
+PureJaxRL initialises its network inside `jax.vmap` over seeds; on a 2-core CPU a batched
+orthogonal initialiser can deadlock XLA's thread pool (seen: a run stuck for 23 minutes with
+16 s of CPU time). The process turns off XLA:CPU's concurrency-optimised scheduler, which
+avoids it, for both sides alike (about 6% slower); on a GPU the flag does nothing. A case's
+wall time includes its compilation; the lab's `sps` does not.
 """
 
 from __future__ import annotations
