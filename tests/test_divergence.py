@@ -21,6 +21,8 @@ from ppo_lab.analysis.closing import closing_lines
 from ppo_lab.analysis.health import HealthWarnings
 from ppo_lab.config import validate
 from ppo_lab.run.divergence import EXIT_DIVERGED
+from ppo_lab.run.recorders import RunContext
+from ppo_lab.rundir import MetricsCSV
 from ppo_lab.run.group import train_group
 from ppo_lab.rundir.checkpoint_format import verify
 from ppo_lab.rundir.checkpoints import list_checkpoints
@@ -124,6 +126,39 @@ def test_the_closing_summary_lists_what_the_health_checks_saw(tmp_path):
                           tmp_path, eval_mode="greedy", resume_command=None)
     assert "health warnings: entropy collapse on seeds 0, 1 (updates 3-9, 5 row(s))" in lines
     assert "diverged, left out of the values above: seed 1 at update 12 (train/vf_loss)" in lines
+
+
+COLLAPSE = {"train/entropy": 0.0, "train/approx_kl": 0.0, "train/clip_frac": 0.0}
+HEALTHY = {"train/entropy": 0.6, "train/approx_kl": 0.01, "train/clip_frac": 0.1}
+
+
+def test_a_health_problem_is_warned_once_per_seed_until_it_clears(caplog):
+    """A solved task's entropy stays collapsed: one warning per seed, not one per chunk."""
+    recorder = HealthWarnings(validate(dict(compose_config(TINY))).health)
+    caplog.set_level("INFO", logger="ppo_lab.analysis.health")
+    for first in range(1, 29, 4):  # 7 chunks, both seeds collapsed throughout
+        recorder.log_rows([{"update": u, "seed": s, **COLLAPSE} for u in range(first, first + 4) for s in (0, 1)])
+    recorder.log_rows([{"update": u, "seed": 0, **(HEALTHY if u == 32 else COLLAPSE)} for u in range(29, 33)])
+    recorder.log_rows([{"update": u, "seed": 0, **COLLAPSE} for u in range(33, 37)])  # back again: said again
+    warnings = [r.message for r in caplog.records if r.levelname == "WARNING"]
+    assert [w.split(" in ")[0] for w in warnings] == ["health: entropy collapse on seed 0", "health: entropy collapse on seed 1",
+                                                     "health: entropy collapse on seed 0"], warnings
+    assert all(w.endswith("; not repeated until it clears") for w in warnings)
+    assert [r.message for r in caplog.records if r.levelname == "INFO"] == ["health: entropy collapse on seed 0 cleared by update 32"]
+
+
+def test_a_resumed_runs_health_counts_the_rows_it_kept(tmp_path):
+    """summary.json's `health` over every row of metrics.csv, not only this launch's."""
+    cfg = validate(dict(compose_config(TINY)))
+    MetricsCSV(tmp_path / "metrics.csv").append(
+        [{"update": u, "seed": 0, "timesteps": 64 * u, "wall_s": 0.1 * u, **COLLAPSE} for u in range(1, 5)])
+    summary = {"status": "running", "health": {"entropy collapse": {"seeds": [0], "first_update": 1, "last_update": 6,
+                                                                    "rows": 6}}}  # an earlier launch's, past the checkpoint
+    recorder = HealthWarnings(cfg.health)
+    recorder.start(RunContext(tmp_path, cfg, summary, start_update=4, num_updates=8, batch_size=64,
+                              windowed_return=lambda: math.nan))
+    recorder.log_rows([{"update": u, "seed": 0, **COLLAPSE} for u in range(5, 9)])
+    assert summary["health"] == {"entropy collapse": {"seeds": [0], "first_update": 1, "last_update": 8, "rows": 8}}
 
 
 # launch.py as a user runs it, with one write failing as on a full disk: metrics.csv's append

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import signal
 import subprocess
@@ -96,7 +97,9 @@ def _comparable(rows):
 def test_kill_then_rerun_resumes_to_identical_rows(tmp_path, tiny, caplog):
     # 1024 updates: enough that the kill lands mid-run (a pipelined tiny run finished 128
     # updates between two polls).
-    args = [*tiny, "ppo.total_timesteps=65536", "train.chunk_updates=4", "checkpoint.every_min=0.0001"]
+    # Every row trips a health check: summary.json's `health` must count the rows of both launches.
+    args = [*tiny, "ppo.total_timesteps=65536", "train.chunk_updates=4", "checkpoint.every_min=0.0001",
+            "health.clip_frac_max=-1"]
     reference = tmp_path / "reference"
     train_run(args, reference)
 
@@ -126,6 +129,8 @@ def test_kill_then_rerun_resumes_to_identical_rows(tmp_path, tiny, caplog):
     # Same state, same keys: the resumed run continues bit for bit.
     assert _comparable(rows) == _comparable(ref_rows)
     assert s["eval"] == read_summary(reference)["eval"]
+    assert s["health"] == read_summary(reference)["health"] == {
+        "clip_frac high": {"seeds": [0], "first_update": 1, "last_update": 1024, "rows": 1024}}
 
 
 def test_two_launches_into_one_run_dir_one_trains_the_other_exits_2(tmp_path, tiny):
@@ -247,6 +252,40 @@ def test_ctrl_c_stops_with_130_and_a_second_one_at_once_without_a_traceback(tmp_
     s = read_summary(run_dir)
     assert s["status"] == "stopped" and "SIGINT" in s["stop_reason"]
     assert list((run_dir / "checkpoints").glob("ckpt_*.json"))
+
+
+def test_ctrl_c_on_a_run_piped_into_tee_stops_it(tmp_path, tiny, capsys):
+    """`python launch.py ... | tee log`, then Ctrl+C: the terminal signals the whole pipeline,
+    so tee ends at once and the run, stopping cleanly, finds its stdout gone. It ends stopped
+    (exit 130), its closing summary in launch.log, nothing on the terminal's stderr."""
+    run_dir = tmp_path / "run"
+    terminal = (tmp_path / "stderr").open("w+")  # where the terminal shows the run's stderr
+    cmd = [sys.executable, "launch.py", *tiny, "ppo.total_timesteps=200000", "train.chunk_updates=4", f"hydra.run.dir={run_dir}"]
+    run = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=terminal, process_group=0)
+    tee = subprocess.Popen(["tee", str(tmp_path / "log")], stdin=run.stdout, stdout=subprocess.DEVNULL, process_group=run.pid)
+    run.stdout.close()  # the pipe's reading end is tee's alone, as in a shell
+    try:
+        while not ((run_dir / "metrics.csv").exists() and read_rows(run_dir)):
+            assert run.poll() is None, (tmp_path / "stderr").read_text()[-3000:]
+            time.sleep(0.1)
+        os.killpg(run.pid, signal.SIGINT)  # Ctrl+C: the terminal's foreground process group
+        assert tee.wait(timeout=60) == -signal.SIGINT
+        assert run.wait(timeout=120) == 130, (tmp_path / "stderr").read_text()[-3000:]
+    finally:
+        for proc in (run, tee):
+            if proc.poll() is None:
+                proc.kill()
+    s = read_summary(run_dir)
+    assert s["status"] == "stopped" and s["stop_reason"] == "signal SIGINT" and s["eval"]["episode_return"]
+    assert (tmp_path / "stderr").read_text() == ""  # no BrokenPipeError, no logging error per line
+    launch_log = (run_dir / "launch.log").read_text()
+    assert "stdout is closed" in launch_log and "== stopped: signal SIGINT ==" in launch_log
+    assert "update 4/3125" in (tmp_path / "log").read_text()  # what tee got while it lived
+    # The tools read it as what it is: stopped, resumable.
+    assert "stopped" in run_cli(["watch", str(run_dir), "--once"], capsys).stdout
+    run_cli(["aggregate", str(tmp_path)], capsys)
+    [row] = list(csv.DictReader((tmp_path / "runs.csv").open()))
+    assert row["status"] == "stopped"
 
 
 def test_resume_from_another_run_dir(tmp_path, tiny, caplog):

@@ -86,7 +86,7 @@ def test_privileged_critic_channels_stay_float_and_can_come_from_the_next_step()
 
 
 def test_a_lossy_cast_is_logged_once_naming_the_values(caplog):
-    rows = [{"seed": 0, "train/obs_cast_lossy_frac": 0.03, "train/obs_cast_lossy_min": 0.5,
+    rows = [{"update": 1, "seed": 0, "train/obs_cast_lossy_frac": 0.03, "train/obs_cast_lossy_min": 0.5,
              "train/obs_cast_lossy_max": 0.5}]
     assert "values 0.5 " in obs_cast_message(rows, "uint8")
     assert obs_cast_message([{"seed": 0, "train/obs_cast_lossy_frac": 0.0}], "uint8") is None

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 
+from ppo_lab import rundir
 from ppo_lab.config import HealthConfig
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,11 @@ def _problems(rows: list[dict], health: HealthConfig):
 
 def health_warnings(rows: list[dict], health: HealthConfig) -> list[str]:
     """One message per problem and seed over a chunk's rows (not one per update)."""
+    return list(health_messages(rows, health).values())
+
+
+def health_messages(rows: list[dict], health: HealthConfig) -> dict[tuple[str, int], str]:
+    """(problem, seed) -> its message over `rows`, in that order."""
     found: dict[tuple[str, int], tuple[int, float]] = {}
     for kind, row, value in _problems(rows, health):
         key = (kind, row["seed"])
@@ -49,10 +56,10 @@ def health_warnings(rows: list[dict], health: HealthConfig) -> list[str]:
         "approx_kl high": f"approx_kl > {health.kl_max}",
         "clip_frac high": f"clip_frac > {health.clip_frac_max}",
     }
-    return [
-        f"health: {kind} on seed {seed} in {count} update(s) (worst {worst:.4g}; {limits[kind]})"
+    return {
+        (kind, seed): f"health: {kind} on seed {seed} in {count} update(s) (worst {worst:.4g}; {limits[kind]})"
         for (kind, seed), (count, worst) in sorted(found.items())
-    ]
+    }
 
 
 def obs_cast_message(rows: list[dict], dtype_name: str) -> str | None:
@@ -96,24 +103,42 @@ def health_line(seen: dict) -> str | None:
 
 
 class HealthWarnings:
-    """The health warnings as a recorder: logged once per chunk (a lossy observation cast once
-    a run), and gathered into the summary (`health`) for its closing lines."""
+    """The health warnings as a recorder. Each problem of a seed is warned once, when it starts,
+    and not again until it has cleared (a chunk whose last row of that seed is without it; said
+    at info level): a solved task's entropy stays collapsed for the rest of the run. A lossy
+    observation cast is noted once a run. summary.json's `health` counts every row metrics.csv
+    holds: a resumed run's kept rows too."""
 
     def __init__(self, health: HealthConfig):
         self.health = health
         self.obs_dtype, self.cast_noted = None, False
         self.summary: dict = {}
+        self.ongoing: set[tuple[str, int]] = set()  # (problem, seed) warned and not cleared since
 
     def start(self, ctx) -> None:
         self.obs_dtype = ctx.cfg.ppo.rollout_obs_dtype
         self.summary = ctx.summary  # the run's own summary: what SummaryFile writes at the end
+        metrics = Path(ctx.run_dir) / rundir.METRICS  # cut back to the checkpoint a resumed run starts from
+        found = health_findings(rundir.read_metrics(metrics) if metrics.exists() else [], self.health)
+        self.summary.pop("health", None)
+        if found:
+            self.summary["health"] = seen_in_summary({}, found)
 
     def log_rows(self, rows: list[dict]) -> None:
         found = health_findings(rows, self.health)
         if found:
             self.summary["health"] = seen_in_summary(self.summary.get("health") or {}, found)
-        for message in health_warnings(rows, self.health):
-            log.warning(message)
+        for key, message in health_messages(rows, self.health).items():
+            if key not in self.ongoing:
+                log.warning("%s; not repeated until it clears", message)
+        last = {}
+        for row in rows:
+            last[row["seed"]] = max(last.get(row["seed"], 0), int(row["update"]))
+        still = {key for key, updates in found.items() if updates[-1] == last[key[1]]}
+        for kind, seed in sorted(self.ongoing - still):
+            if seed in last:  # a seed without rows (diverged) has not cleared
+                log.info("health: %s on seed %d cleared by update %d", kind, seed, last[seed])
+        self.ongoing = still | {key for key in self.ongoing if key[1] not in last}
         if not self.cast_noted:
             message = obs_cast_message(rows, self.obs_dtype)
             if message is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shlex
 import shutil
 import sys
@@ -118,4 +119,43 @@ def print_closing_summary(summary: dict, run_dir: Path, cfg) -> None:
                           resume_command=resume_command(run_dir),
                           results_file="benchmark.json" if cfg.benchmark else "summary.json",
                           env={"metrics": dict(cfg.env.metrics)})  # the env as validated: its declared metrics
-    print("\n".join(lines), flush=True)
+    say("\n".join(lines))
+
+
+# Whether stdout's reader has gone (`stdout_gone`) in this process.
+_stdout = {"gone": False}
+
+
+def say(text: str) -> None:
+    """`text` on stdout; where stdout is gone, in the log instead (launch.log)."""
+    if not _stdout["gone"]:
+        try:
+            print(text, flush=True)
+            return
+        except BrokenPipeError:
+            stdout_gone()
+    log.warning("stdout is closed (the pipe's reader has ended); what it was to show:\n%s", text)
+
+
+def stdout_gone() -> None:
+    """Point stdout at /dev/null once its reader has gone, so nothing later fails writing to it
+    (the log's console handler, Python's own flush at exit).
+
+    `python launch.py ... | tee log` stopped by Ctrl+C: the terminal's SIGINT reaches the whole
+    pipeline, so `tee` ends at once while the run, stopping cleanly, still has its log lines and
+    its closing summary to write. That is no failure of the run: they go to launch.log."""
+    _stdout["gone"] = True
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """The console's log handler (conf/config.yaml `hydra.job_logging`: Hydra's, on stdout) that
+    outlives a closed stdout: the lines go on in launch.log (`stdout_gone`), no traceback per line."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if isinstance(sys.exc_info()[1], BrokenPipeError):
+            stdout_gone()
+            return
+        super().handleError(record)
