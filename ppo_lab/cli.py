@@ -10,9 +10,9 @@
     ppo-lab reproduce RUN_DIR    re-run a run's first updates and compare metrics.csv row by row
     ppo-lab benchmark            the performance suite
 
-Each subcommand is a module with a `main(argv) -> int`, loaded when that command runs
-(`parts.lazy_module`, by the name in `SUBCOMMANDS`): `ppo-lab --help` and `ppo-lab watch` need
-neither jax nor the plotting and statistics stacks the others import. Measured on 2 cores,
+Each subcommand is a module with a `main(argv) -> int`, imported when that command runs (in
+its function below): `ppo-lab --help` and `ppo-lab watch` need neither jax nor the plotting and
+statistics stacks the others import. Measured on 2 cores,
 `import ppo_lab.cli` took 2.05 s with every command's module imported here; `replay` alone
 imports in 1.15 s, `aggregate` in 0.70 s, `watch` in 0.29 s. Importing jax (and flax, optax)
 does not start XLA's backend, so `evaluate`, `replay` and `benchmark` can still apply their
@@ -24,19 +24,63 @@ from __future__ import annotations
 
 import sys
 
-from ppo_lab.parts import lazy_module
 
-# name -> (the module whose `main(argv) -> int` runs it, one line for the help)
+def _watch(argv):
+    from ppo_lab.analysis.watch import main
+    return main(argv)
+
+
+def _aggregate(argv):
+    from ppo_lab.analysis.aggregate import main
+    return main(argv)
+
+
+def _evaluate(argv):
+    from ppo_lab.run.evaluate import main
+    return main(argv)
+
+
+def _replay(argv):
+    from ppo_lab.run.replay import main
+    return main(argv)
+
+
+def _plots(argv):
+    from ppo_lab.analysis.run_plots import main
+    return main(argv)
+
+
+def _compare(argv):
+    from ppo_lab.analysis.compare import main
+    return main(argv)
+
+
+def _zoo_table(argv):
+    from ppo_lab.analysis.zoo_report import main
+    return main(argv)
+
+
+def _reproduce(argv):
+    from ppo_lab.run.reproduce import main
+    return main(argv)
+
+
+def _benchmark(argv):
+    from ppo_lab.bench.suite import main
+    return main(argv)
+
+
+# name -> (what runs it, one line for the help)
 SUBCOMMANDS = {
-    "watch": ("ppo_lab.analysis.watch", "live dashboard of every run under a directory"),
-    "aggregate": ("ppo_lab.analysis.aggregate", "statistics across seeds of a sweep (aggregate.csv, curves.png)"),
-    "evaluate": ("ppo_lab.run.evaluate", "re-evaluate a saved run from its latest checkpoint"),
-    "replay": ("ppo_lab.run.replay", "render one episode of a trained agent to a GIF (an env that draws frames)"),
-    "plots": ("ppo_lab.analysis.run_plots", "a PNG panel of one run's training curves"),
-    "compare": ("ppo_lab.analysis.compare", "compare runs or benchmarks (table and comparison.png)"),
-    "zoo-table": ("ppo_lab.analysis.zoo_report", "the zoo's table per env beside reference returns, between a page's markers"),
-    "reproduce": ("ppo_lab.run.reproduce", "re-run a run's first updates from its config and compare metrics.csv"),
-    "benchmark": ("ppo_lab.bench.suite", "the performance suite (steps/s and their ratios)"),
+    "watch": (_watch, "live dashboard of every run under a directory"),
+    "aggregate": (_aggregate, "statistics across seeds of a sweep (aggregate.csv, curves.png)"),
+    "evaluate": (_evaluate, "re-evaluate a saved run from its latest checkpoint"),
+    "replay": (_replay, "render one episode of a trained agent to a GIF (an env that draws frames)"),
+    "plots": (_plots, "a PNG panel of one run's training curves"),
+    "compare": (_compare, "compare runs or benchmarks (table and comparison.png)"),
+    "zoo-table": (_zoo_table, "the zoo's table per env beside reference returns, between a page's markers"),
+    "reproduce": (_reproduce, "re-run a run's first updates from its config and compare metrics.csv"),
+    "benchmark": (_benchmark, "the performance suite (steps/s and their ratios)"),
 }
 
 
@@ -57,9 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"ppo-lab: unknown command {name!r}; valid: {', '.join(SUBCOMMANDS)}\n\n{usage()}", file=sys.stderr)
         return 2
-    module, _ = SUBCOMMANDS[name]
+    command, _ = SUBCOMMANDS[name]
     sys.argv[0] = f"ppo-lab {name}"  # argparse's prog, so each --help names the real command
-    return int(lazy_module(module).main(rest) or 0)
+    return int(command(rest) or 0)
 
 
 if __name__ == "__main__":

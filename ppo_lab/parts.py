@@ -21,7 +21,9 @@ records it), and `use_import_dirs` puts those folders back on the path when a la
 (evaluate, reproduce, replay) loads the run, from any working folder, without that PYTHONPATH.
 
 Also here, as the other way of loading a module by name: `lazy_module`, a module whose code
-runs on first use (for heavy imports that most processes never use).
+runs on first use, for a heavy import written in a dependency's own code that most processes
+never use (gymnax's renderers' plotting stack, envs/gymnax_api.py). The lab's own late imports
+are plain imports inside the function that needs them.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""The shape of the code: short functions, no probing of envs and networks,
-every module documented in docs/architecture.md."""
+"""The shape of the code: short functions, no probing of envs and networks."""
 
 from __future__ import annotations
 
@@ -137,27 +136,3 @@ def test_a_group_starts_its_cells_as_runs_start():
              and isinstance(n.func, (ast.Name, ast.Attribute))}
     assert not calls & {"Session", "check_fits", "start_summary", "choose_recorders", "write_run_manifest"}, calls
     assert {"start_session", "check_memory"} <= calls
-
-
-def named_in_architecture(module: Path, doc: str) -> bool:
-    """Whether docs/architecture.md names `module` (a path under ppo_lab/): by its path
-    (`run/loop.py`), or by its name on a table row of its folder (`bench/sidebyside.py`,
-    `purejaxrl_peer.py`; `envs/foraging/`: `config`, `world`); a package's `__init__.py` by
-    its folder's row."""
-    rel = module.relative_to(PACKAGE)
-    folder = rel.parent.as_posix()
-    if rel.name == "__init__.py":
-        return folder == "." or f"{folder}/`" in doc
-    parts = rel.parts
-    if f"ppo_lab/{rel.as_posix()}" in doc or any("/".join(parts[i:]) in doc for i in range(len(parts) - 1)):
-        return True
-    folders = ["/".join(parts[i:-1]) for i in range(len(parts) - 1)]  # run/recorders, recorders
-    rows = [line for line in doc.splitlines() if line.startswith("|")
-            and any(f"`{f}/" in line or f"ppo_lab/{f}/" in line for f in folders)]
-    return any(f"`{rel.name}`" in row or f"`{rel.stem}`" in row for row in rows)
-
-
-def test_every_module_is_named_in_the_architecture_doc():
-    doc = (ROOT / "docs" / "architecture.md").read_text()
-    missing = [path.relative_to(PACKAGE).as_posix() for path in modules() if not named_in_architecture(path, doc)]
-    assert not missing, "modules docs/architecture.md does not name (one line a module, its job): " + ", ".join(missing)

@@ -6,7 +6,6 @@ command's arguments parse, and every table rendered from a benchmark JSON is wha
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 import shlex
 
@@ -88,9 +87,9 @@ def test_every_ppo_lab_command_in_the_docs_parses(page, command, monkeypatch):
         raise _Parsed
 
     monkeypatch.setattr(argparse.ArgumentParser, "parse_args", parse_then_stop)
-    module = importlib.import_module(SUBCOMMANDS[args[0]][0])
+    command, _ = SUBCOMMANDS[args[0]]
     with pytest.raises(_Parsed):
-        module.main(args[1:])
+        command(args[1:])
 
 
 @pytest.mark.parametrize("path", sorted(DOCS.glob("benchmark_*.json")), ids=lambda p: p.name)

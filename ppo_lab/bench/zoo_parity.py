@@ -44,7 +44,7 @@ from pathlib import Path
 
 import jax
 
-from ppo_lab import parts, rundir
+from ppo_lab import rundir
 from ppo_lab.analysis.stats import summarize
 from ppo_lab.bench import parity, purejaxrl_peer, purejaxrl_settings
 from ppo_lab.bench.configs import compose
@@ -55,8 +55,11 @@ LAB_CASES = ("lab", "lab_at_peer_network", "lab_as_purejaxrl")
 
 
 def is_continuous(gymnax_id: str) -> bool:
-    """Whether the gymnax env's actions are a Box (loads gymnax: after `start_jax`)."""
-    env, params = parts.load("env", "ppo_lab.envs.gymnax_api.gymnax").make(gymnax_id)
+    """Whether the gymnax env's actions are a Box (imports gymnax, which starts XLA's backend:
+    after `start_jax`)."""
+    from ppo_lab.envs.gymnax_api import gymnax
+
+    env, params = gymnax.make(gymnax_id)
     return not hasattr(env.action_space(params), "n")
 
 

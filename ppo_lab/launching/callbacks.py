@@ -16,8 +16,8 @@
 
 No jax here: this module is imported in the launching process of every Hydra command. Nor
 matplotlib: the aggregator (``ppo_lab.analysis.aggregate``, plots included, about half a second
-of imports) is loaded by name when a multirun ends, not by every single run that instantiates
-the callback.
+of imports) is imported when a multirun ends, not by every single run that instantiates the
+callback.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from ppo_lab import parts, rundir  # jax-free: safe before the hardware settings are applied
+from ppo_lab import rundir  # jax-free: safe before the hardware settings are applied
 from ppo_lab.config_keys import SEARCHPATH_KEY, check_overrides, use_config_dirs
 from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}
 from ppo_lab.rundir import slurm_jobs
@@ -58,16 +58,11 @@ def process_id(config: DictConfig) -> int:
     return int(os.environ.get("TPU_WORKER_ID", "0") or 0) if OmegaConf.select(config, "hardware.platform") == "tpu" else 0
 
 
-# What aggregates a sweep dir: `run_aggregate(dirs, out_dir=..., curve_metrics=...)`.
-AGGREGATOR = "ppo_lab.analysis.aggregate.run_aggregate"
-
-
 class SweepCallback(Callback):
     """Aggregate the sweep dir at the end of every multirun, also when jobs failed."""
 
-    def __init__(self, aggregate: bool = True, curve_metrics: Any = None, aggregator: str = AGGREGATOR) -> None:
+    def __init__(self, aggregate: bool = True, curve_metrics: Any = None) -> None:
         self.enabled = bool(aggregate)
-        self.aggregator = aggregator
         self.curve_metrics = list(curve_metrics) if curve_metrics else None
         self.sweep_dir: Path | None = None
         self.done = False
@@ -121,7 +116,8 @@ class SweepCallback(Callback):
             print(f"not aggregating yet (jobs submitted without waiting); later: ppo-lab aggregate {sweep_dir} --wait", flush=True)
             return
         try:
-            run_aggregate = parts.load("hydra.callbacks.sweep.aggregator", self.aggregator)
+            from ppo_lab.analysis.aggregate import run_aggregate
+
             run_aggregate([sweep_dir], out_dir=sweep_dir, curve_metrics=self.curve_metrics)
         except Exception:  # noqa: BLE001 - aggregation must never turn a sweep into an error
             log.exception("aggregation of %s failed; run it by hand: ppo-lab aggregate %s", sweep_dir, sweep_dir)
