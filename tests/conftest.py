@@ -8,9 +8,11 @@ import dataclasses
 import json
 import logging
 import os
+import random
 import re
 import resource
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +32,9 @@ from ppo_lab.run.entry import train
 from ppo_lab.run.recorders import make_logger
 
 ROOT = Path(__file__).resolve().parent.parent
+# How long a test waits on a process that does real work (a suite, a peer's training) before
+# calling it hung: a guard, not a bound on its time (a busy machine takes many times an idle one's).
+HANG_S = 1800
 
 # A CartPole run that compiles and trains in seconds on 2 cores.
 TINY = [
@@ -147,6 +152,29 @@ def wait_for_rows(proc: subprocess.Popen, run_dir: Path, timeout: float = 120) -
     while not (Path(run_dir) / "metrics.csv").exists():
         assert time.time() < deadline and proc.poll() is None, proc.output()[-3000:]
         time.sleep(0.2)
+
+
+def run_files(run_dir: Path) -> dict[str, bytes]:
+    """A run dir's results (config.yaml, metrics.csv, summary.json, checkpoints/) as bytes: what
+    a launch that trains nothing must leave as it was."""
+    run_dir = Path(run_dir)
+    paths = [run_dir / name for name in ("config.yaml", "metrics.csv", "summary.json")] + sorted((run_dir / "checkpoints").glob("*"))
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in paths if p.is_file()}
+
+
+def free_port() -> int:
+    """A local port a server (a JAX coordinator, an MLflow server) can bind a second later.
+    Below Linux's ephemeral range (32768 and up), as the lab's SLURM port is: an ephemeral port
+    that is free now may be any process's outgoing connection by then (seen: "Failed to add
+    port" once in a suite run). Checked on the wildcard address, which a coordinator binds."""
+    for port in random.sample(range(20000, 32000), 200):
+        with socket.socket(socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET) as s:
+            try:
+                s.bind(("::" if socket.has_ipv6 else "0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no free port in 20000-31999")
 
 
 def read_rows(run_dir: Path) -> list[dict]:

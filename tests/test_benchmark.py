@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import HANG_S, ROOT
 from ppo_lab.bench.configs import env_overrides, known_env
 from ppo_lab.bench.suite import keep_or_remove
 
@@ -47,18 +47,20 @@ def check_benchmark_runs(workdir: Path) -> None:
         assert not (run_dir / "checkpoints").exists() or not any((run_dir / "checkpoints").iterdir()), run_dir
     cache = workdir / "cache_seed1"
     assert any(p.name.startswith("jit_chunk") for p in cache.iterdir()), list(cache.iterdir())
-    # The warm process loaded the chunk it would otherwise compile (8 s against 1-2 s here).
-    assert warm["compile_s"] < cold["compile_s"], (warm["compile_s"], cold["compile_s"])
+    # The warm process loaded every program the cold one wrote to the cache and wrote none
+    # itself (a miss compiles and writes its entry again): each entry is older than its start.
+    warm_started = (workdir / "02_seed1_warm" / ".hydra" / "config.yaml").stat().st_mtime
+    assert all(p.stat().st_mtime < warm_started for p in cache.iterdir()), sorted(p.name for p in cache.iterdir())
 
 
 @pytest.mark.long  # fresh processes and cold compiles are what it measures (README "Tests")
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(HANG_S + 60)
 def test_performance_suite_quick(tmp_path):
     out = tmp_path / "bench.json"
     # One env: every env goes through the same measurement code, and a second (the default
     # foraging) cost about 15 s of compiling on 2 cores.
     proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "benchmark", "--quick", "--envs", "cartpole", "--keep", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=290)
+                          cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(out.read_text())
     try:
@@ -98,11 +100,11 @@ def test_performance_suite_quick(tmp_path):
         assert env in proc.stdout  # the table
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(HANG_S + 60)
 def test_accelerator_section_at_toy_size(tmp_path):
     out = tmp_path / "accel.json"
     proc = subprocess.run([sys.executable, "-m", "ppo_lab.bench.accel", "--quick", "--seeds", "2", "--precisions", "bf16",
-                           "hardware.host_devices=1", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=590)
+                           "hardware.host_devices=1", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     (row,) = json.loads(out.read_text())["rows"]
     assert row["status"] == "ok" and row["seeds"] == 2 and row["precision"] == "bf16" and row["conv"] == "im2col"
@@ -122,7 +124,7 @@ def test_side_by_side_says_why_it_is_skipped(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(HANG_S + 60)
 def test_envpool_threads_sequential_and_parallel(tmp_path):
     """`--envs envpool:<task>`: env-only and training steps/s per thread count (1 and all cores)
     under the env's entry; `--no-processes` skips the timed runs."""
@@ -130,7 +132,7 @@ def test_envpool_threads_sequential_and_parallel(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "benchmark", "--quick", "--no-processes",
                            "--envs", "envpool:CartPole-v1", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=290)
+                          cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(out.read_text())
     entry = result["envs"]["envpool:CartPole-v1"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 from omegaconf import OmegaConf
@@ -87,13 +86,11 @@ def test_every_shipped_config_has_only_known_keys(group):
     ["-m", "+ppo.lrr=0.1,0.2"],
 ])
 def test_launch_refuses_a_typo_with_exit_2_once(args, tmp_path):
-    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "launch.py", "experiment=cartpole", *args, f"hydra.run.dir={tmp_path}/run",
                            f"hydra.sweep.dir={tmp_path}/sweep"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.count("error:") == 1 and "did you mean ppo.lr" in proc.stderr
     assert "Traceback" not in proc.stderr and "HYDRA_FULL_ERROR" not in proc.stderr
-    assert time.monotonic() - t0 < 20
     assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import HANG_S, ROOT
 from ppo_lab.bench import purejaxrl_peer, zoo_parity
 from ppo_lab.bench.configs import compose
 from ppo_lab.bench.purejaxrl_settings import (
@@ -26,7 +27,6 @@ from ppo_lab.bench.purejaxrl_settings import (
     peer_network_overrides,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_mapping_carries_the_presets_values():
@@ -106,13 +106,13 @@ def checkout_or_skip() -> str:
     return checkout
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(HANG_S + 60)
 def test_both_sides_train_to_finite_scores(tmp_path):
     checkout = checkout_or_skip()
     out = tmp_path / "zoo.json"
     proc = subprocess.run([sys.executable, "-m", "ppo_lab.bench.zoo_parity", "--purejaxrl", checkout, "--experiment", "cartpole",
                            "--seeds", "2", "ppo.num_envs=4", "ppo.num_steps=32", "ppo.total_timesteps=256", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=290)
+                          cwd=ROOT, capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(out.read_text())
     assert result["settings"]["purejaxrl"]["NUM_ENVS"] == 4 and result["settings"]["purejaxrl_file"] == "ppo.py"

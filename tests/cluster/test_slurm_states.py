@@ -8,7 +8,6 @@ that preempts; this one has no preemption configured: test_rundir.py has it from
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -40,11 +39,9 @@ def test_an_unlisted_array_task_is_reported_unknown_after_a_bounded_wait(cluster
     real = [f"{array}_0", f"{array}_1"]
     # Up to 2 min: on a loaded node the array can queue behind the previous test's job.
     wait_until(lambda: slurm_jobs.sacct_states(real) == dict.fromkeys(real, "COMPLETED"), 120, "the array to complete")
-    t0 = time.monotonic()
     gave_up = slurm_jobs.wait_for_jobs([sweep], timeout_s=60, poll_s=0.5, limbo_s=3)
-    took = time.monotonic() - t0
+    # Returned: given up on task 7 by the limbo rule (limbo_s), not a TimeoutError at the bound.
     assert gave_up == {f"{array}_7": "unknown: not listed by sacct"}
-    assert took < 30
     states = slurm_jobs.sacct_states([f"{array}_0", f"{array}_1", f"{array}_7"])
     assert states == {f"{array}_0": "COMPLETED", f"{array}_1": "COMPLETED"}
 
