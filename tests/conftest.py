@@ -62,9 +62,14 @@ def compose_config(overrides):
 apply_hardware(validate_hardware(OmegaConf.to_container(compose_config(["hardware.host_devices=1"]).hardware)))
 
 
+def resolved_config(overrides) -> dict:
+    """The config launch.py would run for these overrides, resolved to plain values."""
+    return OmegaConf.to_container(compose_config(overrides), resolve=True)
+
+
 def run_config(overrides):
     """The validated config a run of these overrides trains with."""
-    return validate(OmegaConf.to_container(compose_config(overrides), resolve=True))
+    return validate(resolved_config(overrides))
 
 
 def metric_rows(updates, seeds=(0, 1)) -> list[dict]:
@@ -376,14 +381,13 @@ def pytest_sessionfinish(session, exitstatus):
 
 def ppo_config(**fields):
     """A PPOConfig from `conf/ppo/default.yaml` (the one source of defaults) with `fields` set."""
-    resolved = OmegaConf.to_container(compose_config(["env=cartpole"]), resolve=True)
-    return dataclasses.replace(validate(resolved).ppo, **fields)
+    return dataclasses.replace(run_config(["env=cartpole"]).ppo, **fields)
 
 
 def network_config(kind: str = "mlp", **keys):
     """A NetworkConfig from `conf/network/<kind>.yaml` with `keys` set; keys that YAML does not
     have (another kind's torso keys, which some tests pass for both kinds) are left out."""
-    resolved = OmegaConf.to_container(compose_config(["env=cartpole", f"network={kind}"]), resolve=True)
+    resolved = resolved_config(["env=cartpole", f"network={kind}"])
     resolved["network"].update({k: list(v) if isinstance(v, tuple) else v for k, v in keys.items()
                                 if k in resolved["network"]})
     return validate_network(resolved["network"])

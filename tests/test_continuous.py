@@ -9,14 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
-from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.ppo import gaussian, normalize
 from ppo_lab.ppo.policies import diagonal_gaussian
 
-from conftest import compose_config, launch
+from conftest import launch, run_config
 
 
 def test_gaussian_log_prob_and_entropy_by_hand():
@@ -108,10 +106,6 @@ def test_reward_scaling_by_the_discounted_return_std():
     assert np.allclose(np.asarray(scaled), np.asarray(rewards) / np.sqrt(returns.var()), rtol=1e-3)
 
 
-def _resolved(overrides):
-    return OmegaConf.to_container(compose_config(overrides), resolve=True)
-
-
 @pytest.mark.parametrize("override, key", [
     ("network.squash=sigmoid", "network.squash"),
     ("ppo.normalize_obs=maybe", "ppo.normalize_obs"),
@@ -119,13 +113,13 @@ def _resolved(overrides):
 ])
 def test_bad_continuous_values_are_refused_at_validation(override, key):
     with pytest.raises(ConfigError) as err:
-        validate(_resolved(["experiment=pendulum", override]))
+        run_config(["experiment=pendulum", override])
     assert err.value.key == key
 
 
 def test_brax_keys_are_checked_without_jax():
     with pytest.raises(ConfigError) as err:
-        validate(_resolved(["env=brax", "env.backend=warp"]))
+        run_config(["env=brax", "env.backend=warp"])
     assert err.value.key == "env.backend" and "spring" in str(err.value)
 
 

@@ -15,7 +15,7 @@ import flax.serialization
 import numpy as np
 import pytest
 
-from conftest import ROOT, TINY, compose_config, launch, read_rows, read_summary, train_run
+from conftest import ROOT, TINY, compose_config, launch, read_rows, read_summary, run_config, train_run
 from ppo_lab.analysis.aggregate import run_aggregate
 from ppo_lab.analysis.closing import closing_lines
 from ppo_lab.analysis.health import HealthWarnings
@@ -134,7 +134,7 @@ HEALTHY = {"train/entropy": 0.6, "train/approx_kl": 0.01, "train/clip_frac": 0.1
 
 def test_a_health_problem_is_warned_once_per_seed_until_it_clears(caplog):
     """A solved task's entropy stays collapsed: one warning per seed, not one per chunk."""
-    recorder = HealthWarnings(validate(dict(compose_config(TINY))).health)
+    recorder = HealthWarnings(run_config(TINY).health)
     caplog.set_level("INFO", logger="ppo_lab.analysis.health")
     for first in range(1, 29, 4):  # 7 chunks, both seeds collapsed throughout
         recorder.log_rows([{"update": u, "seed": s, **COLLAPSE} for u in range(first, first + 4) for s in (0, 1)])
@@ -149,7 +149,7 @@ def test_a_health_problem_is_warned_once_per_seed_until_it_clears(caplog):
 
 def test_a_resumed_runs_health_counts_the_rows_it_kept(tmp_path):
     """summary.json's `health` over every row of metrics.csv, not only this launch's."""
-    cfg = validate(dict(compose_config(TINY)))
+    cfg = run_config(TINY)
     MetricsCSV(tmp_path / "metrics.csv").append(
         [{"update": u, "seed": 0, "timesteps": 64 * u, "wall_s": 0.1 * u, **COLLAPSE} for u in range(1, 5)])
     summary = {"status": "running", "health": {"entropy collapse": {"seeds": [0], "first_update": 1, "last_update": 6,

@@ -14,13 +14,11 @@ import numpy as np
 import optax
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.experiments.goodhart import fidelity as fd
 from ppo_lab.analysis.sweep import expected_jobs_from_config
-from ppo_lab.config import validate
 from ppo_lab.envs.foraging.world import build as build_foraging
 from ppo_lab.errors import ConfigError
 from ppo_lab.networks import ActorCritic
@@ -30,7 +28,7 @@ from ppo_lab.ppo.train import make_optimizer
 from ppo_lab.run.build import build
 from ppo_lab.analysis.health import HealthWarnings, obs_cast_message
 
-from conftest import ROOT, network_config, read_rows, train_run
+from conftest import ROOT, network_config, read_rows, run_config, train_run
 from test_aggregate import make_sweep
 
 SMALL_FORAGING = [
@@ -39,11 +37,6 @@ SMALL_FORAGING = [
     "ppo.update_epochs=1", "train.chunk_updates=2", "eval.episodes=1", "eval.max_steps=8", "eval.survival_envs=2",
     "eval.survival_steps=8", "network.hidden_sizes=[16,16]", "hardware.host_devices=1",
 ]
-
-
-def resolved(overrides):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return OmegaConf.to_container(compose(config_name="config", overrides=list(overrides)), resolve=True)
 
 
 # ----------------------------------------------------------------------------- the cast
@@ -90,7 +83,7 @@ def test_a_lossy_cast_is_logged_once_naming_the_values(caplog):
              "train/obs_cast_lossy_max": 0.5}]
     assert "values 0.5 " in obs_cast_message(rows, "uint8")
     assert obs_cast_message([{"seed": 0, "train/obs_cast_lossy_frac": 0.0}], "uint8") is None
-    warnings = HealthWarnings(validate(resolved(SMALL_FORAGING)).health)
+    warnings = HealthWarnings(run_config(SMALL_FORAGING).health)
     warnings.obs_dtype = "uint8"
     with caplog.at_level(logging.WARNING, logger="ppo_lab.analysis.health"):
         warnings.log_rows(rows)
@@ -100,16 +93,16 @@ def test_a_lossy_cast_is_logged_once_naming_the_values(caplog):
 
 def test_bad_dtype_fails_before_compiling_naming_the_valid_values():
     with pytest.raises(ConfigError) as err:
-        validate(resolved(SMALL_FORAGING + ["ppo.rollout_obs_dtype=int4"]))
+        run_config(SMALL_FORAGING + ["ppo.rollout_obs_dtype=int4"])
     assert err.value.key == "ppo.rollout_obs_dtype"
     assert "float32" in str(err.value) and "uint8" in str(err.value) and "bfloat16" in str(err.value)
     with pytest.raises(ConfigError):
-        validate(resolved(SMALL_FORAGING + ["ppo.value_loss=huber"]))
+        run_config(SMALL_FORAGING + ["ppo.value_loss=huber"])
 
 
 # ----------------------------------------------------------------------------- the trainer
 def _rollout(overrides):
-    cfg = validate(resolved(SMALL_FORAGING + overrides))
+    cfg = run_config(SMALL_FORAGING + overrides)
     comp = build(cfg, 1)
     state = comp.trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
     return jax.jit(comp.trainer.rollout)(state).records
@@ -175,7 +168,7 @@ def test_value_loss_max_of_means_against_a_hand_case():
 
 
 def test_adam_eps_reaches_the_optimiser():
-    cfg = validate(resolved(SMALL_FORAGING + ["ppo.adam_eps=1e-8"]))
+    cfg = run_config(SMALL_FORAGING + ["ppo.adam_eps=1e-8"])
     state = make_optimizer(cfg.ppo, 4).init({"w": jnp.zeros(3)})
     eps = optax.tree.get(state, "eps")
     assert float(eps) == pytest.approx(1e-8)
@@ -231,18 +224,18 @@ def test_respawn_in_place_keeps_the_agent_where_it_died(in_place):
 
 
 def test_goodhart_reference_turns_every_fidelity_key_on_and_the_fidelity_cell_matches():
-    run = validate(resolved(["experiment=goodhart_reference", "reward=ground_truth_blinded"]))
+    run = run_config(["experiment=goodhart_reference", "reward=ground_truth_blinded"])
     assert run.ppo.rollout_obs_dtype == "uint8" and run.ppo.adam_eps == 1e-8 and run.ppo.value_loss == "max_of_means"
     assert run.ppo.privileged_view_after_step and run.network.shared_torso and run.network.privileged_critic
     assert run.env["respawn_in_place"] is True and run.env["energy_tolerance"] == 0.0
     assert run.env["fresh_world_on_done"] is False and run.env["fixed_counts"] is True
-    off = validate(resolved(["experiment=goodhart_reference", "ppo.rollout_obs_dtype=float32"]))
+    off = run_config(["experiment=goodhart_reference", "ppo.rollout_obs_dtype=float32"])
     assert off.ppo.rollout_obs_dtype == "float32" and off.ppo.adam_eps == 1e-8
     # conf/fidelity/reference.yaml sets exactly the experiment's keys (bar its scale and network kind).
     experiment = yaml.safe_load((ROOT / "conf/experiment/goodhart_reference.yaml").read_text())
     cell = yaml.safe_load((ROOT / "conf/fidelity/reference.yaml").read_text())
     assert {k: experiment[k] for k in ("env", "network", "ppo")} == cell
-    lab = validate(resolved(["experiment=goodhart_cpu"]))
+    lab = run_config(["experiment=goodhart_cpu"])
     assert (lab.ppo.rollout_obs_dtype, lab.ppo.adam_eps, lab.ppo.value_loss) == ("float32", 1e-5, "mean_of_max")
     assert lab.env["respawn_in_place"] is False and lab.env["energy_tolerance"] == 1e-5
 
@@ -280,7 +273,7 @@ def test_fidelity_sweep_is_three_modes_by_every_recipe_and_each_job_validates():
     recipes = sorted(p.stem for p in (ROOT / "conf" / "fidelity").glob("*.yaml"))
     assert len(jobs) == 3 * len(recipes) == 33
     for job in jobs:
-        run = validate(resolved(["experiment=goodhart_cpu", *job]))
+        run = run_config(["experiment=goodhart_cpu", *job])
         recipe = next(o.split("=", 1)[1] for o in job if "fidelity" in o)
         assert (run.ppo.rollout_obs_dtype == "uint8") == (recipe in ("lab_uint8", "reference") or
                                                           (recipe.startswith("reference_") and recipe != "reference_float32"))

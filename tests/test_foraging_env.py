@@ -6,10 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import compose_config
-from omegaconf import OmegaConf
+from conftest import run_config
 
-from ppo_lab.config import validate
 from ppo_lab.envs.foraging.config import MODES, check_config
 from ppo_lab.envs.foraging.world import ACTION_NAMES, EnvState, build
 from ppo_lab.envs.make import make_env
@@ -343,7 +341,7 @@ def test_gymnax_api_jit_vmap_six_values(fresh_world):
 def test_env_yaml_builds_foraging():
     """conf/env/foraging.yaml's `_target_`, through the validated config, builds the world."""
     overrides = ["env=foraging", "reward=proxy", *[f"env.{k}={v}" for k, v in TINY.items()]]
-    cfg = validate(OmegaConf.to_container(compose_config(overrides), resolve=True))
+    cfg = run_config(overrides)
     env, p = make_env(cfg.env, cfg.reward, privileged_critic=False)
     assert env.grid_size == 7 and bool(p.immortal)
 

@@ -3,24 +3,11 @@ one can be ablated alone from the command line; the blind control is a reward mo
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
-
-from ppo_lab.config import validate
-
-CONF = Path(__file__).resolve().parent.parent / "conf"
-
-
-def compose_run(overrides: list[str]):
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=overrides)
-    return validate(OmegaConf.to_container(cfg, resolve=True))
+from conftest import run_config
 
 
 def test_goodhart_reference_turns_on_every_parity_key():
-    run = compose_run(["experiment=goodhart_reference", "reward=proxy"])
+    run = run_config(["experiment=goodhart_reference", "reward=proxy"])
     assert run.experiment == "goodhart_reference" and run.reward.name == "proxy"
     assert run.ppo.num_minibatches == 1
     assert run.ppo.entropy_floor == 0.5 and run.ppo.entropy_floor_coef == 0.05
@@ -30,16 +17,16 @@ def test_goodhart_reference_turns_on_every_parity_key():
 
 
 def test_goodhart_reference_ablates_one_key_at_a_time():
-    run = compose_run(["experiment=goodhart_reference", "ppo.num_minibatches=4", "network.privileged_critic=false"])
+    run = run_config(["experiment=goodhart_reference", "ppo.num_minibatches=4", "network.privileged_critic=false"])
     assert run.ppo.num_minibatches == 4 and not run.network.privileged_critic
     assert run.ppo.entropy_floor == 0.5 and run.env["fixed_counts"] is True
     # The recipe at the CPU scale: the scale group can still be picked on the command line.
-    small = compose_run(["experiment=goodhart_reference", "scale=foraging_cpu", "network=mlp"])
+    small = run_config(["experiment=goodhart_reference", "scale=foraging_cpu", "network=mlp"])
     assert small.env["grid_size"] == 32 and small.ppo.num_minibatches == 1 and small.network.kind == "mlp"
 
 
 def test_plain_goodhart_keeps_the_lab_defaults():
-    run = compose_run(["experiment=goodhart_cpu", "reward=ground_truth_blind"])
+    run = run_config(["experiment=goodhart_cpu", "reward=ground_truth_blind"])
     assert run.reward["observation"] == "blind"
     assert run.ppo.num_minibatches == 4 and run.ppo.entropy_floor is None
     assert not run.network.privileged_critic and run.env["fixed_counts"] is False

@@ -16,11 +16,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
-from conftest import TINY, compose_config, launch, log_messages, read_rows, read_summary, start_launch, train_run
+from conftest import TINY, launch, log_messages, read_rows, read_summary, run_config, start_launch, train_run
 from ppo_lab.analysis.aggregate import run_aggregate
-from ppo_lab.config import Bound, validate
+from ppo_lab.config import Bound
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.population import Population, gather, lineage
 from ppo_lab.run.selection import Standing, violation
@@ -35,12 +34,8 @@ POPULATION = [*TINY, "pbt.population=4", "pbt.interval_updates=4", "ppo.total_ti
               "checkpoint.every_min=0.0001", CONSTRAINTS]
 
 
-def _validated(overrides):
-    return validate(OmegaConf.to_container(compose_config(overrides), resolve=True))
-
-
 def test_off_by_default():
-    assert _validated(TINY).pbt is None
+    assert run_config(TINY).pbt is None
 
 
 @pytest.mark.parametrize("override, key, says", [
@@ -60,22 +55,22 @@ def test_off_by_default():
 ])
 def test_bad_population_refused_with_the_valid_range(override, key, says):
     with pytest.raises(ConfigError) as err:
-        _validated([*TINY, "pbt.population=4", override])
+        run_config([*TINY, "pbt.population=4", override])
     assert err.value.key == key and says in str(err.value)
 
 
 def test_bounds_and_fitness_mode_are_read():
-    pbt = _validated([*TINY, "pbt.population=4", "pbt.fitness_mode=min", "pbt.fitness=train/approx_kl",
+    pbt = run_config([*TINY, "pbt.population=4", "pbt.fitness_mode=min", "pbt.fitness=train/approx_kl",
                       "pbt.constraints={train/entropy: {min: 1}, train/clip_frac: {min: 0, max: 0.3}}"]).pbt
     assert pbt.fitness_mode == "min" and pbt.fitness == "train/approx_kl"
     assert pbt.constraints == {"train/entropy": Bound(1.0, None), "train/clip_frac": Bound(0.0, 0.3)}
-    assert _validated([*TINY, "pbt.population=4"]).pbt.constraints == {}  # null: no bound
+    assert run_config([*TINY, "pbt.population=4"]).pbt.constraints == {}  # null: no bound
 
 
 def test_the_rare_action_game_explores_its_entropy_coefficient_and_resamples():
     """docs/pbt.md's bounded runs name only the bounds: the game's own exploration is in its
     experiment, and a population on it explores the entropy coefficient beside lr."""
-    pbt = _validated(["experiment=rare_actions", "pbt.population=8"]).pbt
+    pbt = run_config(["experiment=rare_actions", "pbt.population=8"]).pbt
     assert set(pbt.hypers) == {"lr", "ent_coef_initial"}
     assert (pbt.hypers["ent_coef_initial"].low, pbt.hypers["ent_coef_initial"].high) == (0.03, 0.3)
     assert pbt.resample_prob == 0.25
@@ -83,7 +78,7 @@ def test_the_rare_action_game_explores_its_entropy_coefficient_and_resamples():
 
 def test_a_population_of_one_refused():
     with pytest.raises(ConfigError, match="0 \\(off\\) or an integer >= 2"):
-        _validated([*TINY, "pbt.population=1"])
+        run_config([*TINY, "pbt.population=1"])
 
 
 def test_untraced_key_exits_2_before_compiling(tmp_path):
@@ -103,7 +98,7 @@ def test_a_fitness_the_run_does_not_log_is_refused_before_compiling_or_writing(t
 
 
 def test_a_constrained_metric_the_run_does_not_log_is_refused_naming_the_logged_ones(tmp_path):
-    population = Population(_validated([*TINY, "pbt.population=2", "pbt.constraints={train/entropi: {min: 1}}"]), tmp_path)
+    population = Population(run_config([*TINY, "pbt.population=2", "pbt.constraints={train/entropi: {min: 1}}"]), tmp_path)
     logged = ["train/approx_kl", "train/entropy", "train/mean_episode_return"]
     with pytest.raises(ConfigError) as err:
         population.check_fitness(logged)
@@ -161,7 +156,7 @@ def test_violation_is_scaled_by_its_bound():
 
 
 def test_the_bottom_copies_a_feasible_member_over_a_better_return(tmp_path):
-    population = Population(_validated([*TINY, "pbt.population=4", CONSTRAINTS]), tmp_path)
+    population = Population(run_config([*TINY, "pbt.population=4", CONSTRAINTS]), tmp_path)
     rows = [{"seed": m, "train/mean_episode_return": r, KL: kl, "train/clip_frac": 0.1}
             for m, r, kl in ((0, 50.0, 0.001), (1, 90.0, 0.0001), (2, 10.0, 0.002), (3, 20.0, 0.0001))]
     population.annotate(rows)
@@ -186,7 +181,7 @@ def test_gather_copies_the_state_and_keeps_each_key():
 
 def test_an_exploit_step_never_compiles(tmp_path):
     """After `compile_gather` (before training), steps copy and perturb without compiling anything."""
-    population = Population(_validated(POPULATION), tmp_path)
+    population = Population(run_config(POPULATION), tmp_path)
     state = _State(params=jnp.arange(4.0)[:, None] * jnp.ones((4, 3)), key=jnp.arange(4))
     assert population.compile_gather(state) > 0
     with log_messages("jax") as compiles, jax.log_compiles():
@@ -208,7 +203,7 @@ def test_lineage_follows_the_copies_back():
 def test_members_that_tie_stay_where_they_are(tmp_path):
     """A solved task: every member at the maximum, apart by float rounding. None copies another;
     a member clearly behind, or one that diverged, still does."""
-    population = Population(_validated(POPULATION), tmp_path)
+    population = Population(run_config(POPULATION), tmp_path)
     rng = lambda: np.random.default_rng(0)  # noqa: E731
     within = [{"train/approx_kl": 0.01, "train/clip_frac": 0.1}] * 4  # every member meets the bounds
 

@@ -11,9 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
-from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.networks import ActorCritic
 from ppo_lab.ppo import grad_clip
@@ -24,20 +22,16 @@ from ppo_lab.run import resume
 from ppo_lab.run.build import build
 from ppo_lab.envs.gymnax_envs import GymnaxEnv
 
-from conftest import TINY, compose_config, network_config, ppo_config
-
-
-def _resolved(overrides):
-    return OmegaConf.to_container(compose_config(overrides), resolve=True)
+from conftest import TINY, network_config, ppo_config, resolved_config, run_config
 
 
 # --- config ------------------------------------------------------------------------------------
 
 def test_recurrent_is_off_by_default_and_takes_gru_or_lstm_on_any_torso():
-    assert validate(_resolved(TINY)).network.recurrent is None
+    assert run_config(TINY).network.recurrent is None
     for kind in ("mlp", "cnn"):
         for cell in ("gru", "lstm"):
-            net = validate(_resolved([*TINY, f"network={kind}", f"network.recurrent={cell}"])).network
+            net = run_config([*TINY, f"network={kind}", f"network.recurrent={cell}"]).network
             assert net.recurrent == cell and net.is_recurrent and net.recurrent_size == 128
             assert "recurrent" not in net.torso_kwargs() and "recurrent_size" not in net.torso_kwargs()
 
@@ -46,7 +40,7 @@ def test_recurrent_is_off_by_default_and_takes_gru_or_lstm_on_any_torso():
                                           ("network.recurrent_size=0", "network.recurrent_size")])
 def test_a_bad_recurrent_value_is_named_with_what_is_valid(override, key):
     with pytest.raises(ConfigError) as err:
-        validate(_resolved([*TINY, "network.recurrent=gru", override]))
+        run_config([*TINY, "network.recurrent=gru", override])
     assert err.value.key == key
     if key == "network.recurrent":
         assert "gru" in str(err.value) and "lstm" in str(err.value) and "transformer" in str(err.value)
@@ -54,11 +48,11 @@ def test_a_bad_recurrent_value_is_named_with_what_is_valid(override, key):
 
 def test_sequence_minibatches_must_split_the_envs_before_anything_compiles():
     # 4 envs x 16 steps split into 8 minibatches of steps is fine; into 8 of whole envs it is not.
-    cfg = validate(_resolved([*TINY, "ppo.num_minibatches=8", "network.recurrent=gru"]))
+    cfg = run_config([*TINY, "ppo.num_minibatches=8", "network.recurrent=gru"])
     with pytest.raises(ConfigError) as err:
         build(cfg, 1)
     assert err.value.key == "ppo.num_minibatches" and "whole env sequences" in str(err.value)
-    build(validate(_resolved([*TINY, "ppo.num_minibatches=8"])), 1)  # feed-forward: fine
+    build(run_config([*TINY, "ppo.num_minibatches=8"]), 1)  # feed-forward: fine
 
 
 # --- the network ---------------------------------------------------------------------------------
@@ -222,7 +216,7 @@ def test_a_recurrent_privileged_critic_on_the_actor_torso_is_refused():
 # --- the heads' hidden layer (network.head_hidden: PureJaxRL ppo_rnn.py's heads) ---------------
 
 def test_heads_are_linear_by_default_and_take_a_hidden_layer_of_head_hidden_units():
-    assert validate(_resolved(TINY)).network.head_hidden == 0
+    assert run_config(TINY).network.head_hidden == 0
     assert {"policy_hidden", "value_hidden"}.isdisjoint(_network().init_params(jax.random.PRNGKey(0), jnp.zeros((2, 4)))["params"])
     cfg = dataclasses.replace(network_config(hidden_sizes=(8,), shared_torso=True), recurrent="gru", recurrent_size=5,
                               head_hidden=6, head_hidden_gain=2.0)
@@ -236,12 +230,12 @@ def test_heads_are_linear_by_default_and_take_a_hidden_layer_of_head_hidden_unit
                                           ("network.head_hidden_gain=0", "network.head_hidden_gain")])
 def test_a_bad_head_hidden_value_is_named_with_what_is_valid(override, key):
     with pytest.raises(ConfigError) as err:
-        validate(_resolved([*TINY, override]))
+        run_config([*TINY, override])
     assert err.value.key == key
 
 
 def test_a_run_dir_saved_before_head_hidden_resumes_without_a_config_change():
-    now = _resolved(TINY)
+    now = resolved_config(TINY)
     saved = {**now, "network": {k: v for k, v in now["network"].items() if not k.startswith("head_hidden")}}
     assert resume.config_changes(saved, now) == {}
     wider = {**now, "network": {**now["network"], "head_hidden": 8}}

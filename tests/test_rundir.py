@@ -7,29 +7,27 @@ import os
 
 import pytest
 
+from conftest import metric_rows
+
 from ppo_lab import rundir
 from ppo_lab.analysis.frames import metrics_frame
 from ppo_lab.rundir import slurm_jobs
 from ppo_lab.rundir import checkpoints
 
 
-def _rows(updates, seeds=(0, 1)):
-    return [{"update": u, "seed": s, "timesteps": 64 * u, "wall_s": 0.5 * u, "train/entropy": 0.1 * u + s,
-             "train/mean_episode_return": math.nan if u % 2 else float(u)} for u in updates for s in seeds]
-
-
 def test_metrics_typed_round_trip(tmp_path):
     path = tmp_path / rundir.METRICS
-    rundir.MetricsCSV(path).append(_rows([1, 2, 3]))
+    rundir.MetricsCSV(path).append(metric_rows([1, 2, 3]))
     rows = rundir.read_metrics(path)
-    assert rundir.read_header(path) == ["update", "seed", "timesteps", "wall_s", "train/entropy", "train/mean_episode_return"]
+    assert rundir.read_header(path) == ["update", "seed", "timesteps", "wall_s", "actions/left", "perf/sps", "train/entropy",
+                                        "train/mean_episode_return"]  # the key columns, then every metric sorted
     assert len(rows) == 6
     first = rows[0]
     assert type(first["update"]) is int and type(first["seed"]) is int and type(first["timesteps"]) is int
-    assert type(first["wall_s"]) is float and first["wall_s"] == 0.5
-    assert math.isnan(first["train/mean_episode_return"])  # written blank, read NaN
-    assert rows[3] == {"update": 2, "seed": 1, "timesteps": 128, "wall_s": 1.0, "train/entropy": pytest.approx(1.2),
-                       "train/mean_episode_return": 2.0}
+    assert type(first["wall_s"]) is float and first["wall_s"] == 0.1
+    assert math.isnan(rows[2]["train/mean_episode_return"])  # update 2 ended no episode: written blank, read NaN
+    assert rows[5] == {"update": 3, "seed": 1, "timesteps": 192, "wall_s": pytest.approx(0.3), "actions/left": 0.5,
+                       "perf/sps": 1000.0, "train/entropy": pytest.approx(1.67), "train/mean_episode_return": 31.0}
     assert [r["update"] for r in rundir.read_seed_rows(path, 1, after=1, before=3)] == [2]
     assert [(r["update"], r["seed"]) for r in rundir.read_recent_rows(path, 2)] == [(2, 0), (3, 0), (2, 1), (3, 1)]
     frame = metrics_frame(path)
@@ -40,7 +38,7 @@ def test_metrics_typed_round_trip(tmp_path):
 
 def test_a_torn_last_line_is_not_read(tmp_path):
     path = tmp_path / rundir.METRICS
-    rundir.MetricsCSV(path).append(_rows([1, 2]))
+    rundir.MetricsCSV(path).append(metric_rows([1, 2]))
     with path.open("a") as f:
         f.write("3,0,192,1.")  # a process killed mid-write
     assert [r["update"] for r in rundir.read_metrics(path)] == [1, 1, 2, 2]
@@ -56,19 +54,19 @@ def test_a_value_that_is_not_a_number_is_named(tmp_path):
 def test_truncate_after_keeps_the_kept_lines_byte_for_byte(tmp_path):
     path = tmp_path / rundir.METRICS
     writer = rundir.MetricsCSV(path)
-    writer.append(_rows([1, 2, 3, 4]))
+    writer.append(metric_rows([1, 2, 3, 4]))
     lines = path.read_bytes().splitlines(keepends=True)
     assert writer.truncate_after(2) == 4
     assert path.read_bytes() == b"".join(lines[:5])  # header + updates 1 and 2, two seeds each
     assert writer.truncate_after(2) == 0
-    writer.append(_rows([3]))  # the resumed run appends after the cut
+    writer.append(metric_rows([3]))  # the resumed run appends after the cut
     assert [(r["update"], r["seed"]) for r in rundir.read_metrics(path)][-2:] == [(3, 0), (3, 1)]
     assert rundir.MetricsCSV(tmp_path / "absent.csv").truncate_after(1) == 0
 
 
 def test_copy_rows_until(tmp_path):
     src, dst = tmp_path / "a.csv", tmp_path / "b.csv"
-    rundir.MetricsCSV(src).append(_rows([1, 2, 3]))
+    rundir.MetricsCSV(src).append(metric_rows([1, 2, 3]))
     rundir.copy_rows_until(src, dst, 2)
     assert [r["update"] for r in rundir.read_metrics(dst)] == [1, 1, 2, 2]
     assert rundir.MetricsCSV(dst).columns == rundir.read_header(src)
@@ -79,10 +77,10 @@ def test_metrics_tail_reads_only_new_rows_and_sees_a_cut(tmp_path):
     tail = rundir.MetricsTail(path)
     assert tail.read_new() == ([], False)
     writer = rundir.MetricsCSV(path)
-    writer.append(_rows([1, 2]))
+    writer.append(metric_rows([1, 2]))
     rows, cut = tail.read_new()
     assert len(rows) == 4 and not cut
-    writer.append(_rows([3]))
+    writer.append(metric_rows([3]))
     assert [r["update"] for r in tail.read_new()[0]] == [3, 3]
     writer.truncate_after(1)
     rows, cut = tail.read_new()
@@ -93,11 +91,11 @@ def test_a_new_metric_widens_the_header_and_no_value_is_dropped(tmp_path, caplog
     path = tmp_path / rundir.METRICS
     tail = rundir.MetricsTail(path)
     writer = rundir.MetricsCSV(path)
-    writer.append(_rows([1]))
+    writer.append(metric_rows([1]))
     assert len(tail.read_new()[0]) == 2
-    later = [dict(r, **{"eval/late": 7.0}) for r in _rows([2])]
+    later = [dict(r, **{"eval/late": 7.0}) for r in metric_rows([2])]
     rundir.MetricsCSV(path).append(later)  # a resumed run of a newer version: a fresh writer
-    writer.append([dict(r, **{"a/first": 1.0}) for r in _rows([3])])  # the old writer learns the new header too
+    writer.append([dict(r, **{"a/first": 1.0}) for r in metric_rows([3])])  # the old writer learns the new header too
     assert "new metric(s) eval/late" in caplog.text
     header = rundir.read_header(path)
     assert header[:4] == rundir.KEY_COLUMNS and header[4:] == sorted(header[4:]) and {"eval/late", "a/first"} <= set(header)
@@ -105,7 +103,7 @@ def test_a_new_metric_widens_the_header_and_no_value_is_dropped(tmp_path, caplog
     assert [r["update"] for r in rows] == [1, 1, 2, 2, 3, 3]
     assert [r["eval/late"] for r in rows[2:4]] == [7.0, 7.0] and math.isnan(rows[0]["eval/late"])
     assert [r["a/first"] for r in rows[4:]] == [1.0, 1.0] and math.isnan(rows[2]["a/first"])
-    assert rows[0]["train/entropy"] == pytest.approx(0.1)  # the old values moved with their column
+    assert rows[0]["train/entropy"] == pytest.approx(0.69)  # the old values moved with their column
     # A dashboard tailing the file sees the rewrite and reads every row again.
     new, reread = tail.read_new()
     assert reread and len(new) == 6 and "eval/late" in tail.columns
@@ -141,7 +139,7 @@ def test_atomic_writes_leave_no_temporary_file(tmp_path):
     rundir.write_error(run, "ConfigError: bad")
     rundir.write_jobs(run, {"launcher": "local", "jobs": {}})
     writer = rundir.MetricsCSV(run / rundir.METRICS)
-    writer.append(_rows([1, 2]))
+    writer.append(metric_rows([1, 2]))
     writer.truncate_after(1)
     rundir.copy_rows_until(run / rundir.METRICS, run / "copy.csv", 1)
     rundir.write_table(run / rundir.AGGREGATE, [{"group": "g", "mean": math.nan}], ["group", "mean"])
