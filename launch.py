@@ -31,7 +31,7 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from ppo_lab import rundir  # noqa: E402
-from ppo_lab.analysis.objective import job_result  # noqa: E402
+from ppo_lab.judging.objective import job_result  # noqa: E402
 from ppo_lab.launching.exit_codes import DIVERGED, REFUSED, STOPPED, exit_code  # noqa: E402
 from ppo_lab.launching.help import asked_for_help, help_text  # noqa: E402
 from ppo_lab.run.divergence import RunDiverged  # noqa: E402

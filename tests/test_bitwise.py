@@ -18,7 +18,7 @@ import pytest
 
 from conftest import TINY, compose_config, read_summary, train_run
 from cpu_recordings import ATOL, RTOL, Outcome, record_into, recording_asked, require_reproduced
-from ppo_lab.analysis.reproduction import close, same
+from ppo_lab.judging.reproduction import close, same
 from ppo_lab.run.group import train_group
 
 pytestmark = pytest.mark.slow  # recorded runs trained end to end

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from ppo_lab.analysis.closing import closing_lines
+from ppo_lab.judging.closing import closing_lines
 
 from conftest import ROOT, TINY, launch
 
@@ -35,8 +35,12 @@ def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
     lines = closing_lines(summary, tmp_path, eval_mode="greedy", resume_command="python launch.py x=1 hydra.run.dir=D")
     text = "\n".join(lines)
     assert len(lines) <= 15 and lines[0] == "== stopped: signal SIGINT =="
-    # 3 seeds: the percentile bootstrap `ppo-lab aggregate` gives them too (docs/statistics.md)
-    assert "episode_return (greedy)          12.0 [10.0, 14.0]" in text and "food_share" in text and "episode_length" not in text
+    # 3 seeds: the interval `ppo-lab aggregate` gives them too, named, and n < 5 marked (docs/statistics.md):
+    # 12 -/+ t_{0.975, 2} * 2 / sqrt(3) = 12 -/+ 4.97; a share: Anderson's, in [0, 1]
+    assert "results, mean [95% interval] across 3 seeds:" in lines
+    assert "episode_return (greedy)          12.0 [7.0, 17.0] (Student t)" in text and "episode_length" not in text
+    assert "food_share (sampled)" in text and "(Anderson, in [0, 1])" in text
+    assert "WARNING n=3 < 5: too few seeds to tell settings apart (wide intervals; docs/statistics.md)" in lines
     assert "5,120 steps/s" in text and "evaluation 1.5 s" in text and f"run dir: {tmp_path}" in text
     assert lines[-1] == "resume (continues from the last checkpoint): python launch.py x=1 hydra.run.dir=D"
     done = closing_lines({**summary, "status": "completed"}, tmp_path, eval_mode="greedy", resume_command="x")
@@ -53,11 +57,11 @@ def test_closing_summary_shows_the_headline_first_and_the_return_as_what_the_mod
                "eval": {"episode_return": [200.0, 210.0, 220.0], "energy_per_1k": [-20.0, -22.0, -24.0]},
                "final": {"true/objective_per_1k": [-30.0, -31.0, -32.0], "train/mean_episode_return": [150.0, 160.0, 170.0]}}
     lines = closing_lines(summary, tmp_path, eval_mode="greedy", resume_command=None, env=env)
-    start = lines.index("results, mean [95% interval] across seeds:")
+    start = lines.index("results, mean [95% interval] across 3 seeds:")
     names = [line.split("  ")[1].strip() for line in lines[start + 1:start + 5]]
     assert names == ["true objective per 1k steps (headline, last updates)", "energy per 1k steps",
                      "paid reward (proxy), greedy", "paid reward (proxy), training, last updates"]
-    assert lines[start + 1].endswith("-31.0 [-32.0, -30.0]")  # 3 seeds: aggregate's bootstrap
+    assert lines[start + 1].endswith("-31.0 [-33.5, -28.5] (Student t)")  # 3 seeds: aggregate's interval
 
 
 def test_progress_bar_on_a_terminal(tmp_path):

@@ -17,8 +17,8 @@ import pytest
 
 from conftest import ROOT, TINY, compose_config, launch, read_rows, read_summary, run_config, train_run
 from ppo_lab.analysis.aggregate import run_aggregate
-from ppo_lab.analysis.closing import closing_lines
-from ppo_lab.analysis.health import HealthWarnings
+from ppo_lab.judging.closing import closing_lines
+from ppo_lab.judging.health import HealthWarnings
 from ppo_lab.config import validate
 from ppo_lab.run.divergence import EXIT_DIVERGED
 from ppo_lab.run.recorders import RunContext

@@ -76,7 +76,7 @@ def test_run_directory_contract(tmp_path, tiny, caplog, capsys):
 def _closing_interval_is_aggregates(run_dir, capsys):
     """The closing summary's interval for the seeds' evaluation is `ppo-lab aggregate`'s (one
     method: docs/statistics.md), said in the same digits."""
-    from ppo_lab.analysis.closing import _spec
+    from ppo_lab.judging.closing import _spec
 
     closing = capsys.readouterr().out
     assert run_cli(["aggregate", run_dir, "--out", run_dir.parent / "agg", "--no-plot"], capsys).returncode == 0
@@ -85,8 +85,10 @@ def _closing_interval_is_aggregates(run_dir, capsys):
     mean, low, high = (float(row[k]) for k in ("mean", "ci_low", "ci_high"))
     spec = _spec(mean, low, high)
     line = next(line for line in closing.splitlines() if line.strip().startswith("episode_return"))
-    assert line.endswith(f"{format(mean, spec)} [{format(low, spec)}, {format(high, spec)}]"), (line, row)
-    assert row["ci_method"] == "bootstrap"  # 2 seeds: fewer than 5
+    # CartPole declares its return's bounds [0, 500]: Anderson's interval, named; 2 seeds marked
+    assert line.endswith(f"{format(mean, spec)} [{format(low, spec)}, {format(high, spec)}] (Anderson, in [0, 500])"), (line, row)
+    assert row["ci_method"] == "anderson" and row["small_sample"] == "True"
+    assert "WARNING n=2 < 5: too few seeds to tell settings apart (wide intervals; docs/statistics.md)" in closing
 
 
 def _comparable(rows):

@@ -26,7 +26,7 @@ from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.losses import ppo_loss_terms
 from ppo_lab.ppo.train import make_optimizer
 from ppo_lab.run.build import build
-from ppo_lab.analysis.health import HealthWarnings, obs_cast_message
+from ppo_lab.judging.health import HealthWarnings, obs_cast_message
 
 from conftest import ROOT, network_config, read_rows, run_config, train_run
 from test_aggregate import make_sweep
@@ -85,7 +85,7 @@ def test_a_lossy_cast_is_logged_once_naming_the_values(caplog):
     assert obs_cast_message([{"seed": 0, "train/obs_cast_lossy_frac": 0.0}], "uint8") is None
     warnings = HealthWarnings(run_config(SMALL_FORAGING).health)
     warnings.obs_dtype = "uint8"
-    with caplog.at_level(logging.WARNING, logger="ppo_lab.analysis.health"):
+    with caplog.at_level(logging.WARNING, logger="ppo_lab.judging.health"):
         warnings.log_rows(rows)
         warnings.log_rows(rows)
     assert sum("loses information" in r.message for r in caplog.records) == 1
@@ -147,7 +147,7 @@ REFERENCE_RECIPE_PROGRAMS = [
 
 @pytest.mark.slow
 def test_a_tiny_reference_run_trains_and_logs_the_cast(tmp_path: Path, caplog):
-    with caplog.at_level(logging.WARNING, logger="ppo_lab.analysis.health"):
+    with caplog.at_level(logging.WARNING, logger="ppo_lab.judging.health"):
         summary = train_run(REFERENCE_RECIPE_PROGRAMS + ["reward=proxy_mortal", "env.food_min=8", "env.poison_min=8",
                                                          "~env.evaluations.survival"],  # not what is tested here
                             tmp_path / "run")

@@ -12,7 +12,7 @@ import pytest
 
 from ppo_lab.experiments.goodhart import report as gh
 from ppo_lab.analysis import run_plots, sweep as sw
-from ppo_lab.analysis.stats import bonferroni, bootstrap_ci, summarize, welch_t_test
+from ppo_lab.estimators import anderson_interval, bonferroni, welch_t_test
 from test_aggregate import make_sweep, value
 
 MODES = ["ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy"]
@@ -59,13 +59,11 @@ def test_modes_table_and_pairwise_tests(tmp_path):
     rows = gh.mode_table(col, ["food_share"])
     for i, mode in enumerate(MODES):
         row = next(r for r in rows if r["mode"] == mode)
-        # a share, and 3 seeds: the percentile bootstrap of the mean, inside the seeds' range
+        # a share (in [0, 1]; these made-up ones pass 1, which widens the bound): Anderson's interval
         seeds = [value(i, s, "eval/food_share") for s in range(3)]
-        expected = summarize(seeds)
-        expected["ci_low"], expected["ci_high"] = np.clip(bootstrap_ci(seeds, np.mean), min(seeds), max(seeds))
-        assert row["ci_method"] == "bootstrap" and min(seeds) <= row["ci_low"] <= row["ci_high"] <= max(seeds)
-        assert row["n_seeds"] == 3 and row["mean"] == pytest.approx(expected["mean"])
-        assert row["ci_low"] == pytest.approx(expected["ci_low"])
+        assert row["ci_method"] == "anderson" and row["ci_low"] <= row["mean"] <= row["ci_high"]
+        assert row["n_seeds"] == 3 and row["mean"] == pytest.approx(np.mean(seeds))
+        assert (row["ci_low"], row["ci_high"]) == pytest.approx(tuple(map(float, anderson_interval(np.array(seeds), 0, 1))))
     tests = gh.pairwise_tests(col, ["food_share", "energy_per_1k"])
     assert len(tests) == 2 * math.comb(5, 2)
     block = [r for r in tests if r["metric"] == "energy_per_1k"]
@@ -75,8 +73,10 @@ def test_modes_table_and_pairwise_tests(tmp_path):
     assert first["t"] == pytest.approx(t) and first["p"] == pytest.approx(p)
     assert [r["p_bonferroni"] for r in block] == pytest.approx(list(bonferroni([r["p"] for r in block])))
     # Made-up values grow with the mode's index: the later mode's interval lies above.
-    assert gh.intervals_separate(col, "proxy", "ground_truth", "food_share")
-    assert not gh.intervals_separate(col, "ground_truth", "proxy", "food_share")
+    assert gh.intervals_separate(col, "proxy", "ground_truth", "energy_per_1k")
+    assert not gh.intervals_separate(col, "ground_truth", "proxy", "energy_per_1k")
+    # three seeds of a share: Anderson's intervals, honest about three seeds, overlap
+    assert not gh.intervals_separate(col, "proxy", "ground_truth", "food_share")
 
 
 def test_goodhart_curves_per_mode_and_in_ppo_lab_plots(tmp_path):

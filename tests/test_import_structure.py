@@ -109,7 +109,9 @@ LAYERS = [
     ["envs", "networks", "ppo"],
     ["hardware"],
     ["jax_private"],  # the private JAX symbols the lab needs, in one module (it says why)
-    ["analysis"],
+    ["analysis"],  # offline tools over run dirs: aggregate, compare, plots, watch, zoo table, rliable report
+    ["judging"],  # what a run says about itself (closing lines, health, objective, headline), offline tools too
+    ["estimators"],  # every statistic, once: below both
     ["rundir"],
     ["resolvers"],
     ["config"],
@@ -154,6 +156,8 @@ def test_layer_check_catches_an_upward_import():
     # The generic core sits below the experiments: an import of one from run/, ppo/, networks,
     # analysis/ or rundir/ is against the flow.
     assert all(RANK["experiments"] < RANK[core] for core in ("run", "ppo", "networks", "envs", "analysis", "rundir"))
+    # What runs use sits below the offline tools, and the estimators below both.
+    assert RANK["analysis"] < RANK["judging"] < RANK["estimators"]
 
 
 def test_modules_are_loaded_by_name_in_one_place_only():
@@ -197,8 +201,9 @@ def test_validating_every_env_starts_no_backend():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_rundir_and_analysis_import_no_jax():
+def test_rundir_judging_and_analysis_import_no_jax():
     code = "import ppo_lab.rundir, ppo_lab.analysis, ppo_lab.analysis.sweep, ppo_lab.analysis.aggregate, " \
+           "ppo_lab.judging.closing, ppo_lab.judging.objective, ppo_lab.estimators, " \
            "ppo_lab.rundir.slurm_jobs, sys; assert 'jax' not in sys.modules, 'jax imported'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from conftest import ROOT, TINY, read_summary
 
 from ppo_lab.errors import ConfigError
-from ppo_lab.analysis.objective import Objective, ObjectiveError, job_result, objective_value, parse_objective
+from ppo_lab.judging.objective import Objective, ObjectiveError, job_result, objective_value, parse_objective
 from ppo_lab.launching.optuna_sweeper import override_text, search_space
 
 

@@ -287,7 +287,7 @@ def test_summary_names_the_best_member_and_its_lineage(population_run):
 def test_the_closing_summary_speaks_of_members(population_run, tmp_path):
     """Members copy each other: the summary names the population, the best member with its
     fitness, hyperparameters and lineage, how many steps copied, and no interval across them."""
-    from ppo_lab.analysis.closing import closing_lines
+    from ppo_lab.judging.closing import closing_lines
 
     s = read_summary(population_run)
     pbt = s["pbt"]
@@ -360,7 +360,7 @@ def test_random_search_copies_nothing_and_aggregates_against_pbt(population_run,
     for group, run in ((pbt, population_run), (rs, run_dir)):
         (pop,) = group["populations"]
         assert len(pop["members"]) == 4 and pop["worst"] <= pop["median"] <= pop["best"]
-        assert group["median"]["point"] == pop["median"] and group["median"]["ci_low"] == pop["median"]
+        assert group["median"]["point"] == pop["median"] and np.isnan(group["median"]["ci_low"])  # one: no interval
         assert "criteria/kl_ok_frac" in group["criteria_median_member"]
         # The member the run names best, and how many met the bounds at the end, from its summary.
         summary = read_summary(run)["pbt"]

@@ -19,7 +19,7 @@ import yaml
 from conftest import ROOT
 from cpu_recordings import ATOL, RTOL, Outcome, names, recording, require_reproduced
 from ppo_lab import rundir
-from ppo_lab.analysis.reproduction import compare_runs, format_comparison
+from ppo_lab.judging.reproduction import compare_runs, format_comparison
 from ppo_lab.config import config_hash
 from ppo_lab.hardware import apply_deterministic
 from ppo_lab.host_cpu import cpu_id, cpu_record, same_cpu
@@ -147,7 +147,7 @@ def test_cpu_record_names_what_xla_compiles_for():
 
 
 def test_comparison_sizes_each_difference(tmp_path):
-    from ppo_lab.analysis.reproduction import Comparison
+    from ppo_lab.judging.reproduction import Comparison
     c = Comparison(rows=2, updates=1, differences=[(1, 0, "a", 1.0, 1.0005), (1, 1, "b", 2e-8, 3e-8)])
     assert c.largest()[2] == "b" and abs(c.largest()[5] - 1 / 3) < 1e-9
     assert not c.within(1e-3) and c.within(1e-3, atol=1e-6)

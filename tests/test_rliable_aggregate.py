@@ -33,15 +33,15 @@ def two_env_sweep(path, seeds=5):
     return sweep
 
 
-def test_two_envs_five_seeds_rliable_json(tmp_path):
-    sweep = two_env_sweep(tmp_path / "sw")
+def test_two_envs_eight_seeds_rliable_json(tmp_path):
+    sweep = two_env_sweep(tmp_path / "sw", seeds=8)
     out = run_aggregate([sweep], quiet=True, reps=500)
     report = json.loads((sweep / "rliable.json").read_text())
     assert (sweep / "rliable.png").stat().st_size > 1000
-    assert report["normalized"] and report["bootstrap"] == {"method": report["bootstrap"]["method"], "reps": 500, "seed": 0}
+    assert report["normalized"] and report["bootstrap"] == {"method": report["bootstrap"]["method"], "reps": 500, "seed": 0, "min_runs": 8}
     assert list(report["configs"]) == ["all"]  # the env is the task, not the configuration
     config = report["configs"]["all"]
-    assert config["n_runs"] == {"CartPole-v1": 5, "Acrobot-v1": 5} and not config["small_sample"]
+    assert config["n_runs"] == {"CartPole-v1": 8, "Acrobot-v1": 8} and not config["small_sample"]
     assert set(config["aggregates"]) == {"iqm", "median", "mean", "optimality_gap"}
     for est in config["aggregates"].values():
         assert est["ci_low"] <= est["point"] <= est["ci_high"]
@@ -57,15 +57,24 @@ def test_two_envs_five_seeds_rliable_json(tmp_path):
 
 def test_two_seeds_warned_and_bounded_intervals_stay_in_bounds(tmp_path):
     sweep = two_env_sweep(tmp_path / "sw", seeds=2)
+    for run in sweep.iterdir():  # the env declares its episode lengths' bounds
+        if (run / "config.yaml").exists():
+            cfg = yaml.safe_load((run / "config.yaml").read_text())
+            cfg["env"]["metrics"] = {"bounds": {"episode_length": [0, 500]}}
+            (run / "config.yaml").write_text(yaml.safe_dump(cfg))
     out = run_aggregate([sweep], quiet=True, reps=200)
     rows = read_csv(sweep / "aggregate.csv")
     length = [r for r in rows if r["metric"] == "eval/episode_length"]
-    assert length and all(r["ci_method"] == "bootstrap" and r["small_sample"] == "True" for r in length)
+    assert length and all(r["ci_method"] == "anderson" and r["small_sample"] == "True" for r in length)
     for r in length:
         assert 0 <= float(r["ci_low"]) <= float(r["mean"]) <= float(r["ci_high"]) <= 500
-    assert "WARNING: env.gymnax_id=CartPole-v1: n=2 seed(s), fewer than 5" in format_table(out["rows"], out["collection"])
+    returns = [r for r in rows if r["metric"] == "eval/episode_return"]  # no bounds declared: Student t
+    assert returns and all(r["ci_method"] == "t" and r["iqm_ci_low"] == "" for r in returns)
+    table = format_table(out["rows"], out["collection"])
+    assert "WARNING: env.gymnax_id=CartPole-v1: n=2 seed(s), fewer than 5" in table and "none (n<8)" in table
     report = json.loads((sweep / "rliable.json").read_text())
     assert report["configs"]["all"]["small_sample"] and any("n=2" in w for w in report["warnings"])
+    assert all(np.isnan(e["ci_low"]) for e in report["configs"]["all"]["aggregates"].values())
 
 
 def test_raw_scores_without_references_leave_out_the_optimality_gap(tmp_path):
@@ -93,8 +102,15 @@ def test_compare_gives_the_probability_of_improvement(tmp_path, capsys):
             (run / "summary.json").write_text(json.dumps(summary))
     assert compare.main([str(a), str(b), "--out", str(tmp_path / "c.png")]) == 0
     text = capsys.readouterr().out
-    assert "P(a > b) on eval/episode_return = 1.000 [1.000, 1.000]" in text
+    assert "P(a > b) on eval/episode_return = 1.000 [no interval: n<8]" in text
     assert "WARNING: n=2 run(s) on a side" in text
+    # beside it, the difference of the means with its interval, Welch's p, Cohen's d and n
+    line = next(line for line in text.splitlines() if line.startswith("a - b on eval/episode_return: "))
+    assert "(95%, Welch); Welch's t-test p = " in line and "Cohen's d = " in line and line.endswith("n = 4 vs 4 seeds pooled over 2 envs (P(A > B) compares within each)")
+    # a metric no input has is refused, naming the closest and the valid ones
+    assert compare.main([str(a), str(b), "--out", str(tmp_path / "d.png"), "--metric", "eval/episode_retrun"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean eval/episode_return?" in err and "eval/episode_length" in err and not (tmp_path / "d.png").exists()
 
 
 def test_two_configurations_get_the_probability_of_improvement(tmp_path):
@@ -163,7 +179,7 @@ def test_compare_labels_runs_by_their_mode_and_compares_the_headline(tmp_path, c
     import shutil
 
     from ppo_lab.analysis import compare
-    from ppo_lab.analysis.closing import _spec
+    from ppo_lab.judging.closing import _spec
 
     sweep = reward_mode_sweep(tmp_path / "sw")
     for folder, jobs in (("gt", (0, 1)), ("px", (2, 3))):  # each mode's two seeds in a folder
@@ -179,7 +195,7 @@ def test_compare_labels_runs_by_their_mode_and_compares_the_headline(tmp_path, c
     spec = _spec(row["mean"], row["ci_low"], row["ci_high"])
     line = next(line for line in text.splitlines() if line.startswith("reward=ground_truth "))
     assert f"{format(row['mean'], spec)} [{format(row['ci_low'], spec)}, {format(row['ci_high'], spec)}]" in line
-    assert "ground_truth: 130.5 [130.0, 131.0]" in line and "true objective per 1k steps (mean [95% CI])" in text
+    assert "ground_truth: 130.5 [124.1, 136.9] (Student t)" in line and "true objective per 1k steps (mean [95% CI])" in text
     # the return, asked for by name, is not ranked across modes
     assert compare.main([a, b, "--out", png, "--metric", "eval/episode_return"]) == 0
     out = capsys.readouterr()

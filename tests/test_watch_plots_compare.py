@@ -177,6 +177,15 @@ def test_compare_a_run_and_a_benchmark(runs, tmp_path, capsys):
     assert b["sps"] == bench["sps"]
 
 
+def test_compare_refuses_a_metric_no_input_has(runs, tmp_path, capsys):
+    """A typo compares nothing: exit 2, the closest name and every valid one, nothing written."""
+    out = tmp_path / "c.png"
+    proc = run_cli(["compare", runs / "run_a", runs / "bench_b", "--out", out, "--metric", "eval/episode_retrun"], capsys)
+    assert proc.returncode == 2 and not out.exists()
+    assert "--metric eval/episode_retrun: no input has it; did you mean eval/episode_return?" in proc.stderr
+    assert "valid: " in proc.stderr and "eval/episode_length" in proc.stderr and "train/entropy" in proc.stderr
+
+
 def test_comparison_png_goes_beside_the_runs_not_the_working_dir(tmp_path):
     for run in ("sweep/0", "sweep/1", "other/x"):
         (tmp_path / run).mkdir(parents=True)

@@ -1,27 +1,5 @@
-"""Analysis of runs and sweeps: load results, aggregate across seeds, statistics, plots.
-
-``ppo_lab.analysis.stats`` holds the statistics (pure numpy/scipy); its functions are
-re-exported here. Other modules of this package are imported by their own names.
+"""Offline tools over run dirs and sweeps: aggregate, compare, plots, watch, the zoo table,
+rliable's report, populations. Nothing here runs inside a training process; what a run itself
+uses (its closing lines, health warnings, objective, headline metric) is `ppo_lab.judging`, and
+every estimator both use is `ppo_lab.estimators`. Modules are imported by their own names.
 """
-
-from ppo_lab.analysis.stats import (
-    SUMMARY_KEYS,
-    bonferroni,
-    bootstrap_ci,
-    cohens_d,
-    count_nan,
-    iqm,
-    summarize,
-    welch_t_test,
-)
-
-__all__ = [
-    "SUMMARY_KEYS",
-    "bonferroni",
-    "bootstrap_ci",
-    "cohens_d",
-    "count_nan",
-    "iqm",
-    "summarize",
-    "welch_t_test",
-]

@@ -6,9 +6,9 @@ Reads every run under the DIRs (completed or not; a sweep dir, a run dir, or any
 them), groups runs by their overrides other than the seed, treats the vmapped seeds of a run
 as separate seeds, and writes into OUT (default: the one DIR given):
 
-- ``aggregate.csv``: per group and metric: n_seeds, mean, std, var, sem, 95% t interval
-  (ci_low, ci_high), interquartile mean with a seeded bootstrap interval (iqm, iqm_ci_low,
-  iqm_ci_high). Columns: ``group``, the swept keys, ``metric``, then those statistics.
+- ``aggregate.csv``: per group and metric: n_seeds, mean, std, var, sem, the 95% interval of
+  the mean (ci_low, ci_high; ``ci_method`` below), interquartile mean with a seeded bootstrap
+  interval from 8 seeds (iqm, iqm_ci_low, iqm_ci_high). Columns: ``group``, the swept keys, ``metric``, then those statistics.
   Metrics: every ``eval/*`` and every final ``train/*`` (and ``reward/*``, ``actions/*``,
   ``perf/*``) value of summary.json, and the ``criteria/*`` computed from metrics.csv.
 - ``runs.csv``: one row per (run, seed) with its status, whether it is in the statistics, why
@@ -18,7 +18,8 @@ as separate seeds, and writes into OUT (default: the one DIR given):
 - ``curves.png``: mean learning curves with interval bands, per group, of the env's headline
   metric (``--curve`` names others); ``--format pdf,svg`` writes each figure in those formats
   beside its PNG. What a reader must know about a figure (a sparse metric, a panel left out, too
-  few seeds) is printed beside it, never written into its title.
+  few seeds) is printed beside it, never written into its title; a group of fewer than 5 seeds
+  is also marked where the figure names it (its legend entry: ``n=3 < 5``).
 - ``rliable.json`` and ``rliable.png``: rliable's IQM, median, mean and optimality gap with
   stratified bootstrap intervals (reps and seed recorded), across tasks on scores normalised per
   env, and performance profiles with bands (``ppo_lab/analysis/rliable_report.py``).
@@ -27,14 +28,14 @@ as separate seeds, and writes into OUT (default: the one DIR given):
   e.g. PBT against random search (``ppo_lab/analysis/populations.py``).
 
 Which interval is which: ``ci_method`` says it per row: ``t`` (Student t of the mean) or
-``bootstrap`` (percentile bootstrap of the mean, for metrics with known bounds: it stays inside
-them); ``small_sample`` flags groups of fewer than 5 seeds, and the table warns about them
-(``ppo_lab/analysis/intervals.py``); ``logged_frac`` is the share of updates in which a
+``anderson`` (Anderson's distribution-free interval, for metrics with known bounds: it holds at
+any number of seeds); ``small_sample`` flags groups of fewer than 5 seeds, and the table and the
+figures mark them (``ppo_lab/estimators.py``, docs/statistics.md); ``logged_frac`` is the share of updates in which a
 metrics.csv column holds a value (an episode mean of an agent that rarely ends an episode is
 sparse).
 
 Runs of one env paid under different reward functions (a sweep over reward modes) are never
-ranked on their returns (``ppo_lab/analysis/reward_modes.py``): the table labels each group's
+ranked on their returns (``ppo_lab/judging/reward_modes.py``): the table labels each group's
 return ``paid reward (<mode>)``, curves.png draws one panel per mode, and rliable.json with its
 P(A > B) refuses such a return and is computed on the env's headline metric instead.
 
@@ -57,23 +58,22 @@ from ppo_lab import rundir
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis.criteria import criteria_table
 from ppo_lab.analysis.figures import parse_formats, plt
-from ppo_lab.analysis.intervals import SMALL_SAMPLE
 from ppo_lab.analysis.populations import DEFAULT_METRIC as POPULATION_METRIC
 from ppo_lab.analysis.populations import (POPULATIONS_JSON, format_population_report, is_population_sweep,
                                           population_report)
-from ppo_lab.analysis.headline import DEFAULT_HEADLINE, headline_curve, headline_of
-from ppo_lab.analysis.reward_modes import is_paid_return, modes_by_group, paid_label, refusal
-from ppo_lab.analysis.rliable_report import (DEFAULT_METRIC, RLIABLE_FIGURE, RLIABLE_JSON, format_report,
-                                             parse_score_refs, plot_report, rliable_report)
-from ppo_lab.analysis.rliable_stats import DEFAULT_REPS, DEFAULT_SEED
+from ppo_lab.analysis.rliable_report import (RLIABLE_FIGURE, RLIABLE_JSON, format_report, parse_score_refs, plot_report,
+                                             rliable_report)
 from ppo_lab.analysis.sweep_plots import plot_curves
+from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, DEFAULT_REPS, DEFAULT_SEED, SMALL_SAMPLE
+from ppo_lab.judging.headline import DEFAULT_HEADLINE, TRAIN_RETURN, headline_curve, headline_of
+from ppo_lab.judging.reward_modes import is_paid_return, modes_by_group, paid_label, refusal
 from ppo_lab.rundir.slurm_jobs import wait_for_jobs
 
 log = logging.getLogger("ppo_lab.analysis.aggregate")
 
 # The metrics the printed table shows (all of them are in aggregate.csv).
 PRINT_PREFIXES = ("eval/",)
-PRINT_EXTRA = ("train/mean_episode_return",)
+PRINT_EXTRA = (TRAIN_RETURN,)
 
 
 def format_table(rows: list[dict], col: sw.Collection) -> str:
@@ -93,19 +93,26 @@ def format_table(rows: list[dict], col: sw.Collection) -> str:
         body.append([
             r["group"], metric, str(r["n_seeds"]), _f(r["mean"]),
             f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}] ({r.get('ci_method', 't')})", _f(r["iqm"]),
-            f"[{_f(r['iqm_ci_low'])}, {_f(r['iqm_ci_high'])}]", "; ".join(note),
+            _iqm_interval(r), "; ".join(note),
         ])
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
     small = sorted({(r["group"], r["n_seeds"]) for r in shown if r.get("small_sample")})
     for group, n in small:
-        lines.append(f"WARNING: {group}: n={n} seed(s), fewer than {SMALL_SAMPLE}: these intervals cannot be trusted; "
-                     "run more seeds before drawing conclusions")
+        lines.append(f"WARNING: {group}: n={n} seed(s), fewer than {SMALL_SAMPLE}: wide intervals, no IQM interval; "
+                     "run more seeds before drawing conclusions (docs/statistics.md)")
     if modes and any(is_paid_return(r["metric"]) for r in shown):
         lines.append("paid reward: each mode's return is measured under its own reward function; "
                      "not comparable across modes (compare the modes on the headline metric)")
     return "\n".join(lines)
+
+
+def _iqm_interval(row: dict) -> str:
+    """The IQM's bootstrap interval, or why there is none (fewer than 8 seeds: estimators)."""
+    if _f(row["iqm_ci_low"]) == "nan" and 0 < int(row["n_seeds"]) < BOOTSTRAP_MIN_RUNS:
+        return f"none (n<{BOOTSTRAP_MIN_RUNS})"
+    return f"[{_f(row['iqm_ci_low'])}, {_f(row['iqm_ci_high'])}]"
 
 
 def _f(x) -> str:
@@ -144,11 +151,11 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
     units = sw.unit_rows(col)
     unit_cols = ["group", *col.swept_keys, "seed", "status", "used", "reason", "job", "job_id", "updates", "run_dir", *col.metrics]
     sw.write_csv(paths["runs"], units, unit_cols)
-    # The experiment's headline metric unless told another (analysis/headline.py)
+    # The experiment's headline metric unless told another (ppo_lab/judging/headline.py)
     try:
         headline = headline_of(run.env for run in col.runs if run.env)
     except ValueError as exc:  # runs of envs judged by different metrics: the return, said
-        log.warning("%s; rliable.json and curves.png use %s (--rliable-metric, --curve name others)", exc, DEFAULT_METRIC)
+        log.warning("%s; rliable.json and curves.png use %s (--rliable-metric, --curve name others)", exc, DEFAULT_HEADLINE)
         headline = DEFAULT_HEADLINE
     notes: dict[str, list[str]] = {}
     if plot:
@@ -203,7 +210,7 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
 def _comparable_metric(col: sw.Collection, metric: str, headline: str) -> tuple[str | None, str | None]:
     """The metric to rank configurations on, and why `metric` was refused (None: it was not): an
     episode return of runs paid under different reward functions ranks nothing
-    (analysis/reward_modes.py); the headline is used instead, or none when it is such a return."""
+    (ppo_lab/judging/reward_modes.py); the headline is used instead, or none when it is such a return."""
     modes = modes_by_group(col)
     if not (modes and is_paid_return(metric)):
         return metric, None
@@ -227,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--rliable-metric", default=None,
-                   help=f"the score of rliable.json (default: the headline the env declares, else {DEFAULT_METRIC})")
+                   help=f"the score of rliable.json (default: the headline the env declares, else {DEFAULT_HEADLINE})")
     p.add_argument("--score", action="append", default=[], metavar="TASK=RANDOM,REFERENCE",
                    help="a task's random and reference returns for normalised scores (repeatable; "
                         "default: `scores:` of the env's YAML)")

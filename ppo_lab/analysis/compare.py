@@ -6,7 +6,7 @@
 
 Per input: status, env, seeds, training duration, compile time, timesteps (all seeds), steps/s
 (all seeds), speedup over the first input, peak host memory, device memory (where the backend
-reports it), and the headline metric the env declares (analysis/headline.py; else the return)
+reports it), and the headline metric the env declares (ppo_lab/judging/headline.py; else the return)
 as mean [95% interval] across seeds, the interval `ppo-lab aggregate` and a run's closing
 summary give the same seeds (`intervals.mean_summary`). Where the headline is not the return,
 the return is beside it as `paid reward` with the reward mode that paid it. Any mix of run and
@@ -15,14 +15,19 @@ benchmark directories works.
 Each input is labelled by what differs between the inputs: the override that differs (the
 reward mode: `reward=proxy`; `ppo.lr=0.001`), else the seed, else its directory's name
 (`--labels` names them yourself). With two inputs holding evaluated seeds (run dirs, or sweep
-dirs of one configuration each), also the probability that the first improves on the second,
-P(A > B), on the headline metric, with rliable's bootstrap interval (`analysis/improvement.py`);
-returns paid under different reward functions are never ranked (analysis/reward_modes.py).
+dirs of one configuration each), also, on the headline metric (`--metric` names another; a
+metric no input has is refused, exit 2, naming the valid ones): the difference of the means
+A - B with its interval (Welch's, or Anderson's for a metric with known bounds:
+`estimators.difference_interval`), Welch's t-test p-value, Cohen's d and the seeds a side; and
+the probability that the first improves on the second, P(A > B), with rliable's bootstrap
+interval (`analysis/improvement.py`). Returns paid under different reward functions are never
+ranked (judging/reward_modes.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import math
 import os
@@ -31,14 +36,13 @@ from pathlib import Path
 
 from ppo_lab import rundir
 from ppo_lab.analysis import sweep as sw
-from ppo_lab.analysis.closing import across_seeds
 from ppo_lab.analysis.figures import parse_formats, plt, save_figure
-from ppo_lab.analysis.headline import DEFAULT_HEADLINE, headline_of
 from ppo_lab.analysis.improvement import format_improvement, improvement
-from ppo_lab.analysis.intervals import declared_bounds
-from ppo_lab.analysis.metric_names import label as metric_label
-from ppo_lab.analysis.reward_modes import differing_modes, is_paid_return, mode_of, refusal
-from ppo_lab.analysis.rliable_report import DEFAULT_METRIC
+from ppo_lab.estimators import SMALL_SAMPLE, cohens_d, difference_interval, finite, metric_range, welch_t_test
+from ppo_lab.judging.closing import across_seeds, method_words
+from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN, declared_bounds, headline_of
+from ppo_lab.judging.metric_names import label as metric_label
+from ppo_lab.judging.reward_modes import differing_modes, is_paid_return, mode_of, refusal
 
 COLUMNS = [  # (key, header, format)
     ("kind", "kind", ""),
@@ -53,7 +57,6 @@ COLUMNS = [  # (key, header, format)
     ("peak_host_memory_mb", "host MB", ",.0f"),
     ("device_memory_mb", "device MB", ",.0f"),
 ]
-PAID_RETURN = "eval/episode_return"
 
 
 def _mean(values):
@@ -69,14 +72,14 @@ def load(path: Path, label: str | None = None, headline: str = DEFAULT_HEADLINE)
     try:
         data, break_kind, _ = rundir.read_result(path)
     except FileNotFoundError:
-        if not (path.is_dir() and (rundir.find_sweep_roots(path) or sw.find_run_dirs(path))):  # a folder of runs
+        if not (path.is_dir() and (rundir.find_sweep_roots(path) or rundir.find_run_dirs(path))):  # a folder of runs
             raise
         data, break_kind = {}, "sweep"
     seeds = data.get("seeds") or []
     per_seed_steps = data.get("timesteps")
     final_return = _mean((data.get("eval") or {}).get("episode_return"))
     if final_return is None:
-        final_return = _mean((data.get("final") or {}).get("train/mean_episode_return"))
+        final_return = _mean((data.get("final") or {}).get(TRAIN_RETURN))
     return {
         "label": label or (path.parent.name if path.is_file() else path.name),
         "path": str(path),
@@ -96,22 +99,37 @@ def load(path: Path, label: str | None = None, headline: str = DEFAULT_HEADLINE)
     }
 
 
+def _folder(path: Path) -> Path:
+    """The folder of an input (a run dir, a sweep dir, or a run's JSON file)."""
+    return Path(path) if Path(path).is_dir() else Path(path).parent
+
+
 def _runs(path: Path) -> list:
     """The runs of an input (a run dir, a sweep dir, or a run's JSON file)."""
-    path = Path(path)
-    return sw.load_runs([path if path.is_dir() else path.parent])
+    return sw.load_runs([_folder(path)])
+
+
+def check_metric(paths, metric: str) -> None:
+    """Refuse (ValueError) a metric that no input's seeds have, naming the closest and every
+    valid one: a typo would otherwise compare nothing."""
+    known = sorted({m for p in paths for m in sw.collect([_folder(p)]).metrics})
+    if metric in known:
+        return
+    close = difflib.get_close_matches(metric, known, n=1)
+    raise ValueError(f"--metric {metric}: no input has it" + (f"; did you mean {close[0]}?" if close else "")
+                     + (f" valid: {', '.join(known)}" if known else " (the inputs hold no evaluated seeds)"))
 
 
 def _seed_values(path: Path, headline: str) -> dict:
     """The used seeds' values of `headline` and of the evaluation's return under `path`, their
     declared bounds and the reward mode that paid the return."""
-    col = sw.collect([Path(path) if Path(path).is_dir() else Path(path).parent])
+    col = sw.collect([_folder(path)])
     used = [u for u in col.units if u.used]
     bounds = {}
     for run in col.runs:
         bounds.update(declared_bounds(run.env))
     return {"headline": headline, "headline_values": [u.values.get(headline) for u in used],
-            "paid_values": [u.values.get(PAID_RETURN) for u in used], "bounds": bounds,
+            "paid_values": [u.values.get(RETURN) for u in used], "bounds": bounds,
             "reward_mode": ", ".join(sorted({mode_of(run.reward) for run in col.runs if run.reward})) or None}
 
 
@@ -163,7 +181,7 @@ def format_table(records: list[dict], paid_by_mode: bool = False) -> str:
     values = [("headline_values", f"{metric_label(headline)} (mean [95% CI])", headline)]
     if not is_paid_return(headline) or paid_by_mode:
         values = [v for v in values if not is_paid_return(v[2])]
-        values.append(("paid_values", "paid reward (mode)", PAID_RETURN))
+        values.append(("paid_values", "paid reward (mode)", RETURN))
     headers = ["run"] + [h for _, h, _ in COLUMNS] + [h for _, h, _ in values]
     rows = [[r["label"]] + [_cell(r.get(k), spec) for k, _, spec in COLUMNS]
             + [_values_cell(r, key, metric) for key, _, metric in values] for r in records]
@@ -173,6 +191,39 @@ def format_table(records: list[dict], paid_by_mode: bool = False) -> str:
     out.append(f"speedup: steps/s relative to {records[0]['label']}")
     out += [f"{r['label']}: {r['path']}" for r in records]
     return "\n".join(out)
+
+
+def difference(a: dict, b: dict, confidence: float = 0.95) -> dict:
+    """A against B on their compared metric (`compare`'s records): the difference of the means
+    with its interval and method, Welch's t-test, Cohen's d, the seeds a side."""
+    metric = a["headline"]
+    xa, _ = finite([v for v in a.get("headline_values") or [] if v is not None])
+    xb, _ = finite([v for v in b.get("headline_values") or [] if v is not None])
+    bounds = {**(b.get("bounds") or {}), **(a.get("bounds") or {})}
+    low, high, method = difference_interval(xa, xb, *metric_range(metric, bounds), confidence)
+    t, p = welch_t_test(xa, xb)
+    return {"metric": metric, "n_a": int(xa.size), "n_b": int(xb.size), "confidence": confidence,
+            "mean_a": float(xa.mean()) if xa.size else math.nan, "mean_b": float(xb.mean()) if xb.size else math.nan,
+            "difference": float(xa.mean() - xb.mean()) if xa.size and xb.size else math.nan,
+            "ci_low": low, "ci_high": high, "ci_method": method,
+            "interval": "Welch" if method == "welch" else method_words(method, metric, bounds),
+            "welch_t": t, "welch_p": p, "cohens_d": cohens_d(xa, xb)}
+
+
+def format_difference(d: dict, label_a: str, label_b: str, tasks: int = 1) -> str:
+    """`A - B on M: 12.0 [3.1, 20.9] (95%, Welch); Welch's t-test p = 0.012; Cohen's d = 2.1; n = 5 vs 5
+    seeds`; inputs of several `tasks` (envs) are pooled, as the table's means are, and it says so."""
+    seeds = f"n = {d['n_a']} vs {d['n_b']} seeds" + (f" pooled over {tasks} envs (P(A > B) compares within each)"
+                                                     if tasks > 1 else "")
+    if min(d["n_a"], d["n_b"]) < 2:
+        return f"{label_a} - {label_b} on {d['metric']}: no test ({seeds}: Welch's test needs 2 a side)"
+    spec = ".3g"
+    line = (f"{label_a} - {label_b} on {d['metric']}: {d['difference']:{spec}} [{d['ci_low']:{spec}}, {d['ci_high']:{spec}}] "
+            f"({int(d['confidence'] * 100)}%, {d['interval']}); Welch's t-test p = {d['welch_p']:.3g}; "
+            f"Cohen's d = {d['cohens_d']:.2f}; {seeds}")
+    if min(d["n_a"], d["n_b"]) < SMALL_SAMPLE:
+        line += f"\nWARNING: n={min(d['n_a'], d['n_b'])} < {SMALL_SAMPLE} seeds on a side: a wide interval, little power"
+    return line
 
 
 def _values_cell(record: dict, key: str, metric: str) -> str:
@@ -229,7 +280,7 @@ def default_out(paths: list[Path]) -> Path:
 def _judged_by(paths, metric: str | None) -> tuple[str | None, str | None, bool]:
     """(the metric to compare on, why none, whether the inputs were paid under different reward
     functions): `metric` if named, else the inputs' headline; a return paid under different
-    reward functions is refused (analysis/reward_modes.py)."""
+    reward functions is refused (ppo_lab/judging/reward_modes.py)."""
     runs = [run for p in paths for run in _runs(p)]
     modes = differing_modes(runs)
     try:
@@ -250,30 +301,35 @@ def main(argv=None) -> int:
     parser.add_argument("--json", action="store_true", help="also print the records as JSON")
     parser.add_argument("--metric", default=None,
                         help=f"the metric compared, and the score of P(A > B) (default: the headline the runs' env "
-                             f"declares, else {DEFAULT_METRIC})")
+                             f"declares, else {DEFAULT_HEADLINE})")
     parser.add_argument("--format", default=None, metavar="FORMATS", help="also write the figure in these formats, e.g. pdf,svg")
     args = parser.parse_args(argv)
     if len(args.paths) < 2:
         parser.error("give at least two runs or benchmarks")
     try:
         formats = parse_formats(args.format)
-        metric, why_not, paid_by_mode = _judged_by(args.paths, args.metric)  # the headline (analysis/headline.py)
+        if args.metric is not None:
+            check_metric(args.paths, args.metric)
+        metric, why_not, paid_by_mode = _judged_by(args.paths, args.metric)  # the headline (judging/headline.py)
         records = compare(args.paths, args.labels.split(",") if args.labels else None, metric or args.metric or DEFAULT_HEADLINE)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(format_table(records, paid_by_mode))
-    better = None
+    better = apart = None
     if why_not:
-        print(f"no P(A > B): {why_not}", file=sys.stderr)
+        print(f"no test, no P(A > B): {why_not}", file=sys.stderr)
     elif len(args.paths) == 2:
         better = improvement(args.paths[0], args.paths[1], metric)
     if better is not None:
+        apart = difference(records[0], records[1])
+        print(format_difference(apart, records[0]["label"], records[1]["label"], len(better["tasks"])))
         print(format_improvement(better, records[0]["label"], records[1]["label"]))
     print(f"wrote {plot(records, args.out or default_out(args.paths), formats)}")
     if args.json:
         if better is not None:
             records[0]["improvement_over"] = {"label": records[1]["label"], **better}
+            records[0]["difference_from"] = {"label": records[1]["label"], **apart}
         print(json.dumps(records, indent=2))
     return 0
 

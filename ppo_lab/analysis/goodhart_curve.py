@@ -9,13 +9,15 @@ experiment's report draws it per reward mode (`ppo_lab.experiments.goodhart.repo
 from __future__ import annotations
 
 from ppo_lab.analysis.sweep import mean_curve
+from ppo_lab.estimators import SMALL_SAMPLE
 
 PAID, TRUE = "reward/paid_per_1k", "true/objective_per_1k"
 
 
 def draw_goodhart(ax, paid: list, true: list, confidence: float = 0.95, title: str = "") -> bool:
     """On `ax`: the mean over seeds of what was paid and of the true objective, each with its
-    interval band (`paid`, `true`: lists of (timesteps, values) series, one per seed).
+    interval band (`paid`, `true`: lists of (timesteps, values) series, one per seed), fewer than
+    5 seeds marked in the legend.
     Returns whether anything was drawn."""
     drawn = False
     # The truth solid and wide, what was paid dashed on top: where a mode pays the truth
@@ -25,7 +27,8 @@ def draw_goodhart(ax, paid: list, true: list, confidence: float = 0.95, title: s
         x, mean, low, high, _ = mean_curve(series, confidence)
         if x.size == 0:
             continue
-        ax.plot(x, mean, color=color, lw=width, ls=style, label=f"{label}, n={len(series)}")
+        n = f"{len(series)}" + (f" < {SMALL_SAMPLE}" if len(series) < SMALL_SAMPLE else "")
+        ax.plot(x, mean, color=color, lw=width, ls=style, label=f"{label}, n={n}")
         ax.fill_between(x, low, high, color=color, alpha=0.2, lw=0)
         drawn = True
     ax.axhline(0.0, color="k", lw=0.7)

@@ -16,7 +16,8 @@ import numpy as np
 from ppo_lab import rundir
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.frames import metrics_frame
-from ppo_lab.analysis.metric_names import axis_label, label
+from ppo_lab.judging.headline import TRAIN_RETURN
+from ppo_lab.judging.metric_names import axis_label, label
 
 
 def _lineage(run_dir: Path, df) -> list[dict]:
@@ -25,7 +26,7 @@ def _lineage(run_dir: Path, df) -> list[dict]:
     if lineage:
         return lineage
     last = df[df["update"] == df["update"].max()]
-    best = int(last.sort_values("train/mean_episode_return")["member"].iloc[-1])
+    best = int(last.sort_values(TRAIN_RETURN)["member"].iloc[-1])
     return [{"member": best, "from_update": 0, "until_update": int(df["update"].max())}]
 
 

@@ -15,12 +15,12 @@ populations in each of two groups. Per population, of `metric` over its members:
 
 and the median member of every `criteria/*` (analysis/criteria.py: PPO's and the env's own);
 and of each further metric asked for (`also`: `--population-metric` after the first), its
-median and selected member. Per group, each statistic's mean over its populations with
-rliable's stratified bootstrap interval (`rliable_stats.interval_estimates`, the populations as
-runs of one task); between every two groups, P(A > B) on each statistic over populations
-(Mann-Whitney, rliable's independent bootstrap interval) and Welch's p-value over populations.
-With four populations a side these intervals are wide: a bootstrap of 4 values can only mix
-those 4, which the report says (`intervals.SMALL_SAMPLE`).
+median and selected member. Per group, each statistic's mean over its populations with the
+interval every table gives a mean (`estimators.mean_summary`: Student t, or Anderson's for a
+metric with known bounds); between every two groups, P(A > B) on each statistic over populations
+(Mann-Whitney, rliable's independent bootstrap interval, none below `BOOTSTRAP_MIN_RUNS`
+populations a side) and Welch's p-value over populations. With four populations a side these
+intervals are wide, which the report says (`estimators.SMALL_SAMPLE`).
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ from itertools import combinations
 
 import numpy as np
 
-from ppo_lab.analysis import rliable_stats as rs
+from ppo_lab import estimators as es
 from ppo_lab.analysis.criteria import PREFIX as CRITERIA
-from ppo_lab.analysis.intervals import SMALL_SAMPLE
-from ppo_lab.analysis.stats import welch_t_test
 from ppo_lab.analysis.sweep import Collection
+from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE, mean_summary, welch_t_test
 
 POPULATIONS_JSON = "populations.json"
 DEFAULT_METRIC = "criteria/final_return"  # mean training return over the last tenth of the updates
@@ -80,17 +79,16 @@ def population_values(col: Collection, metric: str, also: tuple[str, ...] = ()) 
     return out
 
 
-def _interval(values: list[float], reps: int, seed: int, confidence: float) -> dict:
-    """The mean over populations with its stratified bootstrap interval (NaN-free values)."""
-    x = np.asarray([v for v in values if np.isfinite(v)], dtype=np.float64)
-    if not x.size:
-        return {"point": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n": 0}
-    est = rs.interval_estimates(x, reps=reps, seed=seed, confidence=confidence, names=("mean",))["mean"]
-    return {**est, "n": int(x.size)}
+def _interval(values: list[float], metric: str, confidence: float, bounds: dict | None = None) -> dict:
+    """The mean over populations of a statistic of `metric` with its interval (`mean_summary`;
+    non-finite values left out): {point, ci_low, ci_high, ci_method, n}."""
+    s = mean_summary([v for v in values if np.isfinite(v)], metric, confidence, bounds or {})
+    return {"point": s["mean"], "ci_low": s["ci_low"], "ci_high": s["ci_high"], "ci_method": s["ci_method"],
+            "n": s["n_seeds"]}
 
 
-def population_report(col: Collection, metric: str = DEFAULT_METRIC, reps: int = rs.DEFAULT_REPS,
-                      seed: int = rs.DEFAULT_SEED, confidence: float = 0.95, also: tuple[str, ...] = ()) -> dict:
+def population_report(col: Collection, metric: str = DEFAULT_METRIC, reps: int = es.DEFAULT_REPS,
+                      seed: int = es.DEFAULT_SEED, confidence: float = 0.95, also: tuple[str, ...] = ()) -> dict:
     """populations.json: per group each statistic (and criterion, and further metric) across
     populations, and P(A > B) with Welch's p-value per statistic between every two groups."""
     per_group = population_values(col, metric, tuple(also))
@@ -98,37 +96,41 @@ def population_report(col: Collection, metric: str = DEFAULT_METRIC, reps: int =
     for group, records in per_group.items():
         criteria = sorted({m for r in records for m in r["criteria"]})
         feasible = [r["feasible"] for r in records if r["feasible"] is not None]
+        size = max(len(r["members"]) for r in records)  # at most every member meets the bounds
         groups[group] = {
             "populations": records,
-            **{stat: _interval([r[stat] for r in records], reps, seed, confidence) for stat in (*STATISTICS, SELECTED)},
-            "feasible": _interval(feasible, reps, seed, confidence) if feasible else None,
-            "criteria_median_member": {m: _interval([r["criteria"].get(m, math.nan) for r in records], reps, seed, confidence)
+            **{stat: _interval([r[stat] for r in records], metric, confidence) for stat in (*STATISTICS, SELECTED)},
+            "feasible": _interval(feasible, "feasible", confidence, {"feasible": (0, size)}) if feasible else None,
+            "criteria_median_member": {m: _interval([r["criteria"].get(m, math.nan) for r in records], m, confidence)
                                        for m in criteria},
-            "also": {m: {stat: _interval([r["also"][m][stat] for r in records], reps, seed, confidence)
+            "also": {m: {stat: _interval([r["also"][m][stat] for r in records], m, confidence)
                          for stat in ALSO_STATISTICS} for m in also},
         }
     improvement = {}
     for a, b in combinations(per_group, 2):  # P(B > A) is 1 - P(A > B)
         improvement[f"{a} > {b}"] = {
-            stat: {**rs.probability_of_improvement_interval([r[stat] for r in per_group[a]], [r[stat] for r in per_group[b]],
+            stat: {**es.probability_of_improvement_interval([r[stat] for r in per_group[a]], [r[stat] for r in per_group[b]],
                                                             reps=reps, seed=seed, confidence=confidence),
                    "welch_p": welch_t_test([r[stat] for r in per_group[a]], [r[stat] for r in per_group[b]])[1]}
             for stat in (*STATISTICS, SELECTED)}
     n = min((len(r) for r in per_group.values()), default=0)
-    warning = (f"{n} population(s) in a group (< {SMALL_SAMPLE}): these intervals cannot be trusted"
-               if 0 < n < SMALL_SAMPLE else None)
+    warning = (f"{n} population(s) in a group (< {SMALL_SAMPLE}): wide intervals; P(A > B) has no bootstrap "
+               f"interval below {BOOTSTRAP_MIN_RUNS} a side" if 0 < n < SMALL_SAMPLE else None)
     return {"metric": metric, "also": list(also), "unit": "population", "confidence": confidence, "bootstrap": {"reps": reps, "seed": seed},
             "groups": groups, "improvement": improvement, "warning": warning}
 
 
 def _ci(e: dict) -> str:
+    if math.isnan(e["ci_low"]):
+        return f"{e['point']:.4g} [no interval]"
     return f"{e['point']:.4g} [{e['ci_low']:.4g}, {e['ci_high']:.4g}]"
 
 
 def format_population_report(report: dict) -> str:
     pct = int(report["confidence"] * 100)
     lines = [f"populations: {report['metric']} per population's median / best / worst member, mean over populations "
-             f"[{pct}% stratified bootstrap, {report['bootstrap']['reps']} reps]"]
+             f"[{pct}% interval, docs/statistics.md]; P(A > B) [{pct}% stratified bootstrap, "
+             f"{report['bootstrap']['reps']} reps]"]
     for group, g in report["groups"].items():
         lines.append(f"  {group} (n={len(g['populations'])} populations): "
                      + "  ".join(f"{stat} {_ci(g[stat])}" for stat in (*STATISTICS, SELECTED))

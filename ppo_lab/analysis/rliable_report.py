@@ -4,15 +4,17 @@ A *task* is an env (its gymnax id, EnvPool/Gymnasium/Jumanji id, else its name, 
 config.yaml); a *configuration* is a group of the sweep with its env-choosing keys (``env*``,
 ``experiment``) left out, so a sweep over envs x seeds x hyperparameters gives one
 configuration per hyperparameter setting, scored on every env. Scores are one value per
-(run, seed) of ``metric`` (default ``eval/episode_return``), normalised per task as
+(run, seed) of ``metric`` (default: the headline, ``eval/episode_return``), normalised per task as
 ``(score - random) / (reference - random)`` with the returns of each env's YAML (``scores:``)
 or of the command line (``--score TASK=RANDOM,REFERENCE``, which wins). When a task has no
 such returns the raw scores are used, and rliable.json says so (``normalized: false``; the
 optimality gap, defined on normalised scores, is then left out).
 
 Every interval is rliable's stratified percentile bootstrap (``reps`` replicates from ``seed``,
-both recorded); a configuration with fewer than ``SMALL_SAMPLE`` runs on a task is flagged
-(``small_sample``) and warned about in rliable.json, the printed table and the figure. With 2 to
+both recorded), read at the expanded percentiles and given from ``BOOTSTRAP_MIN_RUNS`` runs per
+task (``estimators.interval_estimates``: below that it under-covers, docs/statistics.md); a
+configuration with fewer than ``SMALL_SAMPLE`` runs on a task is flagged (``small_sample``) and
+marked in rliable.json, the printed table and the figure's labels. With 2 to
 6 configurations on the same tasks, ``improvement`` holds P(A > B) with its interval for every
 ordered pair (rliable's probability of improvement; ``ppo-lab compare A B`` for any two dirs).
 """
@@ -25,17 +27,17 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ppo_lab import estimators as es
 from ppo_lab import rundir
-from ppo_lab.analysis import metric_names
-from ppo_lab.analysis import rliable_stats as rs
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.sweep import Collection
+from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE
+from ppo_lab.judging import metric_names
+from ppo_lab.judging.headline import DEFAULT_HEADLINE
 
 MAX_PAIRS_CONFIGS = 6  # probability of improvement for every ordered pair up to this many configurations
 RLIABLE_JSON = "rliable.json"
 RLIABLE_FIGURE = "rliable.png"
-SMALL_SAMPLE = 5  # fewer runs than this per group: warned about everywhere
-DEFAULT_METRIC = "eval/episode_return"
 TASK_KEYS = ("env", "experiment")  # swept keys that choose the task, not the configuration
 
 
@@ -101,27 +103,43 @@ def collect_scores(col: Collection, metric: str, refs_cli: Mapping[str, tuple[fl
     return per_config, refs
 
 
+def normalised(per_task: Mapping[str, Sequence[float]], refs: Mapping[str, tuple | None]) -> tuple[dict, list[str]]:
+    """(task -> its scores normalised by its (random, reference, ...) in `refs`, the tasks left
+    out: those without such returns)."""
+    scores = {t: es.normalize(v, *refs[t][:2]) for t, v in per_task.items() if refs.get(t) is not None}
+    return scores, [t for t in per_task if t not in scores]
+
+
+def across_tasks(scores: Mapping[str, Sequence[float]], names: Sequence[str], reps: int, seed: int,
+                 confidence: float) -> dict:
+    """rliable's aggregates `names` of task -> runs' scores, with their intervals: {tasks,
+    runs_per_task (tasks cut to the fewest runs, `estimators.score_matrix`), aggregates}."""
+    matrix, tasks = es.score_matrix(scores)
+    return {"tasks": tasks, "runs_per_task": int(matrix.shape[0]),
+            "aggregates": es.interval_estimates(matrix, reps=reps, seed=seed, confidence=confidence, names=names)}
+
+
 def _config_report(per_task: dict[str, list[float]], refs: dict, normalized: bool, reps: int, seed: int,
                    confidence: float) -> dict:
-    scores = {t: (rs.normalize(v, *refs[t][:2]) if normalized else np.asarray(v)) for t, v in per_task.items()}
-    matrix, tasks = rs.score_matrix(scores)
-    names = [n for n in rs.AGGREGATES if normalized or n != "optimality_gap"]
+    scores = normalised(per_task, refs)[0] if normalized else {t: np.asarray(v) for t, v in per_task.items()}
+    names = [n for n in es.AGGREGATES if normalized or n != "optimality_gap"]
     n_runs = {t: len(v) for t, v in per_task.items()}
+    pooled = across_tasks(scores, names, reps, seed, confidence)
     return {
-        "tasks": tasks,
+        "tasks": pooled["tasks"],
         "n_runs": n_runs,
-        "runs_used_per_task": int(matrix.shape[0]),
+        "runs_used_per_task": pooled["runs_per_task"],
         "small_sample": min(n_runs.values()) < SMALL_SAMPLE,
-        "aggregates": rs.interval_estimates(matrix, reps=reps, seed=seed, confidence=confidence, names=names),
-        "per_task": {t: rs.interval_estimates(np.asarray(scores[t])[:, None], reps=reps, seed=seed,
+        "aggregates": pooled["aggregates"],
+        "per_task": {t: es.interval_estimates(np.asarray(scores[t])[:, None], reps=reps, seed=seed,
                                               confidence=confidence, names=[n for n in names if n != "median"])
-                     for t in tasks},
-        "scores": {t: np.asarray(scores[t]).tolist() for t in tasks},
+                     for t in pooled["tasks"]},
+        "scores": {t: np.asarray(scores[t]).tolist() for t in pooled["tasks"]},
     }
 
 
-def rliable_report(col: Collection, metric: str = DEFAULT_METRIC, refs_cli: Mapping | None = None,
-                   reps: int = rs.DEFAULT_REPS, seed: int = rs.DEFAULT_SEED, confidence: float = 0.95) -> dict:
+def rliable_report(col: Collection, metric: str = DEFAULT_HEADLINE, refs_cli: Mapping | None = None,
+                   reps: int = es.DEFAULT_REPS, seed: int = es.DEFAULT_SEED, confidence: float = 0.95) -> dict:
     """rliable.json's content (see the module's docstring); empty ``configs`` when no scores."""
     per_config, refs = collect_scores(col, metric, refs_cli or {})
     normalized = bool(refs) and all(r is not None for r in refs.values())
@@ -134,22 +152,24 @@ def rliable_report(col: Collection, metric: str = DEFAULT_METRIC, refs_cli: Mapp
             warnings.append("aggregates across tasks of raw scores mix the tasks' scales: read them per task")
     configs = {c: _config_report(per_task, refs, normalized, reps, seed, confidence) for c, per_task in per_config.items()}
     for name, c in configs.items():
-        if c["small_sample"]:
-            warnings.append(f"{name}: n={min(c['n_runs'].values())} run(s) per task (< {SMALL_SAMPLE}): "
-                            "intervals this wide or this narrow are not to be trusted")
+        n = min(c["n_runs"].values())
+        if n < BOOTSTRAP_MIN_RUNS:
+            warnings.append(f"{name}: n={n} run(s) per task (< {BOOTSTRAP_MIN_RUNS}): no bootstrap interval "
+                            "(it covers less than it claims with so few runs: docs/statistics.md)")
     profiles = {}
     if configs:
         all_scores = np.concatenate([np.ravel(v) for c in configs.values() for v in c["scores"].values()])
         taus = np.linspace(min(0.0, all_scores.min()) if normalized else all_scores.min(),
                            max(1.0, all_scores.max()) if normalized else all_scores.max(), 41)
         for name, c in configs.items():
-            matrix, _ = rs.score_matrix(c["scores"])
-            profiles[name] = rs.performance_profile(matrix, taus, reps=reps, seed=seed, confidence=confidence)
+            matrix, _ = es.score_matrix(c["scores"])
+            profiles[name] = es.performance_profile(matrix, taus, reps=reps, seed=seed, confidence=confidence)
     return {
         "metric": metric, "normalized": normalized, "confidence": confidence,
         "improvement": pairwise_improvement(configs, reps, seed, confidence),
-        "bootstrap": {"method": "stratified percentile bootstrap over runs within each task (rliable)",
-                      "reps": reps, "seed": seed},
+        "bootstrap": {"method": "stratified percentile bootstrap over runs within each task (rliable), "
+                                "read at the expanded percentiles (Hesterberg)", "reps": reps, "seed": seed,
+                      "min_runs": BOOTSTRAP_MIN_RUNS},
         "tasks": {t: (None if r is None else {"random": r[0], "reference": r[1], "source": r[2]}) for t, r in refs.items()},
         "configs": configs, "profiles": profiles, "warnings": warnings,
     }
@@ -166,10 +186,17 @@ def pairwise_improvement(configs: dict, reps: int, seed: int, confidence: float)
         for b in names:
             if a == b or configs[a]["tasks"] != configs[b]["tasks"]:
                 continue
-            xa, _ = rs.score_matrix(configs[a]["scores"])
-            xb, _ = rs.score_matrix(configs[b]["scores"])
-            out[f"{a} > {b}"] = rs.probability_of_improvement_interval(xa, xb, reps=reps, seed=seed, confidence=confidence)
+            xa, _ = es.score_matrix(configs[a]["scores"])
+            xb, _ = es.score_matrix(configs[b]["scores"])
+            out[f"{a} > {b}"] = es.probability_of_improvement_interval(xa, xb, reps=reps, seed=seed, confidence=confidence)
     return out
+
+
+def estimate_text(est: dict, spec: str = ".4g") -> str:
+    """`0.87 [0.8, 0.93]`, or `0.87 [no interval: n<8]` where the bootstrap gives none."""
+    if math.isnan(est["ci_low"]):
+        return f"{est['point']:{spec}} [no interval: n<{BOOTSTRAP_MIN_RUNS}]"
+    return f"{est['point']:{spec}} [{est['ci_low']:{spec}}, {est['ci_high']:{spec}}]"
 
 
 def format_report(report: dict) -> str:
@@ -177,11 +204,11 @@ def format_report(report: dict) -> str:
     lines = [f"rliable ({report['metric']}, {'normalised' if report['normalized'] else 'raw'} scores, "
              f"{report['bootstrap']['reps']} stratified bootstrap reps, seed {report['bootstrap']['seed']}):"]
     for name, c in report["configs"].items():
-        cells = [f"{k} {v['point']:.4g} [{v['ci_low']:.4g}, {v['ci_high']:.4g}]" for k, v in c["aggregates"].items()]
-        flag = "  WARNING: n<5" if c["small_sample"] else ""
+        cells = [f"{k} {estimate_text(v)}" for k, v in c["aggregates"].items()]
+        flag = f"  WARNING: n<{SMALL_SAMPLE}" if c["small_sample"] else ""
         lines.append(f"  {name} (n={','.join(map(str, c['n_runs'].values()))}): " + "; ".join(cells) + flag)
     for pair, est in report.get("improvement", {}).items():
-        lines.append(f"  P({pair}) = {est['point']:.3f} [{est['ci_low']:.3f}, {est['ci_high']:.3f}]")
+        lines.append(f"  P({pair}) = {estimate_text(est, '.3f')}")
     lines += [f"  warning: {w}" for w in report["warnings"]]
     return "\n".join(lines)
 
@@ -192,7 +219,10 @@ def plot_report(report: dict, path: Path | None = None, formats: tuple[str, ...]
     names the score and the intervals; the report's warnings are printed beside the figure
     (`ppo-lab aggregate`), not written into it."""
     configs = list(report["configs"])
-    names = [n for n in rs.AGGREGATES if any(n in report["configs"][c]["aggregates"] for c in configs)]
+    names = [n for n in es.AGGREGATES if any(n in report["configs"][c]["aggregates"] for c in configs)]
+    # A configuration of fewer than SMALL_SAMPLE runs on a task is marked where it is named.
+    ticks = [c + (f" (n={min(report['configs'][c]['n_runs'].values())} < {SMALL_SAMPLE})"
+                  if report["configs"][c]["small_sample"] else "") for c in configs]
     score = metric_names.label(report["metric"])
     fig, axes = plt.subplots(1, len(names) + 1, figsize=(3.2 * (len(names) + 1), 2.8 + 0.4 * max(1, len(configs))), squeeze=False)
     for ax, name in zip(axes[0], names):
@@ -202,7 +232,7 @@ def plot_report(report: dict, path: Path | None = None, formats: tuple[str, ...]
                 continue
             ax.barh(i, est["ci_high"] - est["ci_low"], left=est["ci_low"], height=0.6, alpha=0.5)
             ax.plot([est["point"]] * 2, [i - 0.3, i + 0.3], color="k", lw=1.5)
-        ax.set_yticks(range(len(configs)), configs if ax is axes[0][0] else [""] * len(configs), fontsize=7)
+        ax.set_yticks(range(len(configs)), ticks if ax is axes[0][0] else [""] * len(configs), fontsize=7)
         ax.set_title(name.replace("_", " "), fontsize=9)
         ax.set_ylim(-0.8, len(configs) - 0.2)
         # A bar's left end is a sticky edge: without a margin a config at the lowest score sits
@@ -213,14 +243,15 @@ def plot_report(report: dict, path: Path | None = None, formats: tuple[str, ...]
         ax.grid(alpha=0.3, axis="x")
     ax = axes[0][-1]
     for c, prof in report["profiles"].items():
-        line, = ax.plot(prof["tau"], prof["profile"], label=c, lw=1.2)
+        line, = ax.plot(prof["tau"], prof["profile"], label=ticks[configs.index(c)], lw=1.2)
         ax.fill_between(prof["tau"], prof["low"], prof["high"], color=line.get_color(), alpha=0.2, lw=0)
     ax.set_title("performance profile", fontsize=9)
     ax.set_xlabel(f"{'normalised ' if report['normalized'] else ''}score tau: {score}", fontsize=8)
     ax.set_ylabel("fraction of runs > tau", fontsize=8)
     if len(configs) > 1:
         ax.legend(fontsize=6)
-    fig.suptitle(f"{score}: {int(report['confidence'] * 100)}% stratified bootstrap intervals", fontsize=9)
+    fig.suptitle(f"{score}: {int(report['confidence'] * 100)}% stratified bootstrap intervals "
+                 f"(none below {BOOTSTRAP_MIN_RUNS} runs per task)", fontsize=9)
     fig.tight_layout()
     if path is not None:
         save_figure(fig, path, close=True, formats=formats)

@@ -24,10 +24,11 @@ from ppo_lab.analysis.action_columns import continuous_dimensions, discrete_shar
 from ppo_lab.analysis.figures import parse_formats, plt, save_figure
 from ppo_lab.analysis.frames import metrics_frame
 from ppo_lab.analysis.goodhart_curve import PAID, TRUE, draw_goodhart
-from ppo_lab.analysis.metric_names import axis_label, label
 from ppo_lab.analysis.pbt_plots import plot_population
+from ppo_lab.judging.headline import TRAIN_RETURN
+from ppo_lab.judging.metric_names import axis_label, label
 
-PANELS = ["train/mean_episode_return", "train/mean_episode_length", "train/entropy", "train/approx_kl",
+PANELS = [TRAIN_RETURN, "train/mean_episode_length", "train/entropy", "train/approx_kl",
           "train/clip_frac", "train/pg_loss", "train/vf_loss", "train/explained_variance"]
 SPARSE = 0.5  # a metric with a value in fewer than this share of the rows is drawn as points
 THRESHOLDS = {"train/entropy": "entropy_min", "train/approx_kl": "kl_max", "train/clip_frac": "clip_frac_max"}
@@ -43,7 +44,7 @@ def load_metrics(run_dir: Path):
 
 def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1, formats: tuple[str, ...] = ()) -> Path:
     """Write the run's panel figure (and beside it each of `formats`); returns the PNG's path.
-    Axis labels come from the metric registry (analysis/metric_names.py); a metric without a
+    Axis labels come from the metric registry (ppo_lab/judging/metric_names.py); a metric without a
     value, or with one value all along, gets no panel, and the caption under the figure says so;
     a sparse one (values in fewer than half the updates) is drawn as points."""
     run_dir = Path(run_dir)

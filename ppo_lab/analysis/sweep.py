@@ -24,7 +24,6 @@ missing     a job the sweep defines (``multirun.yaml``) has no run dir or no sum
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -33,13 +32,12 @@ import numpy as np
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
-from scipy import stats as st
 
 import ppo_lab.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...} for the configs read here
 from ppo_lab import rundir
 from ppo_lab.analysis.criteria import declared_criteria, seed_criteria
-from ppo_lab.analysis.intervals import SMALL_SAMPLE, declared_bounds, mean_summary
-from ppo_lab.analysis.stats import SUMMARY_KEYS
+from ppo_lab.estimators import SMALL_SAMPLE, SUMMARY_KEYS, mean_interval, mean_summary
+from ppo_lab.judging.headline import declared_bounds
 from ppo_lab.rundir.older_configs import complete
 from ppo_lab.rundir.slurm_jobs import failed_state, jobs_by_number
 
@@ -48,8 +46,8 @@ USED_STATUSES = ("completed", "timed_out")
 # Overrides that say which seeds a run trained (or where it resumed from), not what it trained.
 SEED_KEYS = ("seed", "num_seeds", "resume")
 DEFAULT_VALUE = "(default)"
-# ci_method: which interval ci_low/ci_high is (t, or bootstrap for a bounded metric:
-# ppo_lab/analysis/intervals.py); small_sample: fewer than 5 seeds.
+# ci_method: which interval ci_low/ci_high is (t, or anderson for a metric with known bounds:
+# ppo_lab/estimators.py); small_sample: fewer than 5 seeds.
 # logged_frac: the share of a metric's metrics.csv rows that hold a value (an episode mean is
 # empty in updates where no episode ended; blank for metrics metrics.csv lacks, e.g. eval/*);
 # below SPARSE it is called sparse in the table and the figures.
@@ -142,22 +140,6 @@ def _job_num(path: Path) -> int | None:
         return int(path.name)
     except ValueError:
         return None
-
-
-def find_run_dirs(root: Path) -> list[Path]:
-    """Run dirs under `root` (itself included): dirs with summary.json or .hydra/overrides.yaml."""
-    root = Path(root)
-    found = set()
-    for marker in (SUMMARY, ".hydra/overrides.yaml", rundir.CONFIG):
-        for p in root.rglob(marker):
-            run = p.parent.parent if marker.startswith(".hydra") else p.parent
-            if ".submitit" in run.parts or run.name == ".hydra":
-                continue
-            if marker == rundir.CONFIG and not (run / rundir.METRICS).exists() and not (run / SUMMARY).exists():
-                continue
-            found.add(run)
-    # Sweep roots (multirun.yaml) are not runs, even if something wrote a config there.
-    return sorted(found, key=lambda p: (str(p.parent), _job_num(p) if _job_num(p) is not None else math.inf, p.name))
 
 
 def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)) -> Run:
@@ -278,7 +260,7 @@ def load_runs(dirs: Sequence[Path]) -> list[Run]:
                               reason=reason, job_num=num, job_id=job.get("job_id"), experiment=defaults[2])
                 runs.append(run)
                 seen.add(path)
-        for path in find_run_dirs(d):
+        for path in rundir.find_run_dirs(d):
             path = path.resolve()
             if path in seen:
                 continue
@@ -435,10 +417,11 @@ def read_metric_curves(col: Collection, metric: str) -> dict[str, list[tuple[np.
     return out
 
 
-def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], confidence: float = 0.95, bootstrap: bool = False):
-    """Mean over units at each timestep that every contributing unit logged, with a Student-t
-    interval, or with `bootstrap` a seeded percentile bootstrap interval over units (inside the
-    range of the units' values: for bounded metrics and small samples): returns (x, mean, low, high, n)."""
+def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], confidence: float = 0.95,
+               low: float | None = None, high: float | None = None):
+    """Mean over units at each timestep that any unit logged, with the interval of the mean the
+    tables give (`estimators.mean_interval`: Anderson's for a metric in a known [low, high],
+    else Student t) over the units that logged that step: returns (x, mean, ci_low, ci_high, n)."""
     if not series:
         return (np.array([]),) * 5
     xs = np.unique(np.concatenate([x for x, _ in series]))
@@ -446,25 +429,7 @@ def mean_curve(series: list[tuple[np.ndarray, np.ndarray]], confidence: float = 
     for i, (x, y) in enumerate(series):
         grid[i, np.searchsorted(xs, x)] = y
     n = np.sum(~np.isnan(grid), axis=0)
+    ci_low, ci_high = mean_interval(grid.T, low, high, confidence)
     with np.errstate(all="ignore"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            mean = np.nanmean(grid, axis=0)
-            std = np.nanstd(grid, axis=0, ddof=1)
-        half = st.t.ppf((1 + confidence) / 2, np.maximum(n - 1, 1)) * std / np.sqrt(np.maximum(n, 1))
-    half = np.where(n >= 2, half, np.nan)
-    if bootstrap:
-        low, high = _bootstrap_band(grid, confidence)
-        return xs, mean, np.where(n >= 2, low, np.nan), np.where(n >= 2, high, np.nan), n
-    return xs, mean, mean - half, mean + half, n
-
-
-def _bootstrap_band(grid: np.ndarray, confidence: float, reps: int = 1000, seed: int = 0):
-    """Per column of `grid` (units x steps), the percentile bootstrap interval of the mean."""
-    idx = np.random.default_rng(seed).integers(0, grid.shape[0], size=(reps, grid.shape[0]))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        means = np.nanmean(grid[idx], axis=1)
-        alpha = (1.0 - confidence) / 2
-        low, high = np.nanquantile(means, [alpha, 1.0 - alpha], axis=0)
-    return low, high
+        mean = np.nansum(grid, axis=0) / n
+    return xs, mean, ci_low, ci_high, n

@@ -12,21 +12,22 @@ from typing import Sequence
 import numpy as np
 
 from ppo_lab.analysis.figures import plt, save_figure
-from ppo_lab.analysis.intervals import SMALL_SAMPLE, is_bounded
-from ppo_lab.analysis.metric_names import axis_label, label
-from ppo_lab.analysis.reward_modes import is_paid_return, modes_by_group, paid_label
-from ppo_lab.analysis.stats import iqm
 from ppo_lab.analysis.sweep import SPARSE, Collection, group_bounds, mean_curve, read_metric_curves
+from ppo_lab.estimators import SMALL_SAMPLE, interval_method, iqm, metric_range
+from ppo_lab.judging.headline import TRAIN_RETURN
+from ppo_lab.judging.metric_names import axis_label, label
+from ppo_lab.judging.reward_modes import is_paid_return, modes_by_group, paid_label
 
 
 def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.95, path: Path | None = None,
                 notes: list[str] | None = None, formats: tuple[str, ...] = ()):
     """One panel per metric; per group the mean over its seeds against env steps, with the
-    Student-t `confidence` band (where at least two seeds logged that step), or a percentile
-    bootstrap band (inside the seeds' range) for a bounded metric or fewer than 5 seeds.
+    `confidence` band of the interval the tables give (where at least two seeds logged that step:
+    Student t, or Anderson's for a metric with known bounds); a group of fewer than 5 seeds is
+    marked in its legend entry (`n=3 < 5`).
 
     An episode return of runs paid under different reward functions gets one panel per reward
-    mode (`paid reward (<mode>)`, analysis/reward_modes.py): its lines are never drawn on one
+    mode (`paid reward (<mode>)`, ppo_lab/judging/reward_modes.py): its lines are never drawn on one
     axis. A sparse metric (a value in fewer than half of the updates) is drawn as markers where
     it has values. A metric no run logged gets no panel. What a reader must know (sparse
     metrics, panels left out, too few seeds) is appended to `notes` (printed beside the figure
@@ -35,7 +36,7 @@ def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.9
     notes = [] if notes is None else notes
     modes = modes_by_group(col)
     panels = []  # (metric, its series per group, title, the groups drawn)
-    for metric in list(metrics) or ["train/mean_episode_return"]:
+    for metric in list(metrics) or [TRAIN_RETURN]:
         series = read_metric_curves(col, metric)
         groups = [g for g in col.groups if series.get(g)]
         if not groups:
@@ -54,14 +55,15 @@ def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.9
         kinds = set()
         for group in groups:
             n_seeds = len(series[group])
-            boot = is_bounded(metric, group_bounds(col, group)) or n_seeds < SMALL_SAMPLE
-            x, mean, low, high, n = mean_curve(series[group], confidence, bootstrap=boot)
-            kinds.add("bootstrap" if boot else "t")
+            bounds = metric_range(metric, group_bounds(col, group))
+            x, mean, low, high, n = mean_curve(series[group], confidence, *bounds)
+            kinds.add(interval_method(*bounds))
             if n_seeds < SMALL_SAMPLE:
                 small[group] = n_seeds
             logged = _logged_share(col, group, metric)
             sparse = logged is not None and logged < SPARSE
-            text = f"{group} (n={n_seeds}" + (f", sparse: {logged:.0%} of updates" if sparse else "") + ")"
+            text = f"{group} (n={n_seeds}" + (f" < {SMALL_SAMPLE}" if n_seeds < SMALL_SAMPLE else "") \
+                + (f", sparse: {logged:.0%} of updates" if sparse else "") + ")"
             line, = ax.plot(x, mean, label=text, lw=1.0 if sparse else 1.5, marker="o" if sparse else None, ms=3)
             ax.fill_between(x, low, high, color=line.get_color(), alpha=0.2, lw=0)
             if sparse:
@@ -72,7 +74,7 @@ def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.9
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
     for group, n in small.items():
-        notes.append(f"{group}: n={n} seed(s) < {SMALL_SAMPLE}: its bands are not to be trusted")
+        notes.append(f"{group}: n={n} seed(s) < {SMALL_SAMPLE} (marked in the legend): wide bands")
     fig.tight_layout()
     if path is not None:
         save_figure(fig, path, formats=formats)

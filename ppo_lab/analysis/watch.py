@@ -42,12 +42,12 @@ from rich.text import Text
 
 from ppo_lab import rundir
 from ppo_lab.analysis.action_columns import INVALID, continuous_dimensions, discrete_shares
-from ppo_lab.analysis.health import health_warnings
+from ppo_lab.judging.headline import TRAIN_RETURN
+from ppo_lab.judging.health import health_warnings
 from ppo_lab.config import HealthConfig
 
-SKIP_DIRS = {"checkpoints", "wandb", "tb", ".hydra", ".submitit", "__pycache__"}
 MAIN = [  # (column, metric, format)
-    ("return", "train/mean_episode_return", ".1f"),
+    ("return", TRAIN_RETURN, ".1f"),
     ("ep len", "train/mean_episode_length", ".0f"),
     ("entropy", "train/entropy", ".3f"),
     ("kl", "train/approx_kl", ".4f"),
@@ -56,21 +56,6 @@ MAIN = [  # (column, metric, format)
     ("vf loss", "train/vf_loss", ".3g"),
 ]
 SPARK = "▁▂▃▄▅▆▇█"
-
-
-def find_runs(root: Path) -> list[Path]:
-    """`root` if it is a run directory, else every run directory below it."""
-    root = Path(root)
-    markers = (rundir.CONFIG, rundir.METRICS, rundir.SUMMARY)
-    if any((root / m).exists() for m in markers):
-        return [root]
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        if rundir.CONFIG in filenames or rundir.METRICS in filenames:
-            found.append(Path(dirpath))
-            dirnames[:] = []
-    return found
 
 
 def _mean(values) -> float:
@@ -131,7 +116,7 @@ class RunView:
             (old, returns), = self._pending.items()
             self.history.append((old, _mean(returns)))
             self._pending = {}
-        self._pending.setdefault(update, []).append(row.get("train/mean_episode_return", math.nan))
+        self._pending.setdefault(update, []).append(row.get(TRAIN_RETURN, math.nan))
 
     # --- derived values -------------------------------------------------------------------
     def returns(self) -> list[float]:
@@ -305,7 +290,7 @@ class Dashboard:
         self.selected = 0
 
     def refresh(self) -> list[RunView]:
-        for path in find_runs(self.root):
+        for path in rundir.find_run_dirs(self.root):
             self.runs.setdefault(path, RunView(path))
         for run in self.runs.values():
             run.refresh()

@@ -5,12 +5,12 @@ A task is the env id a run's config names (`rliable_report.task_of`), whatever s
 job its seeds came from: one env's seeds may be split over jobs, and envs over dirs (some
 trained on a CPU, others on a GPU). A row holds the final greedy evaluation return
 (`eval/episode_return`) over the task's used seeds: its mean with the interval
-`intervals.mean_summary` picks, its IQM with a bootstrap interval; the steps per seed; the
+`estimators.mean_summary` gives, its IQM with a bootstrap interval; the steps per seed; the
 wall time (training + compile + evaluation, summed over the task's runs); the hardware from
 each run's manifest.json; the reference return and where it comes from (the env YAML's
 `scores:` entry: `reference`, and `source` where the entry names one, else the YAML), and
-whether the reference was reached: the mean's interval reaches it (its upper end >= the
-reference).
+whether the reference was reached: the mean is at or above it (the interval, which holds the
+mean 95% of the time and so reaches far at few seeds, is beside it).
 """
 
 from __future__ import annotations
@@ -22,14 +22,12 @@ from typing import Sequence
 
 import numpy as np
 
+from ppo_lab import estimators as es
 from ppo_lab import rundir
-from ppo_lab.analysis import rliable_stats as rs
+from ppo_lab.analysis import rliable_report as rr
 from ppo_lab.analysis import sweep as sw
-from ppo_lab.analysis.intervals import declared_bounds, mean_summary
 from ppo_lab.analysis.rliable_report import refs_from_env, task_of
-
-METRIC = "eval/episode_return"
-CURVE_METRIC = "train/mean_episode_return"
+from ppo_lab.judging.headline import RETURN, TRAIN_RETURN, declared_bounds
 
 
 @dataclass
@@ -51,8 +49,7 @@ class EnvRow:
     def reached(self) -> bool | None:
         if self.reference is None or not self.returns:
             return None
-        high = self.stats["ci_high"]
-        return bool((self.stats["mean"] if math.isnan(high) else high) >= self.reference)
+        return bool(self.stats["mean"] >= self.reference)
 
 
 def hardware_of(run_dir: Path) -> str:
@@ -110,13 +107,13 @@ def env_rows(col: sw.Collection) -> list[EnvRow]:
             raise ValueError(f"{task} seed {u.seed} is in both {seen[(task, u.seed)]} and {u.run.path}: give the "
                              "dirs of one training of each env")
         seen[(task, u.seed)] = u.run.path
-        value = u.values.get(METRIC, math.nan)
+        value = u.values.get(RETURN, math.nan)
         if not math.isnan(value):
             row.seeds.append(u.seed)
             row.returns.append(value)
     for task, row in rows.items():
         env = next(r.env for r in col.runs if r.env and task_of(r.env) == task)
-        row.stats = mean_summary(row.returns, METRIC, bounds=declared_bounds(env))
+        row.stats = es.mean_summary(row.returns, RETURN, bounds=declared_bounds(env))
     return list(rows.values())
 
 
@@ -137,25 +134,21 @@ def jobs_without_env(col: sw.Collection) -> list[str]:
     return notes
 
 
-def normalised_aggregates(rows: Sequence[EnvRow], reps: int = rs.DEFAULT_REPS, seed: int = rs.DEFAULT_SEED,
+def normalised_aggregates(rows: Sequence[EnvRow], reps: int = es.DEFAULT_REPS, seed: int = es.DEFAULT_SEED,
                           confidence: float = 0.95) -> dict:
-    """rliable's IQM and optimality gap, with stratified bootstrap intervals, of the scores
+    """rliable's IQM and optimality gap across envs (`rliable_report.across_tasks`) of the scores
     (return - random) / (reference - random) of every row with a reference; the tasks left
-    out (no `scores:` entry, or no used seed) are named. Tasks with more seeds than the fewest
-    are cut to the fewest, as rliable's stratified bootstrap needs (`rliable_stats.score_matrix`)."""
-    scored = {r.task: rs.normalize(r.returns, r.random, r.reference) for r in rows
-              if r.reference is not None and r.returns}
+    out (no `scores:` entry, or no used seed) are named."""
+    scored, _ = rr.normalised({r.task: r.returns for r in rows if r.returns},
+                              {r.task: (r.random, r.reference) if r.reference is not None else None for r in rows})
     left_out = [r.task for r in rows if r.task not in scored]
     if not scored:
         return {"tasks": [], "left_out": left_out, "aggregates": {}, "runs_per_task": 0}
-    matrix, tasks = rs.score_matrix(scored)
-    aggregates = rs.interval_estimates(matrix, reps=reps, seed=seed, confidence=confidence,
-                                       names=["iqm", "optimality_gap"])
-    return {"tasks": tasks, "left_out": left_out, "aggregates": aggregates, "runs_per_task": int(matrix.shape[0]),
+    return {**rr.across_tasks(scored, ("iqm", "optimality_gap"), reps, seed, confidence), "left_out": left_out,
             "reps": reps, "seed": seed, "confidence": confidence}
 
 
-def learning_curves(col: sw.Collection, metric: str = CURVE_METRIC) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
+def learning_curves(col: sw.Collection, metric: str = TRAIN_RETURN) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
     """task -> the (timesteps, values) series of `metric`, one per used seed, the updates where
     it holds no value (no episode ended) left out."""
     out: dict[str, list] = {}

@@ -5,7 +5,7 @@ updates (each update's mean over the episodes that ended in it, then the mean ov
 updates; updates where none ended are left out). Both sides' numbers come from their own
 training logs: the lab's `metrics.csv` (`train/mean_episode_return` per update and seed) and
 a PureJaxRL `LogWrapper`'s info (`returned_episode`, `returned_episode_returns`). The table
-gives the mean over seeds with its 95% Student-t interval (`analysis.stats.summarize`).
+gives the mean over seeds with its 95% Student-t interval (`estimators.mean_summary`; no bounds declared: Student t).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ppo_lab import rundir
-from ppo_lab.analysis.stats import summarize
+from ppo_lab.estimators import mean_summary
+from ppo_lab.judging.headline import TRAIN_RETURN
 
 TAIL_FRACTION = 0.1
 
@@ -55,7 +56,7 @@ def table(results: list[dict]) -> str:
     lines = ["| side | seeds x steps | score: mean [95% t-interval] | per seed | wall s | steps/s |",
              "|---|---:|---|---|---:|---:|"]
     for r in results:
-        s = summarize(r["score"])
+        s = mean_summary(r["score"], TRAIN_RETURN)
         lines.append(f"| {r['label']} | {r['seeds']} x {r['timesteps']:,} | {s['mean']:.1f} [{s['ci_low']:.1f}, "
                      f"{s['ci_high']:.1f}] | {', '.join(f'{v:.0f}' for v in r['score'])} | {r['wall_s']:.0f} | "
                      f"{r['sps']:,.0f} |")

@@ -45,10 +45,11 @@ from pathlib import Path
 import jax
 
 from ppo_lab import rundir
-from ppo_lab.analysis.stats import summarize
 from ppo_lab.bench import parity, purejaxrl_peer, purejaxrl_settings
 from ppo_lab.bench.configs import compose
+from ppo_lab.estimators import mean_summary
 from ppo_lab.hardware import set_xla_flag, start_jax
+from ppo_lab.judging.headline import TRAIN_RETURN
 from ppo_lab.run.entry import train
 
 LAB_CASES = ("lab", "lab_at_peer_network", "lab_as_purejaxrl")
@@ -110,7 +111,7 @@ def lab_cases(cfg: dict, continuous: bool, preset: list[str], cases: list[str] |
 
 
 def with_summary(result: dict) -> dict:
-    s = summarize(result["score"])
+    s = mean_summary(result["score"], TRAIN_RETURN)
     return {**result, "mean": s["mean"], "ci_low": s["ci_low"], "ci_high": s["ci_high"], "summary": s}
 
 

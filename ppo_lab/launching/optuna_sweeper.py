@@ -13,7 +13,7 @@ Python and Optuna 5 rule out. This is the small part of it the lab needs (docs/s
   allowed), `range(a,b[,step])` (stepped, b excluded). Plain `key=value` overrides hold for
   every trial.
 - Objective: `optimize.metric` of each job's summary.json, reduced across its vmapped seeds by
-  `optimize.reduce` (mean|iqm), `optimize.direction` (`ppo_lab.analysis.objective`). It is
+  `optimize.reduce` (mean|iqm), `optimize.direction` (`ppo_lab.judging.objective`). It is
   read from the job's run dir, so every launcher works: basic (in this process), `local`,
   `slurm` (not with `hydra.launcher.wait=false`: the study needs each result).
 - Study: SQLite `optuna.db` in the sweep dir (`hydra.sweeper.storage` overrides), named
@@ -48,7 +48,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from ppo_lab.analysis.objective import Objective, ObjectiveError, parse_objective, read_objective
+from ppo_lab.judging.objective import Objective, ObjectiveError, parse_objective, read_objective
 from ppo_lab.config_keys import check_overrides
 from ppo_lab.errors import ConfigError
 from ppo_lab.launching.vmap_launcher import VmapLauncher

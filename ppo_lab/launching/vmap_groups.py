@@ -10,7 +10,7 @@ is split into as few programs as the cap allows, cells spread evenly over them.
 Running a group: every job is set up by Hydra's own `run_job` (its run dir, `.hydra/` files,
 HydraConfig, the job callbacks), with a task that only notes the job's config and run dir;
 then the group trains; then each job gets its JobReturn: the summary (or a tuning sweep's
-objective, `analysis.objective.job_result`), or the error that failed it, which the job
+objective, `judging.objective.job_result`), or the error that failed it, which the job
 callbacks see as they see a failed job of any launcher (`SweepCallback` writes its error.txt).
 A group of one runs the ordinary task (`launch.py`'s main), as the basic launcher would.
 
@@ -30,7 +30,7 @@ from hydra.core.utils import JobReturn, JobStatus, run_job
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ppo_lab import parts
-from ppo_lab.analysis.objective import job_result
+from ppo_lab.judging.objective import job_result
 from ppo_lab.config import shared_program_key
 from ppo_lab.errors import ConfigError
 

@@ -17,7 +17,7 @@ from another observation (the one after the step: the reference's `get_critic_au
 after `vec_env.step`, `compilation.py` line 107 and `trainer.py` line 709).
 
 The old policy's log-probs and values stay those the rollout computed on the float view.
-`cast_stats` says whether the cast lost anything (the host logs it once, analysis/health.py).
+`cast_stats` says whether the cast lost anything (the host logs it once, judging/health.py).
 """
 
 from __future__ import annotations

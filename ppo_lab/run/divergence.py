@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ppo_lab import rundir
-from ppo_lab.analysis.health import diverged_where
+from ppo_lab.judging.health import diverged_where
 from ppo_lab.ppo.train import NONFINITE, NONFINITE_GRADIENT, NONFINITE_LOSS, NONFINITE_STATE
 from ppo_lab.run.resume import ResumeError
 

@@ -6,7 +6,7 @@ span of updates is re-run with the config that trained it. Applies its `hardware
 and trains its first K updates (whole chunks of its own `train.chunk_updates`, so the compiled
 program is the run's own) into a new directory (default `outputs/reproduce/<run>-<time>`):
 config.yaml, metrics.csv (the first K updates), manifest.json. Then metrics.csv is compared
-row by row with the run's (`analysis/reproduction.py`): it prints "identical", or the first
+row by row with the run's (`ppo_lab/judging/reproduction.py`): it prints "identical", or the first
 differing (update, seed, metric) with both values, the largest difference, and the manifest
 fields that differ (another CPU, package or flag). Exit 0 when identical, 1 when not, 2 when the
 run cannot be reproduced (no config, bad config). `--rtol R [--atol A]`: also exit 0 when every
@@ -25,7 +25,7 @@ from pathlib import Path
 import jax
 
 from ppo_lab import rundir
-from ppo_lab.analysis.reproduction import compare_runs, format_comparison
+from ppo_lab.judging.reproduction import compare_runs, format_comparison
 from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import HardwareError, start_jax
 from ppo_lab.ppo.parallel import make_mesh, put_replicas, replica_sharding

@@ -17,7 +17,7 @@ directory": contract):
     stop_file    STOP
     lock         run.lock: one training process per run dir, a dead holder's lock taken over
     jobs         jobs.json (the SLURM meaning of its states: ppo_lab.rundir.slurm_jobs)
-    sweep_files  multirun.yaml, .hydra/overrides.yaml, aggregate.csv, runs.csv
+    sweep_files  multirun.yaml, .hydra/overrides.yaml, aggregate.csv, runs.csv; the run dirs under a folder
 
 The names below are re-exported so that callers write `rundir.read_config(...)`.
 """
@@ -80,12 +80,12 @@ from ppo_lab.rundir.summary import (
     write_benchmark,
     write_error,
 )
-from ppo_lab.rundir.sweep_files import find_sweep_roots, read_multirun, read_overrides, write_table
+from ppo_lab.rundir.sweep_files import find_run_dirs, find_sweep_roots, read_multirun, read_overrides, write_table
 
 __all__ = [
     "AGGREGATE", "BENCHMARK", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "CRITERIA", "ERROR", "JOBS", "KEY_COLUMNS", "LOGGERS", "METRICS", "MULTIRUN",
     "RUNS", "STOP_FILE", "SUMMARY", "MetricsCSV", "MetricsFileError", "MetricsTail", "columns_by_seed",
-    "copy_rows_until", "find_sweep_roots", "has_checkpoint", "has_run_files", "latest_checkpoint",
+    "copy_rows_until", "find_run_dirs", "find_sweep_roots", "has_checkpoint", "has_run_files", "latest_checkpoint",
     "list_checkpoints", "load_run_config", "append_config_history", "config_spans", "read_config_history", "validated_config", "read_benchmark", "read_config", "read_error",
     "read_experiment", "read_header", "read_jobs", "read_json", "read_logger_state", "read_metrics", "read_multirun",
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",

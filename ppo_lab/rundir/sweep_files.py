@@ -6,12 +6,17 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from ppo_lab.rundir.atomic import write_text_atomic
-from ppo_lab.rundir.paths import HYDRA_OVERRIDES, MULTIRUN
+from ppo_lab.rundir.paths import CONFIG, HYDRA_OVERRIDES, METRICS, MULTIRUN, SUMMARY
+
+RUN_FILES = {SUMMARY, METRICS, CONFIG}
+# Folders a run dir holds that are no runs (a W&B run has its own config.yaml).
+NOT_RUNS = {"checkpoints", "wandb", "tb", "mlruns", "__pycache__"}
 
 
 def read_overrides(run_dir: Path) -> list[str]:
@@ -29,6 +34,20 @@ def read_multirun(sweep_dir: Path):
 def find_sweep_roots(root: Path) -> list[Path]:
     """The sweep dirs under `root` (itself included): folders with a multirun.yaml."""
     return sorted({p.parent for p in Path(root).rglob(MULTIRUN)})
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """The run dirs under `root` (itself included): folders holding summary.json, metrics.csv,
+    config.yaml or `.hydra/overrides.yaml` (a job Hydra started, trained or not, running or
+    done), a sweep dir (multirun.yaml) excepted; loggers' and checkpoint folders and hidden ones
+    are not searched. Sorted by parent folder, then job number (2 before 10), then name."""
+    found = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = sorted(d for d in subfolders if d not in NOT_RUNS and not d.startswith("."))
+        here = Path(folder)
+        if MULTIRUN not in files and (RUN_FILES & set(files) or (here / HYDRA_OVERRIDES).exists()):
+            found.append(here)
+    return sorted(found, key=lambda p: (str(p.parent), int(p.name) if p.name.isdigit() else math.inf, p.name))
 
 
 def write_table(path: Path, rows: list[dict], columns: list[str]) -> None:

@@ -16,10 +16,9 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ppo_lab.experiments.goodhart.report import mode_of_group
-from ppo_lab.analysis.intervals import mean_summary
-from ppo_lab.analysis.stats import bonferroni, cohens_d, welch_t_test
 from ppo_lab.analysis.sweep import Collection
+from ppo_lab.estimators import bonferroni, cohens_d, mean_summary, welch_t_test
+from ppo_lab.experiments.goodhart.report import mode_of_group
 
 #: the survival metrics the fidelity table leads with (sampled play), and the rest.
 METRICS = ("poison_per_1k", "energy_per_1k", "food_share", "efficiency_per_life", "food_per_1k",
@@ -63,7 +62,7 @@ def values(col: Collection, cell: tuple[str, str], metric: str) -> list[float]:
 
 def cell_table(col: Collection, metrics: Sequence[str] = METRICS, confidence: float = 0.95) -> list[dict]:
     """Rows (mode, recipe, metric, n_seeds, mean, ci_low, ci_high, ci_method): the interval
-    `analysis/intervals.py` picks (bootstrap for shares, efficiencies and under 5 seeds)."""
+    `estimators.mean_summary` gives (Anderson's for shares and efficiencies, Student t otherwise)."""
     rows = []
     for cell in cells_in(col):
         for metric in metrics:

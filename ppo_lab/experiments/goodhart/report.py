@@ -27,9 +27,8 @@ import numpy as np
 
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.goodhart_curve import PAID, TRUE, draw_goodhart
-from ppo_lab.analysis.intervals import mean_summary
-from ppo_lab.analysis.stats import bonferroni, cohens_d, welch_t_test
 from ppo_lab.analysis.sweep import Collection, read_metric_curves
+from ppo_lab.estimators import bonferroni, cohens_d, mean_summary, welch_t_test
 
 MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
          "ground_truth_handhold")
@@ -77,8 +76,8 @@ def seed_values(col: Collection, mode: str, metric: str) -> list[float]:
 
 def mode_table(col: Collection, metrics: Sequence[str], confidence: float = 0.95) -> list[dict]:
     """Rows (mode, metric, n_seeds, mean, ci_low, ci_high, ci_method) for every mode and metric:
-    the interval `analysis/intervals.py` picks (a bootstrap for shares, efficiencies and under 5
-    seeds, which stays inside the metric's bounds; Student t otherwise)."""
+    the interval `estimators.mean_summary` gives (Anderson's for shares and efficiencies, which
+    lie in [0, 1]; Student t otherwise)."""
     rows = []
     for mode in modes_in(col):
         for metric in metrics:

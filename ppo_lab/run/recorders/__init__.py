@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ppo_lab import parts
-from ppo_lab.analysis.health import HealthWarnings
+from ppo_lab.judging.health import HealthWarnings
 from ppo_lab.config import LoggerSpec
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders.console import ProgressRecorder

@@ -16,7 +16,7 @@ from hydra.types import RunMode
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from ppo_lab.analysis.closing import closing_lines
+from ppo_lab.judging.closing import closing_lines
 
 log = logging.getLogger("ppo_lab.progress")
 # The bar shows training's own steps/s in its text; tqdm's rate would count compile time.

@@ -51,7 +51,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 
 from ppo_lab import rundir
-from ppo_lab.analysis.objective import ObjectiveError, seed_values
+from ppo_lab.judging.objective import ObjectiveError, seed_values
 from ppo_lab.analysis.run_plots import plot_run
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders.per_seed import (

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Mapping
 
 from ppo_lab import rundir
-from ppo_lab.analysis.stats import iqm
 from ppo_lab.errors import ConfigError
+from ppo_lab.estimators import iqm
+from ppo_lab.judging.headline import DEFAULT_HEADLINE
 
 DIRECTIONS = ("maximize", "minimize")
 REDUCTIONS = ("mean", "iqm")
@@ -35,7 +36,7 @@ class ObjectiveError(RuntimeError):
 
 @dataclass(frozen=True)
 class Objective:
-    metric: str = "eval/episode_return"
+    metric: str = DEFAULT_HEADLINE
     direction: str = "maximize"
     reduce: str = "mean"
 
@@ -77,7 +78,6 @@ def reduce_seeds(values: list[float], how: str) -> float:
     if not finite:
         return math.nan
     if how == "iqm":
-
         return iqm(finite)
     return float(sum(finite) / len(finite))
 

@@ -5,7 +5,7 @@ An episode's return is the sum of what the run's reward function paid. Runs of o
 with different rulers: the proxy mode's 209 and ground_truth's 131 are not the same quantity, and
 ranking them says nothing about which agent is better. Such a return is shown per mode, labelled
 `paid reward (<mode>)`, and every comparison across modes (rliable's aggregates, P(A > B),
-`ppo-lab compare`) is made on the env's headline metric instead (analysis/headline.py), or refused
+`ppo-lab compare`) is made on the env's headline metric instead (ppo_lab/judging/headline.py), or refused
 with `REFUSED` saying why.
 
 The reward function of a run is its config's `reward` section without its `name`: two modes

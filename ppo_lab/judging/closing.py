@@ -2,8 +2,10 @@
 
 A user reads the end of a run's output, so the end says it: status and why, steps and time
 (training's steps/s apart from compile and evaluation), the env's headline metric first
-(analysis/headline.py: the foraging world's true objective) and the metrics it declares beside
-it, as mean [95% interval] across seeds, the run dir and the next commands. Where the env
+(judging/headline.py: the foraging world's true objective) and the metrics it declares beside
+it, as mean [95% interval] across seeds with the interval's method named (`ppo-lab aggregate`'s
+interval: `estimators.mean_summary`) and fewer than 5 seeds marked as aggregate marks them, the
+run dir and the next commands. Where the env
 declares a headline other than the return, the return is labelled `paid reward (<mode>)`: what
 the reward mode paid, not what the run is judged by. A population (`pbt.*`) speaks of members,
 which copy each other and are no independent seeds: its size, the best member's fitness,
@@ -18,17 +20,16 @@ import math
 from pathlib import Path
 from typing import Mapping
 
-from ppo_lab.analysis.headline import DEFAULT_HEADLINE, declared_headline
-from ppo_lab.analysis.health import diverged_where, health_line
-from ppo_lab.analysis.intervals import Bounds, declared_bounds, mean_summary
-from ppo_lab.analysis.metric_names import label
-from ppo_lab.analysis.reward_modes import paid_label
+from ppo_lab.estimators import ANDERSON, Bounds, mean_summary, metric_range, small_sample_warning
+from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN, declared_bounds, declared_headline
+from ppo_lab.judging.health import diverged_where, health_line
+from ppo_lab.judging.metric_names import label
+from ppo_lab.judging.reward_modes import paid_label
 
 # What a run of an env that declares no headline is judged by, in order, when its evaluation
 # has it: the return; the foraging world's Goodhart metrics (sampled play, the reference's
 # protocol; docs/goodhart.md) for a run dir written before the env declared its headline.
-HEADLINE_EVAL = ("episode_return", "efficiency_per_life", "food_share", "energy_per_1k")
-TRAIN_RETURN = "train/mean_episode_return"
+HEADLINE_EVAL = (RETURN.removeprefix("eval/"), "efficiency_per_life", "food_share", "energy_per_1k")
 SURVIVAL_PLAY = "sampled"
 NAME_WIDTH = 32  # the column of the values' names (wider where a name is longer)
 
@@ -39,9 +40,17 @@ def _spec(*xs: float) -> str:
     return ",.0f" if big >= 1000 else ".1f" if big >= 10 else ".3f"
 
 
+def method_words(method: str, metric: str, bounds: Bounds = {}) -> str:  # noqa: B006 - read only
+    """The interval's method as a reader reads it: `Student t`, `Anderson, in [0, 500]`."""
+    if method != ANDERSON:
+        return "Student t"
+    low, high = metric_range(metric, bounds)
+    return f"Anderson, in [{low:g}, {high:g}]"
+
+
 def across_seeds(values: list, metric: str, bounds: Bounds = {}) -> str:  # noqa: B006 - read only
-    """`mean [low, high]` across seeds, the interval `ppo-lab aggregate` gives the same values of
-    `metric` (`intervals.mean_summary`: docs/statistics.md), or the one value with one seed."""
+    """`mean [low, high] (method)` across seeds, the interval `ppo-lab aggregate` gives the same
+    values of `metric` (`estimators.mean_summary`: docs/statistics.md), or the one value with one seed."""
     xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
     if not xs:
         return "n/a"
@@ -49,7 +58,8 @@ def across_seeds(values: list, metric: str, bounds: Bounds = {}) -> str:  # noqa
     if len(xs) == 1:
         return f"{format(s['mean'], _spec(s['mean']))} (1 seed: no interval)"
     spec = _spec(s["mean"], s["ci_low"], s["ci_high"])
-    return f"{format(s['mean'], spec)} [{format(s['ci_low'], spec)}, {format(s['ci_high'], spec)}]"
+    return (f"{format(s['mean'], spec)} [{format(s['ci_low'], spec)}, {format(s['ci_high'], spec)}] "
+            f"({method_words(s['ci_method'], metric, bounds)})")
 
 
 def _duration(seconds: float | None) -> str:
@@ -88,7 +98,7 @@ def _judged_lines(summary: dict, env: Mapping, eval_mode: str, bounds: Bounds, r
     for metric in ((env.get("metrics") or {}).get("beside") or []):
         if values := _values(summary, metric):
             lines.append(row(label(metric), values, metric))
-    for metric, play in ((f"eval/{HEADLINE_EVAL[0]}", eval_mode), (TRAIN_RETURN, "training, last updates")):
+    for metric, play in ((RETURN, eval_mode), (TRAIN_RETURN, "training, last updates")):
         if values := _values(summary, metric):
             lines.append(row(f"{paid_label(mode)}, {play}", values, metric))
     return lines
@@ -145,7 +155,7 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
                   env: Mapping | None = None) -> list[str]:
     """The closing summary of a finished, stopped or failed run, as lines to print; `env`: the
     run's env section (its declared headline, beside metrics and metric bounds); `bounds`: metric
-    bounds besides those it declares (`intervals.declared_bounds`)."""
+    bounds besides those it declares (`headline.declared_bounds`)."""
     status, reason = summary.get("status", "?"), summary.get("stop_reason") or ""
     seeds = summary.get("seeds") or []
     bounds = {**declared_bounds(env), **bounds}
@@ -155,6 +165,8 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
     lines = [f"== {status}: {reason} ==".replace(": ==", " =="),
              f"steps: {summary.get('timesteps', 0):,} per {unit} x {len(seeds)} {unit}(s) ({updates} of {total} updates)",
              _time_line(summary)]
+    diverged = summary.get("diverged") or []
+    small = None
     if pbt:  # members copy each other: no interval across them
         lines += _population_lines(pbt)
         values = _evaluation_lines(summary, env, eval_mode, bounds, _member_row(pbt.get("best_member", 0)))
@@ -162,11 +174,14 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
     else:
         values = _evaluation_lines(summary, env, eval_mode, bounds,
                                    lambda name, xs, metric: (name, across_seeds(xs, metric, bounds)))
-        header = "results, mean [95% interval] across seeds:"
+        n = len(seeds) - len(diverged)
+        header = f"results, mean [95% interval] across {n} seed{'s' if n != 1 else ''}:"
+        small = small_sample_warning(n)
     if values:
         width = max(NAME_WIDTH, *(len(name) + 1 for name, _ in values))
         lines += [header, *(f"  {name:<{width}} {text}" for name, text in values)]
-    diverged = summary.get("diverged") or []
+        if small:  # as `ppo-lab aggregate` marks a group of fewer than 5 seeds
+            lines.append(f"WARNING {small}")
     if diverged and status != "diverged":  # the header names them when every seed did
         lines.append(f"diverged, left out of the values above: {diverged_where(diverged)}")
     health = health_line(summary.get("health") or {})
