@@ -6,11 +6,13 @@ command's arguments parse, and every table rendered from a benchmark JSON is wha
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 
 import pytest
 
+from ppo_lab.analysis import coverage
 from ppo_lab.bench import markdown
 from ppo_lab.cli import SUBCOMMANDS
 from ppo_lab.config_keys import check_overrides
@@ -103,3 +105,17 @@ def test_a_file_that_is_not_a_benchmark_is_refused_naming_what_is_valid(tmp_path
     bad.write_text('{"rows": [{"seeds": 1}]}')
     with pytest.raises(ValueError, match="expected a suite run"):
         markdown.render_file(bad)
+
+
+def test_the_coverage_tables_are_what_their_record_renders():
+    """docs/statistics.md's measured coverage: rendered from docs/statistics_coverage.json by the
+    command the page names."""
+    page = (DOCS / "statistics.md").read_text()
+    assert "python -m ppo_lab.analysis.coverage --render" in page and f"docs/{coverage.RECORD.name}" in page
+    record = json.loads(coverage.RECORD.read_text())
+    assert coverage.render(record).strip() in page
+    assert coverage.splice(page, coverage.render(record)) == page
+    # the record holds every family the page names, at every n the check asserts
+    assert record["families"] == [f.name for f in coverage.FAMILIES]
+    means = {(r["family"], r["n"]) for r in record["rows"] if r["estimate"] == "mean"}
+    assert means == {(f.name, n) for f in coverage.FAMILIES for n in coverage.NS}
