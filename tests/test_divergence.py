@@ -135,7 +135,7 @@ HEALTHY = {"train/entropy": 0.6, "train/approx_kl": 0.01, "train/clip_frac": 0.1
 def test_a_health_problem_is_warned_once_per_seed_until_it_clears(caplog):
     """A solved task's entropy stays collapsed: one warning per seed, not one per chunk."""
     recorder = HealthWarnings(run_config(TINY).health)
-    caplog.set_level("INFO", logger="ppo_lab.analysis.health")
+    caplog.set_level("INFO", logger="ppo_lab.judging.health")
     for first in range(1, 29, 4):  # 7 chunks, both seeds collapsed throughout
         recorder.log_rows([{"update": u, "seed": s, **COLLAPSE} for u in range(first, first + 4) for s in (0, 1)])
     recorder.log_rows([{"update": u, "seed": 0, **(HEALTHY if u == 32 else COLLAPSE)} for u in range(29, 33)])

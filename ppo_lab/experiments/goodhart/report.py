@@ -8,7 +8,7 @@ A sweep's groups are mapped to reward modes by their `reward=` override (or the 
   definitions: its headline "efficiency" is per life (`efficiency_per_life`), and its aggregate
   food share (`food_share`) is total food / (food + poison) from its own per-1k columns. Its
   evaluation sampled actions, so it sits beside our sampled metrics (no `_greedy` suffix).
-- `mode_table`: per mode and metric, the mean over seeds with its interval (`analysis/intervals.py`).
+- `mode_table`: per mode and metric, the mean over seeds with its interval (`estimators.mean_summary`).
 - `pairwise_tests`: every pair of modes, Welch's t-test and Cohen's d per metric, p-values
   Bonferroni-corrected within each metric (the family: which modes differ on that metric).
 - The Goodhart curve: per update, what the agent was paid (`reward/paid_per_1k`) against the
