@@ -837,7 +837,7 @@ def _env(s: Mapping, reward: RewardSection, saved: bool = False) -> tuple[EnvSec
              "env.scores", scores, "a mapping of task id -> {random: RETURN, reference: RETURN}")
     metrics = dict(s.get("metrics") or {})
     _require(set(metrics) <= set(ENV_METRICS_KEYS), "env.metrics", metrics, f"a mapping with keys among {ENV_METRICS_KEYS}")
-    _require(all(isinstance(v, (list, tuple)) and len(v) == 2 for v in (metrics.get("bounds") or {}).values()),
+    _require(all(_is_list(v) and len(v) == 2 for v in (metrics.get("bounds") or {}).values()),
              "env.metrics.bounds", metrics.get("bounds"), "a mapping of metric -> [LOW, HIGH] (null for an open end)")
     if metrics.get("criteria") is not None:  # loaded now (it imports no jax): a wrong path fails before training
         parts.load("env.metrics.criteria", metrics["criteria"])

@@ -37,7 +37,7 @@ def test_a_typo_in_an_env_key_searches_the_selected_env(overrides):
         check_overrides(overrides)
     message = str(err.value)
     assert "energy_start" not in message and err.value.suggestions == []  # the foraging world's, not cartpole's
-    assert "no key of env=cartpole is close; it reads env.check, env.gymnax_id, env.name, env.scores" in message
+    assert "no key of env=cartpole is close; it reads env.check, env.gymnax_id, env.metrics, env.name, env.scores" in message
     with pytest.raises(UnknownKeyError, match="did you mean env.gymnax_id"):
         check_overrides(["env=cartpole", "env.gymnax_di=CartPole-v1"])
     with pytest.raises(UnknownKeyError, match="did you mean env.energy_start"):  # the default env: the foraging world

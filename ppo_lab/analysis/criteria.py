@@ -35,6 +35,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ppo_lab import parts
+from ppo_lab.judging.headline import TRAIN_LENGTH, TRAIN_RETURN
 
 KL_MAX = 0.06
 CLIP_FRAC_MAX = 0.30
@@ -82,11 +83,11 @@ def seed_criteria(columns: Mapping[str, np.ndarray], env_criteria: EnvCriteria |
             hit = np.flatnonzero(updates == u)
             if hit.size:
                 out[f"entropy_at_{u}"] = float(entropy[hit[-1]])
-    for name, metric in (("length", "train/mean_episode_length"), ("return", "train/mean_episode_return")):
+    for name, metric in (("length", TRAIN_LENGTH), ("return", TRAIN_RETURN)):
         if metric in col:
             out[f"{name}_gain"] = tenth_mean(col[metric], last=True) - tenth_mean(col[metric], last=False)
-    if "train/mean_episode_return" in col:
-        out["final_return"] = tenth_mean(col["train/mean_episode_return"], last=True)
+    if TRAIN_RETURN in col:
+        out["final_return"] = tenth_mean(col[TRAIN_RETURN], last=True)
     if env_criteria is not None:
         out.update(env_criteria(col))
     return {PREFIX + k: v for k, v in out.items()}

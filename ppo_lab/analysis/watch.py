@@ -42,13 +42,13 @@ from rich.text import Text
 
 from ppo_lab import rundir
 from ppo_lab.analysis.action_columns import INVALID, continuous_dimensions, discrete_shares
-from ppo_lab.judging.headline import TRAIN_RETURN
-from ppo_lab.judging.health import health_warnings
 from ppo_lab.config import HealthConfig
+from ppo_lab.judging.headline import TRAIN_LENGTH, TRAIN_RETURN
+from ppo_lab.judging.health import health_warnings
 
 MAIN = [  # (column, metric, format)
     ("return", TRAIN_RETURN, ".1f"),
-    ("ep len", "train/mean_episode_length", ".0f"),
+    ("ep len", TRAIN_LENGTH, ".0f"),
     ("entropy", "train/entropy", ".3f"),
     ("kl", "train/approx_kl", ".4f"),
     ("clip", "train/clip_frac", ".3f"),

@@ -16,6 +16,7 @@ from typing import Iterable, Mapping
 
 RETURN = "eval/episode_return"  # the final evaluation's return
 TRAIN_RETURN = "train/mean_episode_return"  # the training rollouts' return, per update
+TRAIN_LENGTH = "train/mean_episode_length"
 DEFAULT_HEADLINE = RETURN
 
 
@@ -41,7 +42,7 @@ def headline_of(env_sections: Iterable[Mapping]) -> str:
 
 # An evaluation metric's counterpart in metrics.csv, for the learning curves of a headline
 # measured only at the end (the evaluation).
-TRAINING_COUNTERPART = {RETURN: TRAIN_RETURN, "eval/episode_length": "train/mean_episode_length"}
+TRAINING_COUNTERPART = {RETURN: TRAIN_RETURN, "eval/episode_length": TRAIN_LENGTH}
 
 
 def headline_curve(headline: str) -> str:
