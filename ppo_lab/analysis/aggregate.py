@@ -100,7 +100,7 @@ def format_table(rows: list[dict], col: sw.Collection) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
     small = sorted({(r["group"], r["n_seeds"]) for r in shown if r.get("small_sample")})
     for group, n in small:
-        lines.append(f"WARNING: {group}: n={n} seed(s), fewer than {SMALL_SAMPLE}: wide intervals, no IQM interval; "
+        lines.append(f"WARNING: {group}: n={n} seed(s), fewer than {SMALL_SAMPLE}: wide intervals; "
                      "run more seeds before drawing conclusions (docs/statistics.md)")
     if modes and any(is_paid_return(r["metric"]) for r in shown):
         lines.append("paid reward: each mode's return is measured under its own reward function; "
