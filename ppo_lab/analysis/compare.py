@@ -6,9 +6,9 @@
 
 Per input: status, env, seeds, training duration, compile time, timesteps (all seeds), steps/s
 (all seeds), speedup over the first input, peak host memory, device memory (where the backend
-reports it), and the headline metric the env declares (ppo_lab/judging/headline.py; else the return)
+reports it), and the headline metric the env declares (judging/headline.py; else the return)
 as mean [95% interval] across seeds, the interval `ppo-lab aggregate` and a run's closing
-summary give the same seeds (`intervals.mean_summary`). Where the headline is not the return,
+summary give the same seeds (`estimators.mean_summary`). Where the headline is not the return,
 the return is beside it as `paid reward` with the reward mode that paid it. Any mix of run and
 benchmark directories works.
 
@@ -38,7 +38,8 @@ from ppo_lab import rundir
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis.figures import parse_formats, plt, save_figure
 from ppo_lab.analysis.improvement import format_improvement, improvement
-from ppo_lab.estimators import SMALL_SAMPLE, cohens_d, difference_interval, finite, metric_range, welch_t_test
+from ppo_lab.estimators import (SMALL_SAMPLE, WELCH, cohens_d, difference_interval, finite, metric_range,
+                                welch_t_test)
 from ppo_lab.judging.closing import across_seeds, method_words
 from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN, declared_bounds, headline_of
 from ppo_lab.judging.metric_names import label as metric_label
@@ -206,7 +207,7 @@ def difference(a: dict, b: dict, confidence: float = 0.95) -> dict:
             "mean_a": float(xa.mean()) if xa.size else math.nan, "mean_b": float(xb.mean()) if xb.size else math.nan,
             "difference": float(xa.mean() - xb.mean()) if xa.size and xb.size else math.nan,
             "ci_low": low, "ci_high": high, "ci_method": method,
-            "interval": "Welch" if method == "welch" else method_words(method, metric, bounds),
+            "interval": "Welch" if method == WELCH else method_words(method, metric, bounds),
             "welch_t": t, "welch_p": p, "cohens_d": cohens_d(xa, xb)}
 
 
