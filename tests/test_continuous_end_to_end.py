@@ -20,7 +20,7 @@ from ppo_lab.run.checkpoint import list_checkpoints
 from ppo_lab.rundir.checkpoints import state_path
 
 from conftest import launch, read_rows, read_summary, start_launch, train_run
-from test_loggers import _wandb_runs
+from store_readers import wandb_runs as read_wandb_runs
 
 PENDULUM = [
     "experiment=pendulum", "ppo.num_envs=4", "ppo.num_steps=16", "ppo.total_timesteps=2048",
@@ -119,7 +119,7 @@ def test_a_continuous_run_through_every_logger_the_mlflow_policy_and_aggregate(t
             "logger.mlflow.experiment_name=pendulum", "train.target_return=-100000"], run_dir, timeout=400)
     s = read_summary(run_dir)
     assert s["status"] == "completed" and not s.get("loggers_disabled")
-    wandb_runs = _wandb_runs(run_dir)
+    wandb_runs = read_wandb_runs(run_dir)
     assert sorted(wandb_runs) == [0, 1]
     assert all("actions/std_0" in row for row in wandb_runs[0]["history"] if "train/entropy" in row)
     assert list((run_dir / "tb" / "seed_1").glob("events.out.tfevents.*"))
