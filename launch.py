@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from ppo_lab.launching.command_line import fail, lab_error, overrides_of, refuse_unknown_overrides
+from ppo_lab.launching.command_line import config_source, fail, lab_error, overrides_of, refuse_unknown_overrides
 
 if __name__ == "__main__":
     # A misspelled key or group option costs under a second: refused before jax and the lab
@@ -31,6 +31,7 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from ppo_lab import rundir  # noqa: E402
+from ppo_lab.config_keys import CONF_DIR  # noqa: E402
 from ppo_lab.judging.objective import job_result  # noqa: E402
 from ppo_lab.launching.exit_codes import DIVERGED, REFUSED, STOPPED, exit_code  # noqa: E402
 from ppo_lab.launching.help import asked_for_help, help_text  # noqa: E402
@@ -67,7 +68,7 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
 _ended: list[str] = []
 
 
-@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict | None:
     run_dir = _run_dir()
     try:
@@ -106,11 +107,10 @@ def _exit_code(exc: BaseException) -> int:
 
 
 def launch(argv: list[str]) -> None:
-    """`main` with the lab's errors in one form: a key or group typo is refused before Hydra
-    composes anything; what Hydra or a job still refuses is printed once as `error:`, exit 2."""
-    refuse_unknown_overrides(argv)  # again when called from elsewhere; cheap
+    """`main` with the lab's errors in one form (a key or group typo was refused before the lab
+    loaded); what Hydra or a job still refuses is printed once as `error:`, exit 2."""
     if asked_for_help(argv):  # ours, for people; Hydra's own is --hydra-help
-        print(help_text([a for a in overrides_of(argv) if not a.startswith("hydra")]))
+        print(help_text(overrides_of(argv), *config_source(argv)))
         return
     # Hydra's own report (its wording, exit 1) is skipped: it re-raises, and we say it our way.
     # Any other error keeps Python's traceback and exit 1.
@@ -126,7 +126,7 @@ def launch(argv: list[str]) -> None:
             sys.exit(_exit_code(exc))
         fail(exc)
     except Exception as exc:
-        message = lab_error(exc)
+        message = lab_error(exc, argv)
         if message is None:
             raise
         fail(message)

@@ -28,6 +28,7 @@ from omegaconf import OmegaConf
 from ppo_lab import cli
 from ppo_lab.config import validate, validate_hardware, validate_network
 from ppo_lab.hardware import apply_hardware
+from ppo_lab.launching.command_line import refusal
 from ppo_lab.run.entry import train
 from ppo_lab.run.recorders import make_logger
 
@@ -63,8 +64,12 @@ apply_hardware(validate_hardware(OmegaConf.to_container(compose_config(["hardwar
 
 
 def resolved_config(overrides) -> dict:
-    """The config launch.py would run for these overrides, resolved to plain values."""
-    return OmegaConf.to_container(compose_config(overrides), resolve=True)
+    """The config launch.py would run for these overrides, resolved to plain values; a value Hydra
+    refuses while composing (the schema types every node) is refused as launch.py says it."""
+    try:
+        return OmegaConf.to_container(compose_config(overrides), resolve=True)
+    except Exception as exc:
+        raise refusal(exc, overrides) or exc
 
 
 def run_config(overrides):

@@ -7,19 +7,15 @@ import json
 import shutil
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from ppo_lab import cli
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
 
-from conftest import ROOT, TINY, compose_config, launch, run_files, train_run
+from conftest import TINY, compose_config, launch, resolved_config, run_files, train_run
 
 
-def _resolved(overrides):
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True)
+_resolved = resolved_config
 
 
 CASES = [

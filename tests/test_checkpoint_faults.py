@@ -12,13 +12,10 @@ from pathlib import Path
 import flax.serialization
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
-from conftest import ROOT, compose_config, fill_disk, launch, read_rows, read_summary, train_run
+from conftest import ROOT, fill_disk, launch, read_rows, read_summary, train_run
 
-from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
-from ppo_lab.ppo.schedules import learning_rate
 from ppo_lab.rundir.checkpoint_format import (
     DAMAGED,
     FORMAT_VERSION,
@@ -236,23 +233,6 @@ def test_a_newer_format_checkpoint_is_refused_through_launch(trained, tmp_path):
     assert not (run_dir / "checkpoints" / DAMAGED).exists()  # intact, so not set aside
 
 
-@pytest.mark.timeout(120)
-def test_a_format1_checkpoint_is_migrated_and_resumed(tmp_path, caplog):
-    """A real format-1 run dir (no schedule count, no value_norm) resumes: the
-    learning rate continues from the saved step count, not from the start of the schedule."""
-    run_dir = tmp_path / "format1"
-    shutil.copytree(FORMAT1_RUN, run_dir, ignore=shutil.ignore_patterns("README.md"))
-    args = [*SMALL, "ppo.total_timesteps=2048", "allow_config_change=true"]
-    summary = train_run(args, run_dir)
-    assert summary["status"] == "completed" and summary["resumed_from"] == 16 and summary["updates"] == 32
-    assert "ckpt_16.json is format 1 (unversioned, inferred): carried over to format" in caplog.text
-    rows = {int(r["update"]): r for r in read_rows(run_dir)}
-    assert sorted(rows) == list(range(1, 33))
-    ppo = validate(OmegaConf.to_container(compose_config(args), resolve=True)).ppo
-    assert float(rows[17]["train/learning_rate"]) == pytest.approx(learning_rate(ppo, 16, 32), rel=1e-5)
-    assert float(rows[17]["train/learning_rate"]) != pytest.approx(learning_rate(ppo, 0, 32), rel=1e-3)
-    # The checkpoints written after the resume are this format's.
-    assert json.loads((run_dir / "checkpoints" / "ckpt_32.json").read_text())["format_version"] == FORMAT_VERSION
 
 
 # --- a full disk ---------------------------------------------------------------------------

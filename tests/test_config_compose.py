@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ppo_lab.config import NETWORK_KEYS, validate
+from ppo_lab.config import TORSO_KEYS, validate
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 GROUPS = ["env", "reward", "ppo", "network", "hardware", "logger", "train", "experiment"]
@@ -50,8 +50,7 @@ def _assert_carried_over(resolved: dict, run) -> None:
     assert run.network.activation == network["activation"] and run.network.squash == network["squash"]
     assert (run.network.recurrent, run.network.recurrent_size) == (network["recurrent"], network["recurrent_size"])
     assert {k: as_list(v) for k, v in run.network.torso_kwargs().items()} == {
-        k: v for k, v in network.items()
-        if k not in NETWORK_KEYS}
+        k: network[k] for k in TORSO_KEYS if network[k] is not None}
     env = resolved["env"]
     assert run.env.target == env["_target_"] and run.env.check == env.get("check")
     assert {**run.env.options, "_target_": run.env.target, "check": run.env.check,

@@ -109,7 +109,7 @@ def test_reward_scaling_by_the_discounted_return_std():
 @pytest.mark.parametrize("override, key", [
     ("network.squash=sigmoid", "network.squash"),
     ("ppo.normalize_obs=maybe", "ppo.normalize_obs"),
-    ("ppo.normalize_reward=1", "ppo.normalize_reward"),
+    ("ppo.normalize_reward=sometimes", "ppo.normalize_reward"),  # (1 and 0 read as true and false)
 ])
 def test_bad_continuous_values_are_refused_at_validation(override, key):
     with pytest.raises(ConfigError) as err:

@@ -1,11 +1,9 @@
 """Success criteria per seed, by hand: PPO's for any env and those an env declares (the
-rare-action game's); their place in aggregation, also for a run dir older than the declaration."""
+rare-action game's); their place in aggregation."""
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 
 import numpy as np
 import pytest
@@ -13,15 +11,11 @@ import yaml
 from omegaconf import OmegaConf
 
 from conftest import ROOT, compose_config
-from ppo_lab import rundir
 from ppo_lab.analysis.criteria import criteria_table, declared_criteria, seed_criteria
-from ppo_lab.analysis.sweep import aggregate_rows, collect
 from ppo_lab.config import validate
 from ppo_lab.parts import PartError
 
 RARE_ACTIONS_ENV = yaml.safe_load((ROOT / "conf" / "env" / "rare_actions.yaml").read_text())
-# A rare-action run recorded before its env declared criteria (its config.yaml has no env.metrics).
-OLDER_RARE_ACTIONS_RUN = ROOT / "tests" / "fixtures" / "reproduce" / "x86_64-GenuineIntel" / "rare_actions"
 
 
 def test_seed_criteria_by_hand():
@@ -69,33 +63,6 @@ def test_criteria_table_has_a_column_triple_per_criterion_and_a_row_per_cell():
         {"group": "a", "ppo.lr": "1", "n_seeds": 3, "kl_ok_frac": 0.9, "kl_ok_frac_ci_low": 0.8, "kl_ok_frac_ci_high": 1.0},
         {"group": "b", "ppo.lr": "2", "n_seeds": 3, "kl_ok_frac": 0.5, "kl_ok_frac_ci_low": 0.4, "kl_ok_frac_ci_high": 0.6},
     ]
-
-
-def test_an_older_run_dir_gets_its_envs_criteria_and_another_env_none(tmp_path):
-    """A recorded rare-action run whose config.yaml predates `metrics.criteria` is completed from
-    conf/env/rare_actions.yaml: aggregation gives it the game's criteria. The same files named
-    as another env's run get PPO's alone."""
-    summary = {"status": "completed", "seeds": [0], "final": {}, "eval": {"episode_return": [1.0]}}
-    for name in ("rare_actions", "cartpole"):
-        run = tmp_path / name / "0"
-        shutil.copytree(OLDER_RARE_ACTIONS_RUN, run)
-        config = rundir.read_config(run)
-        assert "metrics" not in config["env"]
-        config["env"]["name"] = name
-        (run / "config.yaml").write_text(OmegaConf.to_yaml(config))
-        (run / "summary.json").write_text(json.dumps(summary))
-        (run / ".hydra").mkdir()
-        (run / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"env={name}"]))
-    col = collect([tmp_path])
-    by_env = {u.run.path.parent.name: u.values for u in col.units}
-    assert {"criteria/rare_use", "criteria/rare_reflex_frac", "criteria/kl_ok_frac"} <= set(by_env["rare_actions"])
-    assert not {m for m in by_env["cartpole"] if m.startswith("criteria/rare")}
-    assert "criteria/kl_ok_frac" in by_env["cartpole"]
-    table, columns = criteria_table(aggregate_rows(col), col.group_keys)
-    assert {"rare_use", "rare_use_ci_low", "rare_use_ci_high", "rare_reflex_frac"} <= set(columns)
-    rare = next(row for row in table if row["env"] == "rare_actions")
-    metrics = rundir.columns_by_seed(OLDER_RARE_ACTIONS_RUN / rundir.METRICS)[0]
-    assert rare["rare_use"] == pytest.approx(np.nanmean(metrics["actions/program_frac"][-1:]))  # 4 updates: the last one
 
 
 def test_an_env_criteria_path_that_does_not_load_is_refused_when_validated():

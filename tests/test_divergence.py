@@ -113,7 +113,7 @@ def test_a_diverged_population_member_ranks_last_and_copies_a_healthy_one(tmp_pa
 
 
 def test_the_closing_summary_lists_what_the_health_checks_saw(tmp_path):
-    cfg = validate(dict(compose_config(TINY)))
+    cfg = validate(compose_config(TINY))
     summary = {"status": "running"}
     recorder = HealthWarnings(cfg.health)
     recorder.summary = summary

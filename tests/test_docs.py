@@ -15,7 +15,7 @@ import pytest
 from ppo_lab.analysis import coverage
 from ppo_lab.bench import markdown
 from ppo_lab.cli import SUBCOMMANDS
-from ppo_lab.config_keys import check_overrides
+from ppo_lab.launching.command_line import check_overrides, config_source
 
 from conftest import ROOT, run_config
 
@@ -59,7 +59,7 @@ def test_every_launch_command_in_the_docs_names_real_keys_and_composes(page, com
         return
     args = shlex.split(command)[2:]
     overrides = [a for a in args if "=" in a and not a.startswith("-")]
-    check_overrides(overrides)
+    check_overrides(overrides, *config_source(args))
     if "-m" in args or "-cd" in args or any(o.startswith("hydra/") for o in overrides):
         return  # a multirun's sweeps are not one config; its keys are checked above
     if {"--help", "--cfg"} & set(args):

@@ -4,9 +4,11 @@ mark on their fields; what each means is the comment ending its line in its YAML
 
 from __future__ import annotations
 
-from ppo_lab.config import declared_keys, help_keys
-from ppo_lab.config_keys import CONF_DIR, group_options, inline_meanings
-from ppo_lab.launching.help import GROUPS, help_text
+from omegaconf import OmegaConf
+
+from ppo_lab.config import TORSO_KEYS, declared_keys, help_keys
+from ppo_lab.config_keys import CONF_DIR, group_options
+from ppo_lab.launching.help import GROUPS, help_text, inline_meanings
 
 
 def test_help_names_groups_and_common_keys_with_their_values():
@@ -24,23 +26,33 @@ def test_help_names_groups_and_common_keys_with_their_values():
     assert "hardware.num_envs" not in by_key and "--cfg job" in text and "+tags." in text
 
 
-# The sections whose keys are the lab's own (env, reward and logger keys are their parts').
+# The sections whose keys are the lab's own (env, reward and logger keys are their parts', local the machine's).
 LAB_SECTIONS = ("ppo", "network", "train", "eval", "health", "checkpoint", "hardware", "pbt")
+TOP_FILES = [CONF_DIR / "config.yaml", CONF_DIR / "hydra" / "sweeper" / "optuna.yaml"]  # the latter: `optimize`
+
+
+def _writes(path, dotted: str) -> bool:
+    *parents, last = dotted.split(".")
+    node = OmegaConf.load(path)
+    for name in parents:
+        node = node.get(name) if OmegaConf.is_dict(node) else None
+    return OmegaConf.is_dict(node) and last in node
 
 
 def test_every_key_of_the_lab_says_what_it_means_on_its_line():
-    """Every key a field declares has its one-line meaning at the end of its line, in each file
-    of its group (conf/network/cnn.yaml as well as mlp.yaml), or in conf/config.yaml."""
-    missing, keys = [], declared_keys()
-    read_whole = [k.key + "." for k in keys if k.has("read")]  # `pbt.hypers`: its value's keys are the user's
-    for declared in keys:
-        group, _, name = declared.key.partition(".")
-        if (declared.section is not None and not declared.has("read")) or declared.has("rest") \
-                or declared.key.startswith(tuple(read_whole)) or (name and group not in LAB_SECTIONS):
+    """Every key a dataclass declares is written by a file of its group (or conf/config.yaml),
+    with its one-line meaning at the end of its line in each file that writes it
+    (conf/network/cnn.yaml as well as mlp.yaml; a torso's own sizes where that torso is)."""
+    missing = []
+    for key, field in declared_keys().items():
+        group, _, name = key.partition(".")
+        if (name and group not in LAB_SECTIONS) or (not name and group in [*LAB_SECTIONS, "env", "reward", "logger", "local"]):
             continue
         options = group_options(group) if name else None
-        files = [CONF_DIR / group / f"{o}.yaml" for o in options] if options else [CONF_DIR / "config.yaml"]
-        name = name if options else declared.key
-        missing += [f"{path.relative_to(CONF_DIR)}: {name}" for path in files if not inline_meanings(path).get(name)]
+        files = [CONF_DIR / group / f"{o}.yaml" for o in options] if options else TOP_FILES
+        name = name if options else key
+        writing = [path for path in files if _writes(path, name)]
+        missing += [f"{path.relative_to(CONF_DIR)}: {name}" for path in writing if not inline_meanings(path).get(name)]
+        missing += [f"no file of {group}/ writes {name}"] if not writing and name not in TORSO_KEYS else []
     assert missing == []
     assert inline_meanings(CONF_DIR / "pbt" / "default.yaml")["perturb.factors"]  # a key of a mapping in its section

@@ -20,8 +20,7 @@ from ppo_lab.errors import ConfigError
 from ppo_lab.launching.help import help_text
 from ppo_lab.run import resume
 from ppo_lab.run.population import Population
-from ppo_lab.rundir import older_configs
-from ppo_lab.ppo.hypers import SCHEDULES, Hypers
+from ppo_lab.ppo.hypers import SCHEDULES, Hypers, StaticPPO
 from ppo_lab.ppo.parallel import make_mesh, replica_sharding, replica_template, start_update_arg
 from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run.build import build
@@ -44,7 +43,7 @@ def test_the_trainer_holds_no_traced_key_as_a_constant():
     naming where its per-replica value is, so it cannot be baked into a grid's program."""
     cfg = validate(compose_config(TINY))
     trainer = build(cfg, 1).trainer
-    assert trainer.ppo == cfg.ppo.static() and trainer.ppo.num_envs == 4 and trainer.ppo.is_null("entropy_floor")
+    assert trainer.ppo == StaticPPO.of(cfg.ppo) and trainer.ppo.num_envs == 4 and trainer.ppo.is_null("entropy_floor")
     for key in traced_keys():
         with pytest.raises(AttributeError, match=f"hypers.{key}"):
             getattr(trainer.ppo, key)
@@ -150,7 +149,7 @@ def test_a_grid_over_a_traced_key_trains_each_cell_as_its_run_alone(key):
     base_cfg, alone, grid = _programs(base)
     cells = [validate(compose_config([*THREE_UPDATES, *base, f"ppo.{key}={value}"])) for value in GRID[key]]
     assert shared_program_key(cells[0].resolved) == shared_program_key(cells[1].resolved)
-    assert cells[0].ppo.static() == cells[1].ppo.static() == base_cfg.ppo.static()  # one program for both
+    assert StaticPPO.of(cells[0].ppo) == StaticPPO.of(cells[1].ppo) == StaticPPO.of(base_cfg.ppo)  # one program for both
     hypers = [Hypers.of(cell.ppo) for cell in cells]
     assert [float(getattr(h, key)) for h in hypers] == [float(np.float32(v)) for v in GRID[key]]
     (grid_state, grid_metrics) = grid(Hypers.stack(hypers))
@@ -164,25 +163,31 @@ def test_a_grid_over_a_traced_key_trains_each_cell_as_its_run_alone(key):
     assert any(differs), f"the cells over ppo.{key} trained the same parameters"
 
 
-def test_a_traced_key_added_is_its_field_and_its_yaml_line(tmp_path, monkeypatch, request):
-    """A traced key added as a field (here, in the test) and a line of conf/ppo/default.yaml is
-    validated, grouped into one program, explorable by a population, listed by --help with its
-    line's meaning, compared on resume and read by an older run dir as its `before` mark says."""
+@pytest.fixture
+def aux_coef(tmp_path, monkeypatch):
+    """conf/ copied with one more traced key (`ppo.aux_coef`, a line of its ppo/default.yaml) and
+    PPOConfig extended with its field, registered as the schema Hydra composes into; undone after."""
     conf = tmp_path / "conf"
     shutil.copytree(config_keys.CONF_DIR, conf)
     with (conf / "ppo" / "default.yaml").open("a") as f:
         f.write("aux_coef: 0.3  # weight of the auxiliary loss\n")
     extended = dataclasses.make_dataclass(
-        "PPOConfig", [("aux_coef", float, traced(help=20, before=0.0, check=config.Check(lambda v, s: v >= 0, ">= 0")))],
-        bases=(PPOConfig,), frozen=True)
-    for module in (config, config_keys):  # older_configs reads conf/ through config_keys
-        monkeypatch.setattr(module, "CONF_DIR", conf)
+        "PPOConfig", [("aux_coef", float, traced(lambda v, s: v >= 0, ">= 0", help=True))], bases=(PPOConfig,))
+    monkeypatch.setattr(config_keys, "CONF_DIR", conf)
     monkeypatch.setattr(config, "PPOConfig", extended)
-    config_keys._known_keys.cache_clear()
-    request.addfinalizer(config_keys._known_keys.cache_clear)
+    config.register()
+    yield conf
+    monkeypatch.undo()
+    config.register()
+
+
+def test_a_traced_key_added_is_its_field_and_its_yaml_line(aux_coef, tmp_path):
+    """A traced key added as a field (here, in the test) and a line of conf/ppo/default.yaml is
+    validated, grouped into one program, explorable by a population, listed by --help with its
+    line's meaning, and compared on resume."""
 
     def resolved(*overrides):
-        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(aux_coef), version_base="1.3"):
             return OmegaConf.to_container(compose(config_name="config", overrides=[*TINY, *overrides]), resolve=True)
 
     cfg = validate(resolved())
@@ -195,7 +200,7 @@ def test_a_traced_key_added_is_its_field_and_its_yaml_line(tmp_path, monkeypatch
     np.testing.assert_array_equal(Hypers.stack([Hypers.of(cfg.ppo), Hypers.of(other.ppo)]).aux_coef,
                                   np.float32([0.3, 0.7]))
     with pytest.raises(AttributeError, match="hypers.aux_coef"):
-        cfg.ppo.static().aux_coef
+        StaticPPO.of(cfg.ppo).aux_coef
     # a population explores it
     pbt = validate(resolved("pbt.population=2", "+pbt.hypers.aux_coef={low: 0.1, high: 0.9, log: false}"))
     members = Population(pbt, tmp_path / "pbt").hypers().aux_coef
@@ -203,11 +208,8 @@ def test_a_traced_key_added_is_its_field_and_its_yaml_line(tmp_path, monkeypatch
     # --help lists it with the meaning its YAML line gives
     line = next(line for line in help_text([]).splitlines() if line.strip().startswith("ppo.aux_coef"))
     assert line.split()[1] == "0.3" and line.endswith("weight of the auxiliary loss")
-    # resume: a change is refused unless allowed; a run dir from before the key reads 0.0
-    older = cfg.resolved | {"ppo": {k: v for k, v in cfg.resolved["ppo"].items() if k != "aux_coef"}}
-    assert resume.config_changes(older, validate(resolved("ppo.aux_coef=0.0")).resolved) == {}
-    assert resume.config_changes(older, cfg.resolved) == {"ppo.aux_coef": ("<unset>", 0.3)}
+    # resume: a change is refused unless allowed (its field's mark: unmarked, ALLOWED)
+    assert resume.config_changes(cfg.resolved, other.resolved) == {"ppo.aux_coef": (0.3, 0.7)}
     with pytest.raises(resume.ResumeError, match="ppo.aux_coef"):
-        resume.check_config(older, cfg.resolved, "the run directory", allow=False)
-    assert older_configs.complete(older)["ppo"]["aux_coef"] == 0.0
-    assert validate(older, saved=True).ppo.aux_coef == 0.0
+        resume.check_config(cfg.resolved, other.resolved, "the run directory", allow=False)
+    assert resume.check_config(cfg.resolved, other.resolved, "the run directory", allow=True) == {"ppo.aux_coef": (0.3, 0.7)}

@@ -73,7 +73,7 @@ def test_the_rare_action_game_explores_its_entropy_coefficient_and_resamples():
     pbt = run_config(["experiment=rare_actions", "pbt.population=8"]).pbt
     assert set(pbt.hypers) == {"lr", "ent_coef_initial"}
     assert (pbt.hypers["ent_coef_initial"].low, pbt.hypers["ent_coef_initial"].high) == (0.03, 0.3)
-    assert pbt.resample_prob == 0.25
+    assert pbt.perturb.resample_prob == 0.25
 
 
 def test_a_population_of_one_refused():

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ppo_lab.config_keys import check_overrides
+from ppo_lab.launching.command_line import check_overrides, config_source
 
 from conftest import ROOT, run_config
 
@@ -42,7 +42,7 @@ def test_readme_is_short_and_starts_with_the_two_commands():
 def test_every_launch_command_names_real_keys_and_composes(command):
     args = shlex.split(command)[2:]
     overrides = [a for a in args if "=" in a and not a.startswith("-")]
-    check_overrides(overrides)
+    check_overrides(overrides, *config_source(args))
     if "-m" in args or "-cd" in args or any(o.startswith("hydra/") for o in overrides):
         return  # a multirun's sweeps are not one config; its keys are checked above
     run_config(overrides)

@@ -18,11 +18,10 @@ from ppo_lab.ppo import grad_clip
 from ppo_lab.ppo.distributions import categorical_log_prob
 from ppo_lab.ppo.rollout import initial_memory
 from ppo_lab.ppo.train import make_trainer
-from ppo_lab.run import resume
 from ppo_lab.run.build import build
 from ppo_lab.envs.gymnax_envs import GymnaxEnv
 
-from conftest import TINY, network_config, ppo_config, resolved_config, run_config
+from conftest import TINY, network_config, ppo_config, run_config
 
 
 # --- config ------------------------------------------------------------------------------------
@@ -232,11 +231,3 @@ def test_a_bad_head_hidden_value_is_named_with_what_is_valid(override, key):
     with pytest.raises(ConfigError) as err:
         run_config([*TINY, override])
     assert err.value.key == key
-
-
-def test_a_run_dir_saved_before_head_hidden_resumes_without_a_config_change():
-    now = resolved_config(TINY)
-    saved = {**now, "network": {k: v for k, v in now["network"].items() if not k.startswith("head_hidden")}}
-    assert resume.config_changes(saved, now) == {}
-    wider = {**now, "network": {**now["network"], "head_hidden": 8}}
-    assert set(resume.config_changes(saved, wider)) == {"network.head_hidden", "network.head_hidden_gain"}

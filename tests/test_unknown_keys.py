@@ -9,9 +9,10 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from ppo_lab.config import env_options, validate
-from ppo_lab.config_keys import UnknownKeyError, UnknownOptionError, check_overrides, check_sections, group_options
+from ppo_lab.config import env_options, typed_config, validate
+from ppo_lab.config_keys import UnknownKeyError, UnknownOptionError, group_options
 from ppo_lab.errors import ConfigError
+from ppo_lab.launching.command_line import check_overrides
 
 from conftest import ROOT, TINY, compose_config
 
@@ -55,8 +56,10 @@ def test_an_unknown_option_lists_the_choices():
 
 
 def test_known_keys_groups_and_own_tags_pass():
-    check_overrides(["+tags.owner=me", "experiment=cartpole", "env.id=x", "+fidelity=reference", "hydra/launcher=vmap",
-                     "logger.mlflow.tags={a:1}", "ppo.lr=1e-3,3e-4", "reward=proxy,ground_truth", "hydra.run.dir=x"])
+    for command in (["+tags.owner=me", "experiment=cartpole", "hydra/launcher=vmap", "ppo.lr=1e-3,3e-4", "hydra.run.dir=x"],
+                    ["env=envpool", "env.id=x"], ["env=foraging", "+fidelity=reference", "reward=proxy,ground_truth"],
+                    ["logger=[csv,mlflow]", "logger.mlflow.tags={a:1}"]):
+        check_overrides(command)
     # A sweep of mappings over a group's keys (each sets some of its keys), not of its options.
     check_overrides(["pbt={exploit: false},{exploit: true, constraints: {train/entropy: {min: 1.0}}}", "logger=[csv],[csv,mlflow]"])
 
@@ -66,17 +69,19 @@ def test_validation_refuses_an_added_key_and_keeps_tags():
         validate(OmegaConf.to_container(compose_config([*TINY, "+ppo.lrr=0.1"]), resolve=True))
     run = validate(OmegaConf.to_container(compose_config([*TINY, "+tags.owner=me"]), resolve=True))
     assert run.tags == {"owner": "me"}
-    # A run dir's saved config is a record: a key a later lab dropped does not make it unreadable.
-    assert validate(OmegaConf.to_container(compose_config([*TINY, "+ppo.gone=1"]), resolve=True), saved=True).ppo.lr > 0
+    # A key Hydra added to a closed section of a config passed in as plain dicts: refused alike.
+    with pytest.raises(UnknownKeyError, match="did you mean network.activation"):
+        validate({**run.resolved, "network": {**run.resolved["network"], "activaton": "relu"}})
 
 
 @pytest.mark.parametrize("group", ["experiment", "env", "fidelity"])
 def test_every_shipped_config_has_only_known_keys(group):
-    """No false alarm: every experiment, env and fidelity cell of conf/ passes the key check."""
+    """No false alarm: every experiment, env and fidelity cell of conf/ composes into the schema."""
     for option in group_options(group):
         prefix = "+" if group == "fidelity" else ""
         overrides = [f"{prefix}{group}={option}"] + (["env=foraging"] if group == "fidelity" else [])
-        check_sections(OmegaConf.to_container(compose_config(overrides), resolve=False))
+        check_overrides(overrides)
+        typed_config(OmegaConf.to_container(compose_config(overrides), resolve=False))
     assert env_options()
 
 
@@ -100,18 +105,19 @@ def test_launch_refuses_an_unknown_group_option(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("error:") == 1 and "cartpole" in proc.stderr
 
 
-def test_a_sweep_file_or_an_optuna_space_with_a_typo_launches_nothing():
-    """Keys from a sweep file's params are checked when the multirun starts, before any job;
-    the Optuna sweeper checks its search space too (a typo would tune nothing)."""
-    from ppo_lab.launching.callbacks import SweepCallback
-    from ppo_lab.launching.optuna_sweeper import search_space
-
-    config = OmegaConf.create({"hydra": {"sweep": {"dir": "x"}, "overrides": {"task": ["experiment=cartpole"]},
-                                         "sweeper": {"params": {"+ppo.lrr": "0.1,0.2"}}}})
-    with pytest.raises(UnknownKeyError, match="did you mean ppo.lr"):
-        SweepCallback(aggregate=False).on_multirun_start(config)
-    with pytest.raises(UnknownKeyError, match="did you mean ppo.lr"):
-        search_space({"ppo.lrr": "interval(1e-4, 1e-2)"}, [])
+def test_a_sweep_file_or_an_optuna_space_with_a_typo_launches_nothing(tmp_path):
+    """Keys from a sweep file's params are checked with the command line's, before any job; an
+    Optuna search space's too (a typo would tune nothing)."""
+    (tmp_path / "typo.yaml").write_text("defaults:\n  - config\n  - _self_\nhydra:\n  sweeper:\n"
+                                         "    params:\n      +ppo.lrr: 0.1,0.2\n")
+    (tmp_path / "tune.yaml").write_text("defaults:\n  - config\n  - override hydra/sweeper: optuna\n  - _self_\n"
+                                        "hydra:\n  sweeper:\n    params:\n      ppo.lrr: interval(1e-4, 1e-2)\n")
+    for name in ("typo", "tune"):
+        with pytest.raises(UnknownKeyError, match="did you mean ppo.lr"):
+            check_overrides(["experiment=cartpole"], tmp_path, name)
+    proc = subprocess.run([sys.executable, "launch.py", "-cd", str(tmp_path), "-cn", "typo", "-m",
+                           f"hydra.sweep.dir={tmp_path}/sweep"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "did you mean ppo.lr" in proc.stderr and not (tmp_path / "sweep").exists()
 
 
 def test_a_key_of_an_unselected_option_says_which_group(tmp_path):

@@ -38,7 +38,6 @@ from ppo_lab import rundir
 from ppo_lab.analysis.criteria import declared_criteria, seed_criteria
 from ppo_lab.estimators import SMALL_SAMPLE, SUMMARY_KEYS, mean_interval, mean_summary
 from ppo_lab.judging.headline import declared_bounds
-from ppo_lab.rundir.older_configs import complete
 from ppo_lab.rundir.slurm_jobs import failed_state, jobs_by_number
 
 SUMMARY = rundir.SUMMARY
@@ -67,7 +66,7 @@ class Run:
     job_num: int | None = None
     job_id: str | None = None
     experiment: str | None = None
-    env: dict = field(default_factory=dict)  # config.yaml's env section (completed): its declared `metrics:`
+    env: dict = field(default_factory=dict)  # config.yaml's env section: its declared `metrics:`
     reward: dict = field(default_factory=dict)  # config.yaml's reward section: the reward function it was paid by
 
     @property
@@ -176,11 +175,10 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
 
 def _config_sections(path: Path) -> tuple[dict, dict]:
     """The env and reward sections of a run's config.yaml ({} without one, or one that does not
-    parse), with what an older lab did not save read from the env's conf file
-    (`older_configs.complete`: e.g. `metrics.criteria`), the run's own parts found as it found them."""
+    parse), the run's own parts found as it found them."""
     try:
         rundir.use_recorded_parts(path)
-        config = complete(rundir.read_config(path))
+        config = rundir.read_config(path)
     except Exception:  # noqa: BLE001 - a run without a readable config only loses its declarations
         return {}, {}
     return dict(config.get("env") or {}), dict(config.get("reward") or {})

@@ -6,7 +6,7 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from ppo_lab.config import CONF_DIR
+from ppo_lab.config_keys import CONF_DIR
 
 # Used for an env only while it has no experiment config of its own.
 # Foraging: the project's default foraging scale for this hardware (conf/scale). For the

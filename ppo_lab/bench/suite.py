@@ -62,7 +62,8 @@ import jax.numpy as jnp
 from ppo_lab.bench import accel, markdown, purejaxrl_settings, sidebyside
 from ppo_lab.analysis.compare import compare as compare_runs
 from ppo_lab.bench.configs import compose, env_overrides, known_env
-from ppo_lab.config import CONF_DIR, validate
+from ppo_lab.config import validate
+from ppo_lab.config_keys import CONF_DIR
 from ppo_lab.hardware import host_core_count, start_jax
 from ppo_lab.host_cpu import cpu_record
 from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout

@@ -8,7 +8,13 @@ from typing import Mapping
 from ppo_lab.errors import ConfigError
 
 
+KEYS = ("gymnax_id", "params")  # params: overrides of the env's EnvParams fields (null: none)
+
+
 def check_gymnax(env_cfg: Mapping, reward_cfg: Mapping) -> None:
+    unknown = sorted(set(env_cfg) - {*KEYS, "name"})
+    if unknown:
+        raise ConfigError(f"env.{unknown[0]}", env_cfg[unknown[0]], f"one of the known keys {sorted(KEYS)}")
     env_id = env_cfg.get("gymnax_id")
     if not isinstance(env_id, str) or not env_id:
         raise ConfigError("env.gymnax_id", env_id, "a gymnax environment id such as 'CartPole-v1'")

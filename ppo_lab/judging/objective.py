@@ -16,17 +16,14 @@ No jax, no optuna: imported by `launch.py` and by the sweeper before any job run
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 from ppo_lab import rundir
-from ppo_lab.errors import ConfigError
+from ppo_lab.config import OptimizeConfig, read
 from ppo_lab.estimators import iqm
 from ppo_lab.judging.headline import DEFAULT_HEADLINE
 
-DIRECTIONS = ("maximize", "minimize")
-REDUCTIONS = ("mean", "iqm")
 USABLE_STATUS = ("completed", "timed_out")
 
 
@@ -34,27 +31,15 @@ class ObjectiveError(RuntimeError):
     """A job left no usable objective (it failed, stopped early, or lacks the metric)."""
 
 
-@dataclass(frozen=True)
-class Objective:
-    metric: str = DEFAULT_HEADLINE
-    direction: str = "maximize"
-    reduce: str = "mean"
+# The `optimize` section: its keys and checks are its dataclass's (ppo_lab/config.py).
+Objective = OptimizeConfig
 
 
 def parse_objective(optimize: Mapping | None) -> Objective:
-    """The `optimize` config section, checked; None or {} gives the defaults."""
-    raw = dict(optimize or {})
-    unknown = sorted(set(raw) - {"metric", "direction", "reduce"})
-    if unknown:
-        raise ConfigError(f"optimize.{unknown[0]}", raw[unknown[0]], "only optimize.metric, optimize.direction, optimize.reduce")
-    obj = Objective(**{k: v for k, v in raw.items() if v is not None})
-    if not isinstance(obj.metric, str) or not obj.metric:
-        raise ConfigError("optimize.metric", obj.metric, "a metric of summary.json, e.g. eval/episode_return or final/train/mean_episode_return")
-    if obj.direction not in DIRECTIONS:
-        raise ConfigError("optimize.direction", obj.direction, " or ".join(DIRECTIONS))
-    if obj.reduce not in REDUCTIONS:
-        raise ConfigError("optimize.reduce", obj.reduce, " or ".join(REDUCTIONS))
-    return obj
+    """The `optimize` config section, read and checked; what it leaves out (or null): the headline
+    metric, maximised, its mean across seeds."""
+    given = {k: v for k, v in dict(optimize or {}).items() if v is not None}
+    return read(OptimizeConfig, {"metric": DEFAULT_HEADLINE, "direction": "maximize", "reduce": "mean", **given}, "optimize")
 
 
 def seed_values(summary: Mapping, metric: str) -> list[float]:
@@ -106,7 +91,7 @@ def read_objective(run_dir: Path, objective: Objective) -> tuple[float, list[flo
 def job_result(summary: dict, resolved: Mapping):
     """What `launch.py` returns: the objective (a float) when the config asks for one (an
     `optimize` section, set by `hydra/sweeper=optuna`), else the summary."""
-    if not resolved.get("optimize"):
+    if not resolved.get("optimize", None):  # None, or missing (???) in a composed config without one
         return summary
     try:
         return objective_value(summary, parse_objective(resolved["optimize"]))[0]

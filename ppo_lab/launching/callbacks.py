@@ -33,18 +33,11 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab import rundir  # jax-free: safe before the hardware settings are applied
-from ppo_lab.config_keys import SEARCHPATH_KEY, check_overrides, use_config_dirs
+from ppo_lab.config_keys import use_config_dirs
 from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}
 from ppo_lab.rundir import slurm_jobs
 
 log = logging.getLogger(__name__)
-
-
-def sweep_overrides(config: DictConfig) -> list[str]:
-    """The multirun's overrides: the command line's and the sweep file's `hydra.sweeper.params`."""
-    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
-    task = list(OmegaConf.select(config, "hydra.overrides.task") or [])
-    return task + [f"{key}={value}" for key, value in params.items()]
 
 
 def process_id(config: DictConfig) -> int:
@@ -68,9 +61,6 @@ class SweepCallback(Callback):
         self.done = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        # Before any job: a misspelled key in a sweep file's params would otherwise run every
-        # cell with the default (`+ppo.lrr: 0.1,0.2`) or fail each job in turn.
-        check_overrides(sweep_overrides(config))
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         self.done = False
         if self.enabled and process_id(config) != 0:
@@ -85,7 +75,7 @@ class SweepCallback(Callback):
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         # A job of a submitit launcher runs in a process of its own, whose command line is not
         # the user's: the search path comes from the job's config.
-        use_config_dirs(OmegaConf.select(config, SEARCHPATH_KEY) or [])
+        use_config_dirs(OmegaConf.select(config, "hydra.searchpath") or [])
 
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         """A job that raised before the runner wrote summary.json (a config error, say) leaves

@@ -1,29 +1,189 @@
 """The command line's errors in the lab's one form: `error: ...` printed once, exit 2.
 
-Before Hydra composes anything, `refuse_unknown_overrides` checks the overrides' keys and
-group options against conf/ (`ppo_lab.config_keys`): a typo costs about a second, suggests
-the key meant, and a multirun with one launches no job. What Hydra itself still refuses while
-composing (a key under `hydra.`, a group option a sweep file names) comes back through
-`lab_error` in the same form, Hydra's stack-trace hint left out.
+Before the lab (and jax) loads, `refuse_unknown_overrides` has Hydra compose the config the
+command names, as `launch.py` will (`check_overrides`): Hydra refuses a value of a wrong type,
+a key no section has and an option no group has, and `refusal` says so in the lab's words,
+naming the closest keys (of the option the command selects, for a part whose keys are its
+own: env=cartpole's, not the foraging world's) or options. What Hydra lets through is checked
+against the config's dataclasses (`config.typed_config`): a key added with `+` (Hydra adds it
+even to a closed node), and a multirun's sweeps (the command line's, and a sweep file's
+`hydra.sweeper.params`, an Optuna search space among them) by their first value, so a typo
+costs about a second and a multirun with one launches no job. What Hydra refuses later, while
+`launch.py` composes, comes back through `lab_error` in the same form.
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
-from hydra.errors import CompactHydraException
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import CompactHydraException, MissingConfigException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from ppo_lab.config_keys import USER_NAMESPACE, UnknownKeyError, check_overrides, known_keys, suggest
+from ppo_lab import config_keys
+from ppo_lab.config import config_error, declared_keys, typed_config
+from ppo_lab.config_keys import USER_NAMESPACE, Refused, UnknownKeyError, UnknownOptionError, group_options, suggest
 from ppo_lab.errors import ConfigError
 
-_NOT_IN_STRUCT = re.compile(r"full_key: (\S+)")
+SEARCHPATH_KEY = "hydra.searchpath"
+OWN_KEYS = ("env", "reward")  # sections whose keys are their option's own: free-form, no dataclass
+_NOT_IN_STRUCT = re.compile(r"Key '[^']*' is not in struct\s+full_key: (\S+)")
 
 
 def overrides_of(argv: list[str]) -> list[str]:
     """The `key=value` overrides of a launch.py command line (Hydra's flags and their values
     such as `-cd sweeps` carry no `=` as a separate word, or start with `-`)."""
     return [a for a in argv if "=" in a and not a.startswith("-")]
+
+
+def config_source(argv: list[str]) -> tuple[Path | None, str]:
+    """The config folder and name a command line names (`-cd sweeps -cn zoo`; none: conf/, config)."""
+    flags = {"-cd": None, "--config-dir": None, "-cn": None, "--config-name": None}
+    for flag, value in zip(argv, argv[1:]):
+        if flag in flags:
+            flags[flag] = value
+    folder = flags["-cd"] or flags["--config-dir"]
+    return (Path(folder).resolve() if folder else None), flags["-cn"] or flags["--config-name"] or "config"
+
+
+def compose(overrides, config_dir: Path | None = None, config_name: str = "config", hydra: bool = False):
+    """The config Hydra composes for these overrides, from conf/ or a named sweep's folder (with
+    conf/ on its search path, as `launch.py -cd FOLDER` has it), the user's config folders met so
+    far (`config_keys.use_config_dirs`) on its search path too."""
+    folder = Path(config_dir or config_keys.CONF_DIR).resolve()
+    given = [o for o in overrides if o.startswith(SEARCHPATH_KEY + "=")]
+    entries = searchpath_entries(given) + [f"file://{d}" for d in config_keys.user_config_dirs()]
+    entries += [f"file://{config_keys.CONF_DIR}"] if folder != config_keys.CONF_DIR else []
+    overrides = [o for o in overrides if o not in given] + ([f"{SEARCHPATH_KEY}=[{','.join(dict.fromkeys(entries))}]"]
+                                                            if entries else [])
+    with initialize_config_dir(config_dir=str(folder), version_base="1.3"):
+        return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=hydra)
+
+
+def searchpath_entries(overrides) -> list[str]:
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        if override.key_or_group == SEARCHPATH_KEY and not override.is_delete():
+            value = override.value()
+            return [str(v) for v in (value if isinstance(value, list) else [value])]
+    return []
+
+
+def _first(override) -> str:
+    """An override with the first value of its sweep (the override itself if it sweeps nothing)."""
+    if not override.is_sweep_override():
+        return override.input_line
+    if override.is_interval_sweep():  # interval(a, b), an Optuna range: its low end
+        return f"{override.get_key_element()}={override.value().start}"
+    return f"{override.get_key_element()}={next(override.sweep_string_iterator())}"
+
+
+def _options(override) -> list:
+    """The option names a group override selects (one, each of a sweep's, a list's); a mapping
+    is no option: it sets the group's keys (`pbt={exploit: false}`)."""
+    values = list(override.sweep_iterator()) if override.is_choice_sweep() or override.is_range_sweep() else [override.value()]
+    return [o for v in values for o in (v if isinstance(v, list) else [v]) if isinstance(o, str)]
+
+
+def check_overrides(overrides, config_dir: Path | None = None, config_name: str = "config") -> None:
+    """Refuse (a ConfigError) overrides naming a key, an option or a value the config does not
+    take, with the closest valid ones; their search path's folders count as conf/ from here on."""
+    config_keys.use_config_dirs(searchpath_entries(overrides))
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    for override in parsed:
+        options = group_options(override.key_or_group)
+        if options is not None and not override.is_delete() and not override.is_hydra_override():
+            for option in _options(override):
+                if option not in options:
+                    raise _unknown_option(override.key_or_group, option, overrides, config_dir, config_name)
+    probe = [_first(o) for o in parsed]
+    cfg = _composed(probe, config_dir, config_name)
+    params = OmegaConf.to_container(cfg.hydra.sweeper, resolve=True).get("params") or {}
+    if params:  # a sweep file's or an Optuna search space's: its keys with the command line's
+        given = {o.key_or_group for o in parsed}  # the command line's win over the file's
+        swept = [o for o in OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+                 if o.key_or_group not in given]
+        cfg = _composed(probe + [_first(o) for o in swept], config_dir, config_name)
+        parsed += swept
+    values = {k: v for k, v in OmegaConf.to_container(cfg).items() if k != "hydra"}
+    try:
+        typed_config(values)  # the keys Hydra added to closed nodes (`+ppo.lrr`): refused by the dataclasses
+    except ConfigError as exc:
+        raise exc if not isinstance(exc, UnknownKeyError) else UnknownKeyError(exc.key, exc.suggestions) from None
+    for override in parsed:  # `+env.X`: the env's own keys are the selected option's
+        section, _, name = override.key_or_group.partition(".")
+        added = {o.key_or_group.split(".")[1] for o in parsed if o.is_add() and o.key_or_group.startswith(section + ".")}
+        if override.is_add() and section in OWN_KEYS and name and name.split(".")[0] not in set(values[section]) - added:
+            raise _unknown_own_key(override.key_or_group, values, cfg, set(values[section]) - added)
+
+
+def _composed(overrides, config_dir, config_name):
+    try:
+        return compose(overrides, config_dir, config_name, hydra=True)
+    except (CompactHydraException, OmegaConfBaseException) as exc:
+        raise refusal(exc, overrides, config_dir, config_name) from None
+
+
+def _unknown_option(group, option, overrides, config_dir, config_name) -> UnknownOptionError:
+    """An option no file of its group has; for a reward mode, the selected env's modes listed."""
+    options = group_options(group)
+    if group == "reward":
+        rest = [o for o in overrides if not o.split("=")[0].lstrip("+~") == "reward"]
+        env = compose(rest, config_dir, config_name).env.name
+        options = [o for o in options if OmegaConf.load(config_keys.option_file("reward", o)).get("env") in (None, env)]
+    return UnknownOptionError(group, option, options)
+
+
+def _unknown_own_key(dotted: str, values, cfg, keys) -> ConfigError:
+    """A key of the env's (reward's) own no file of the selected option has: its keys suggested;
+    or one another option has (`env.grid_size` with env=cartpole): select that option first."""
+    section, name = dotted.split(".")[:2]
+    checked = f"{section}.{name}"
+    option = OmegaConf.select(cfg, f"hydra.runtime.choices.{section}")
+    for other in group_options(section) or []:
+        if other != option and name in (OmegaConf.load(config_keys.option_file(section, other)) or {}):
+            return _not_selected(checked, f"the {section}=OPTION that has it", f" ({section}={other} has it)")
+    own = sorted(f"{section}.{k}" for k in keys if not k.endswith("_"))  # `_target_`: wiring, not a setting
+    return UnknownKeyError(checked, suggest(checked, own) if own else [], f"{section}={option}", own)
+
+
+def _not_selected(dotted: str, select: str, which: str = "") -> Refused:
+    return Refused(dotted, f"{dotted} is not in this config: it belongs to another option of its group "
+                           f"(select {select} first){which}")
+
+
+def refusal(exc: BaseException, overrides=(), config_dir=None, config_name="config") -> ConfigError | None:
+    """Hydra's composition error (or OmegaConf's within it) as the lab says it; None for another."""
+    inner = exc
+    while inner is not None:  # a lab error Hydra wrapped (a plugin refusing its config): said as itself
+        if isinstance(inner, ConfigError):
+            return inner
+        if isinstance(inner, OmegaConfBaseException) and not _NOT_IN_STRUCT.search(str(inner)):
+            return config_error(inner)
+        inner = inner.__cause__ or inner.__context__
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
+        group, _, option = str(exc.missing_cfg_file).rpartition("/")
+        if group_options(group) is not None and not group.startswith("hydra"):  # Hydra's own groups: its message
+            return _unknown_option(group, option, [o for o in overrides if not o.startswith(group + "=")], config_dir,
+                                   config_name)
+    found = _NOT_IN_STRUCT.search(f"{exc}\n{exc.__cause__}")
+    if not isinstance(exc, CompactHydraException) or not found:
+        return None if not isinstance(exc, CompactHydraException) else Refused("config", str(exc).strip())
+    dotted = found.group(1)
+    section = dotted.split(".")[0]
+    if section == USER_NAMESPACE:
+        return Refused(dotted, f"{dotted} is a new key of your own: add it with a plus, +{dotted}=...")
+    if section in OWN_KEYS:
+        rest = [o for o in overrides if o.split("=")[0].lstrip("+") != dotted]
+        cfg = compose(rest, config_dir, config_name, hydra=True)
+        return _unknown_own_key(dotted, OmegaConf.to_container(cfg), cfg, OmegaConf.to_container(cfg)[section])
+    if dotted in declared_keys():  # a lab logger's key, that logger not selected
+        return _not_selected(dotted, f"logger=[csv,{dotted.split('.')[1]}]")
+    return UnknownKeyError(dotted, suggest(dotted, declared_keys()))
 
 
 def fail(message: object) -> None:
@@ -34,7 +194,7 @@ def fail(message: object) -> None:
 
 def refuse_unknown_overrides(argv: list[str]) -> None:
     try:
-        check_overrides(overrides_of(argv))
+        check_overrides(overrides_of(argv), *config_source(argv))
     except ConfigError as exc:
         fail(exc)
     if any(a.lstrip("+").startswith("hardware.num_envs=") for a in overrides_of(argv)):
@@ -46,25 +206,10 @@ NUM_ENVS_NOTE = ("note: hardware.num_envs is the hardware preset's default for p
                  "experiment or scale sets ppo.num_envs; to set the number of envs, use ppo.num_envs")
 
 
-def lab_error(exc: BaseException) -> str | None:
-    """Hydra's composition error as the lab says it, or None for any other error."""
+def lab_error(exc: BaseException, argv: list[str] = ()) -> str | None:
+    """Hydra's composition error as the lab says it (the command's overrides for the hints), or
+    None for any other error."""
     if not isinstance(exc, CompactHydraException):
         return None
-    inner = exc
-    while inner is not None:  # a lab error Hydra wrapped (a plugin refusing its config): said as itself
-        if isinstance(inner, ConfigError):
-            return str(inner)
-        inner = inner.__cause__ or inner.__context__
-    cause = exc.__cause__
-    text = f"{exc}\n{cause}" if cause is not None else str(exc)
-    found = _NOT_IN_STRUCT.search(text)
-    if found and ("not in struct" in text or "not in '" in text):
-        key = found.group(1)
-        if key.split(".")[0] == USER_NAMESPACE:
-            return f"{key} is a new key of your own: add it with a plus, +{key}=..."
-        if key in known_keys():  # a real key, of a group option this command did not select
-            section, name = key.split(".")[:2]
-            select = f"logger=[csv,{name}]" if section == "logger" else f"the {section}=OPTION that has it"
-            return f"{key} is not in this config: it belongs to another option of its group (select {select} first)"
-        return str(UnknownKeyError(key, suggest(key)))
-    return text.strip()
+    found = refusal(exc, overrides_of(list(argv)), *config_source(list(argv)))
+    return str(found) if found is not None else str(exc).strip()

@@ -44,7 +44,6 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides, setup_globa
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as _plugin
 from omegaconf import OmegaConf, open_dict
 
-from ppo_lab.config_keys import check_overrides
 from ppo_lab.launching.vmap_groups import max_replicas_at_start, plan_groups, run_group
 from ppo_lab.launching.vmap_launcher import announce, load_jobs
 from ppo_lab.rundir.slurm_jobs import KILLED_STATES, final_state, read_jobs, sacct_states, write_jobs
@@ -95,8 +94,6 @@ class SweepLauncherMixin:
         sweep_dir.mkdir(parents=True, exist_ok=True)
         executor = self._executor()
         log.info("Submitit '%s' sweep output dir: %s", self._EXECUTOR, sweep_dir)
-        for overrides in job_overrides:  # a misspelled key submits no job
-            check_overrides(overrides)
         job_params = []
         for i, overrides in enumerate(job_overrides):
             idx = initial_job_idx + i

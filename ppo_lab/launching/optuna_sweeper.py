@@ -49,7 +49,6 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from ppo_lab.judging.objective import Objective, ObjectiveError, parse_objective, read_objective
-from ppo_lab.config_keys import check_overrides
 from ppo_lab.errors import ConfigError
 from ppo_lab.launching.vmap_launcher import VmapLauncher
 from ppo_lab.rundir import MULTIRUN, write_text_atomic
@@ -119,7 +118,6 @@ def search_space(params: dict | None, arguments: Sequence[str]) -> SearchSpace:
     """The search space and fixed overrides from the config's params and the command line
     (a key given twice: the later wins, so the command line overrides the file)."""
     lines = [f"{k}={v}" for k, v in (params or {}).items()] + list(arguments)
-    check_overrides(lines)  # a misspelled key would tune nothing: every trial at the default
     space, fixed, texts = {}, {}, {}
     for override in OverridesParser.create().parse_overrides(lines):
         key = override.get_key_element()

@@ -21,7 +21,6 @@ from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, open_dict
 
 from ppo_lab.config import shared_program_key, traced_keys
-from ppo_lab.config_keys import check_overrides
 from ppo_lab.launching.vmap_groups import max_replicas_at_start, plan_groups, run_group, task_config
 
 log = logging.getLogger(__name__)
@@ -30,8 +29,6 @@ log = logging.getLogger(__name__)
 def load_jobs(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]], initial_job_idx: int):
     """Each job's sweep config (hydra.job.num and id = its number) and its grouping key and seeds."""
     configs, keys, seeds = [], [], []
-    for overrides in job_overrides:  # every job's keys before any is composed or trained
-        check_overrides(overrides)
     saved = HydraConfig.instance().cfg
     try:
         for i, overrides in enumerate(job_overrides):

@@ -9,6 +9,7 @@ reads them by name (`hypers.vf_coef`); a scheduled one (`<name>_final` beside `<
     Hypers.of(ppo)                        a run's values
     Hypers.from_values({"lr": 3e-4, ...})   any replica's values (a member of a population)
     Hypers.stack([...]), .replicated(...)  [replicas] per field, the chunk's argument
+    StaticPPO.of(ppo)                     the rest of the section: the trainer's constants
 
 Two derived values are worked out on the host in float64 and rounded once to float32, so a run
 trains to the bits it trained to when these were Python constants: each schedule's span
@@ -26,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppo_lab.config import PPOConfig, nullable_traced_keys, traced_keys
+from ppo_lab.config import PPOConfig, PPOSizes, nullable_traced_keys, traced_keys
 from ppo_lab.ppo.parallel import put_replicas
 
 
@@ -112,3 +113,32 @@ class Hypers:
         """Stacked structs on the devices, laid out as the replicas' state is."""
         return put_replicas(self, sharding)
 
+
+
+@dataclasses.dataclass(frozen=True)
+class StaticPPO(PPOSizes):
+    """The static part of a `ppo` section: its keys that are not traced, by name (`.num_envs`),
+    and which traced keys are null (a program's choice: `is_null("entropy_floor")`). A traced
+    key's value is no constant of a program: reading one here fails, naming `hypers.<key>`."""
+    values: tuple[tuple[str, Any], ...]
+    null_traced: frozenset
+
+    @classmethod
+    def of(cls, ppo: PPOConfig) -> "StaticPPO":
+        names, values = traced_keys(type(ppo)), dataclasses.asdict(ppo)
+        return cls(values=tuple((k, v) for k, v in values.items() if k not in names),
+                   null_traced=frozenset(k for k in names if values[k] is None))
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("values", "null_traced"):
+            raise AttributeError(name)
+        found = dict(self.values)
+        if name in found:
+            return found[name]
+        if name in traced_keys():
+            raise AttributeError(f"ppo.{name} is a traced hyperparameter, one value per replica: read it from the "
+                                 f"replica's `hypers.{name}` (ppo/hypers.py), never as a constant of the trainer")
+        raise AttributeError(name)
+
+    def is_null(self, traced_key: str) -> bool:
+        return traced_key in self.null_traced

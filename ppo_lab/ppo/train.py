@@ -36,11 +36,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ppo_lab.config import PPOConfig, StaticPPO
+from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo import normalize, policies
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
-from ppo_lab.ppo.hypers import Hypers
+from ppo_lab.ppo.hypers import Hypers, StaticPPO
 from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.rollout import (Rollout, Step, batched_mask, batched_reset, batched_step, initial_memory,
                                   policy_and_value, rollout, value_of)
@@ -152,7 +152,7 @@ class Trainer:
     the replica's traced hyperparameters (`ppo.hypers.Hypers`; None: the config's own, as
     constants of the program). Built by `make_trainer`.
 
-    `ppo` is the config's static part (`PPOConfig.static()`): it has no traced key, so a value
+    `ppo` is the config's static part (`StaticPPO.of(ppo)`): it has no traced key, so a value
     that differs between the cells of a grid or the members of a population can only be read
     from `hypers`, never baked into the program as cell 0's constant."""
 
@@ -467,7 +467,7 @@ def make_trainer(ppo: PPOConfig, env, env_params, network, *, num_envs: int, chu
                  grad_axis: str | None = None) -> Trainer:
     """Build one replica's trainer. `num_envs` is this replica's share of `ppo.num_envs`."""
     dist = policies.for_env(env, env_params, network.cfg.squash)
-    return Trainer(ppo=ppo.static(), env=env, env_params=env_params, network=network, num_envs=num_envs,
+    return Trainer(ppo=StaticPPO.of(ppo), env=env, env_params=env_params, network=network, num_envs=num_envs,
                    chunk_updates=chunk_updates, grad_axis=grad_axis, dist=dist,
                    own_hypers=Hypers.of(ppo), **env_functions(env, env_params, num_envs, dist))
 

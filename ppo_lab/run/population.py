@@ -195,10 +195,6 @@ class Population:
             member = row["seed"] - self.seed
             row["member"] = member
             row.update({f"{COLUMN}{k}": v for k, v in self.members[member].items()})
-            for metric in (self.pbt.fitness, *self.pbt.constraints):
-                if metric not in row:
-                    raise ValueError(f"{metric} (pbt.fitness or pbt.constraints) is not a logged metric; logged: "
-                                     f"{sorted(k for k in row if '/' in k)}")
             self.window[member].append(float(row[self.pbt.fitness]))
             for metric, window in self.bounded_window.items():
                 window[member].append(float(row[metric]))
@@ -245,10 +241,10 @@ class Population:
         """A copied member's explored keys perturbed: resampled, or scaled by a factor; kept in range."""
         out = {}
         for key, r in self.pbt.hypers.items():
-            if rng.random() < self.pbt.resample_prob:
+            if rng.random() < self.pbt.perturb.resample_prob:
                 value = _draw(rng, r.low, r.high, r.log)
             else:
-                value = values[key] * float(rng.choice(self.pbt.factors))
+                value = values[key] * float(rng.choice(self.pbt.perturb.factors))
             out[key] = float(min(max(value, r.low), r.high))
         return out
 

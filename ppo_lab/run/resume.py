@@ -23,41 +23,23 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from ppo_lab import rundir
-from ppo_lab.config import ALLOWED, FIXED, FREE, keys_marked
+from ppo_lab.config import FIXED, FREE, on_resume
 from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
 from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run import checkpoint, processes
-from ppo_lab.rundir.older_configs import added_as_before, as_before_when_absent, is_wiring
 from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
 
 log = logging.getLogger(__name__)
 
 ALLOW_KEY = "allow_config_change"
-# How each key may change on a relaunch is the `resume` mark on its field (ppo_lab/config.py):
+# How each key may change on a relaunch is the `resume` mark on its field (`config.on_resume`):
 # FIXED (its change makes a checkpoint unusable: refused even with allow_config_change=true),
-# FREE (changes nothing trained) or ALLOWED (with allow_config_change=true, recorded). These
-# keys are no field of the lab's: Hydra's own, and what a tuning sweeper reads from the summary
-# (hydra/sweeper=optuna), not what is trained.
-NOT_THE_LABS = ("hydra", "optimize")
+# FREE (changes nothing trained) or ALLOWED (with allow_config_change=true, recorded).
 _UNSET = "<unset>"
 
 
 class ResumeError(RuntimeError):
     """A run cannot resume (no checkpoint, a config or layout that does not match)."""
-
-
-def _under(key: str, prefixes) -> bool:
-    return any(key == p or key.startswith(p + ".") for p in prefixes)
-
-
-def on_resume(key: str, marks: dict | None = None) -> str:
-    """How a dotted key may change on a relaunch: the `resume` mark of the most specific field
-    (or section) that covers it, else ALLOWED."""
-    if _under(key, NOT_THE_LABS):
-        return FREE
-    marks = keys_marked("resume") if marks is None else marks
-    covering = [m for m in marks if _under(key, [m])]
-    return marks[max(covering, key=len)] if covering else ALLOWED
 
 
 def flatten(d, prefix: str = "") -> dict:
@@ -70,30 +52,11 @@ def flatten(d, prefix: str = "") -> dict:
     return out
 
 
-def _added_as_before(key: str, saved, now: dict) -> bool:
-    """A key that a config saved by an older version of the lab does not have, whose value now
-    changes nothing: a part's wiring (`env._target_`, `env.check`, `env.evaluations.*`,
-    `network._target_`: how a part is found, not what is trained), a key at the value that
-    trains as before, or the size of a recurrent cell (the gain of a head layer) that is not there."""
-    if saved is not _UNSET:
-        return False
-    if is_wiring(key):
-        return True
-    part = as_before_when_absent(key)  # a part's size, or the pbt section: as before while the part is absent
-    if part is not None:
-        return now.get(part.key, _UNSET) == part.value
-    before = added_as_before()
-    return key in before and now.get(key, _UNSET) == before[key]
-
-
 def config_changes(saved: dict, now: dict) -> dict[str, tuple]:
     """Every key (dotted) that changes training and differs: key -> (saved, now)."""
     a, b = flatten(saved), flatten(now)
-    marks = keys_marked("resume")
-    keys = sorted(set(a) | set(b))
-    return {k: (a.get(k, _UNSET), b.get(k, _UNSET)) for k in keys
-            if on_resume(k, marks) != FREE and a.get(k, _UNSET) != b.get(k, _UNSET)
-            and not _added_as_before(k, a.get(k, _UNSET), b)}
+    return {k: (a.get(k, _UNSET), b.get(k, _UNSET)) for k in sorted(set(a) | set(b))
+            if on_resume(k) != FREE and a.get(k, _UNSET) != b.get(k, _UNSET)}
 
 
 @dataclass
@@ -109,8 +72,7 @@ def check_config(saved: dict, now: dict, where: str, allow: bool) -> dict[str, t
     changes = config_changes(saved, now)
     if not changes:
         return {}
-    marks = keys_marked("resume")
-    fixed = [k for k in changes if on_resume(k, marks) == FIXED]
+    fixed = [k for k in changes if on_resume(k) == FIXED]
     if allow and not fixed:
         return changes
     lines = "\n".join(f"  {k}: {old!r} -> {new!r}" for k, (old, new) in changes.items())

@@ -13,7 +13,6 @@ from omegaconf import OmegaConf
 from ppo_lab.config import validate
 from ppo_lab.rundir.atomic import write_text_atomic
 from ppo_lab.rundir.manifest import use_recorded_parts
-from ppo_lab.rundir.older_configs import complete
 from ppo_lab.rundir.paths import CONFIG, CONFIG_HISTORY
 
 
@@ -89,19 +88,18 @@ def config_spans(run_dir: Path) -> list[tuple[int, dict]]:
 
 
 def validated_config(raw: dict):
-    """A saved (resolved) config as the RunConfig it trains: an older lab's completed first.
-    Its `resolved` stays the config as saved, so a run re-made from it (`ppo-lab reproduce`)
-    records the same config and config hash as the run it re-makes."""
-    return dataclasses.replace(validate(complete(copy.deepcopy(raw)), saved=True), resolved=copy.deepcopy(raw))
+    """A saved (resolved) config as the RunConfig it trains. Its `resolved` stays the config as
+    saved, so a run re-made from it (`ppo-lab reproduce`) records the same config and config
+    hash as the run it re-makes."""
+    return dataclasses.replace(validate(copy.deepcopy(raw), saved=True), resolved=copy.deepcopy(raw))
 
 
 def load_run_config(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
-    """The RunConfig a run was trained with, optionally with other evaluation settings; a run
-    written by an older lab gets the keys added since at their old-behaviour values
-    (`older_configs.complete`). Every command that loads a run comes here: the run's own parts
-    are found where it found them (`manifest.use_recorded_parts`) before its check loads one."""
+    """The RunConfig a run was trained with, optionally with other evaluation settings. Every
+    command that loads a run comes here: the run's own parts are found where it found them
+    (`manifest.use_recorded_parts`) before its check loads one."""
     use_recorded_parts(run_dir)
-    raw = complete(read_config(run_dir))
+    raw = read_config(run_dir)
     if eval_episodes is not None:
         raw["eval"]["episodes"] = eval_episodes
     if deterministic is not None:

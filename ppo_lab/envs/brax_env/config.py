@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from ppo_lab.envs.env_section import own_keys
 from ppo_lab.errors import ConfigError
 
 # Brax's physics pipelines (`brax.envs.get_environment(..., backend=)`).
@@ -15,6 +16,7 @@ BACKENDS = ("generalized", "positional", "spring", "mjx")
 
 
 def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
+    own_keys(env_cfg, ("id", "backend", "max_steps"), "conf/env/brax.yaml")
     env_id = env_cfg.get("id")
     if not isinstance(env_id, str) or not env_id:
         raise ConfigError("env.id", env_id, "a Brax environment name such as 'inverted_pendulum' or 'ant'")

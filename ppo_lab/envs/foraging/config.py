@@ -14,7 +14,8 @@ from typing import Any, Mapping
 
 from omegaconf import OmegaConf
 
-from ppo_lab.config import CONF_DIR, ENV_WIRING_KEYS
+from ppo_lab import config_keys
+from ppo_lab.config import ENV_WIRING_KEYS
 from ppo_lab.errors import ConfigError
 
 MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
@@ -22,11 +23,11 @@ MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mo
 
 @functools.cache
 def _conf_file(group: str, name: str) -> dict[str, Any]:
-    """`conf/<group>/<name>.yaml`'s own keys (less the wiring and the name): the one source of
-    this world's defaults. A config that leaves a key out (a test building the world from a
+    """`conf/<group>/<name>.yaml`'s own keys (less the wiring, the name and a mode's env): the one
+    source of this world's defaults. A config that leaves a key out (a test building the world from a
     few keys) gets the value the file gives."""
-    values = OmegaConf.to_container(OmegaConf.load(CONF_DIR / group / f"{name}.yaml"))
-    return {k: v for k, v in values.items() if k not in (*ENV_WIRING_KEYS, "name")}
+    values = OmegaConf.to_container(OmegaConf.load(config_keys.CONF_DIR / group / f"{name}.yaml"))
+    return {k: v for k, v in values.items() if k not in (*ENV_WIRING_KEYS, "name", "env")}
 
 
 def mode_defaults(mode: str) -> dict[str, Any]:
@@ -106,7 +107,7 @@ def validate_reward_cfg(reward_cfg: Mapping) -> dict[str, Any]:
         # objective, the ground_truth mode (so `python launch.py` needs no reward=...).
         reward_cfg, mode = {"name": "ground_truth"}, "ground_truth"
     _check(mode in MODES, "reward.name", mode, f"one of {list(MODES)}")
-    c = _read(reward_cfg, "reward", mode_defaults(mode))
+    c = _read(reward_cfg, "reward", mode_defaults(mode), ignore=("name", "env"))
     c["name"] = mode
     _check(c["observation"] in OBS_TABLES, "reward.observation", c["observation"],
            f"one of {sorted(OBS_TABLES)}")
@@ -128,7 +129,7 @@ def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> str:
 def read_sections(env_cfg: Mapping, reward_cfg: Mapping) -> tuple[dict[str, Any], dict[str, Any]]:
     """Checked `env` and `reward` sections, completed from conf/ (`reward=default` is the
     ground_truth mode), for the builder: no check again."""
-    given = {} if reward_cfg.get("name") == "default" else dict(reward_cfg)
+    given = {} if reward_cfg.get("name") == "default" else {k: v for k, v in reward_cfg.items() if k != "env"}
     mode = given.get("name", "ground_truth")
     env = {**env_defaults(), **{k: v for k, v in env_cfg.items() if k != "name"}}
     return env, {**mode_defaults(mode), **given, "name": mode}
