@@ -1,14 +1,11 @@
 """The run configuration on Hydra's structured configs: one dataclass per section.
 
 `LabConfig`, the composed config's shape, is conf/config.yaml's first default in Hydra's
-ConfigStore (`register`; each lab logger's YAML names its entry's schema alike), so Hydra
-composes every YAML into typed, closed nodes. A key's default and its one-line meaning (the
-comment ending its line, shown by `--help`) live in its YAML; here its type (no default: a
-missing key is an error naming it), its check and its marks (`key`). `validate` reads a config
-(composed, or plain dicts: a run dir's config.yaml) through the same dataclasses, runs each
-field's check and each section's `rules` (`check`), and reads the parts whose keys are their
-own (the env's, by the jax-free check its YAML names) into a `RunConfig`. Errors name the key,
-the value and what is valid, before XLA starts or anything is written. No jax here.
+ConfigStore (`register`), so Hydra composes every YAML into typed, closed nodes. A key's default
+and its one-line meaning (the comment ending its line, shown by `--help`) live in its YAML; here
+its type (no default: a missing key is an error naming it), check and marks (`key`). `validate`
+reads a config (composed, or a run dir's config.yaml) through the same dataclasses into a
+`RunConfig`, before XLA starts or anything is written; the env's own keys by its jax-free check.
 """
 
 from __future__ import annotations
@@ -36,16 +33,14 @@ ALLOWED = "allowed"  # only with allow_config_change=true, recorded in config_hi
 FIXED = "fixed"  # never: the checkpoint's shapes or meaning depend on it
 
 
-def key(check: Callable[[Any, Mapping], bool] | None = None, valid: str | Callable[[Mapping], str] | None = None, *,
+def key(check: Callable[[Any, Mapping], bool] | None = None, valid: str | None = None, *,
         choices: tuple | None = None, entries: type | None = None, traced: bool = False, resume: str | None = None,
         help: bool = False, default: Any = MISSING, default_factory: Callable | None = None):
-    """A config key's field, without a default unless given, and its marks (read by `check`,
-    --help, run/resume.py and ppo/hypers.py):
+    """A config key's field, without a default unless given, and its marks:
       check, valid  `check(value, the section's values)`, else a ConfigError saying `valid` (text
-                    formatted with the section's values, or a function of them); `valid` alone
-                    says what a value of the wrong type should be; choices: its valid values
-      entries       a mapping's values are each this dataclass, read and checked at `key.NAME`
-                    (OmegaConf takes no plain mapping into a node typed by a dataclass: `+key.NAME={...}`)
+                    formatted with the section's values); `valid` alone: what a value should be
+      choices       its valid values; entries: each value of the mapping is this dataclass (an
+                    Any-typed mapping: OmegaConf takes no plain mapping into a dataclass's node)
       traced        a hyperparameter that changes no shape: an argument of the compiled chunk,
                     one value per replica (ppo/hypers.py `Hypers`), never a trainer's constant
       resume        FREE, ALLOWED or FIXED (unmarked: its section's mark, else ALLOWED)
@@ -58,8 +53,7 @@ def key(check: Callable[[Any, Mapping], bool] | None = None, valid: str | Callab
 
 
 def traced(check=None, valid=None, **marks):
-    """A traced hyperparameter's field: adding one is its field in PPOConfig and its line in
-    conf/ppo/default.yaml; the trainer reads it as `hypers.<name>`."""
+    """A traced key's field (a field of PPOConfig and a line of conf/ppo/default.yaml: `hypers.<name>`)."""
     return key(check, valid, traced=True, **marks)
 
 
@@ -80,18 +74,9 @@ FITNESS_MODES = ("max", "min")  # pbt.fitness_mode: which direction of the fitne
 
 class PPOSizes:
     """The batch sizes a `ppo` section implies (PPOConfig's and its static part's, ppo/hypers.py)."""
-
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.num_minibatches
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.batch_size
+    batch_size = property(lambda self: self.num_envs * self.num_steps)
+    minibatch_size = property(lambda self: self.batch_size // self.num_minibatches)
+    num_updates = property(lambda self: self.total_timesteps // self.batch_size)
 
 
 @dataclass
@@ -133,7 +118,6 @@ class PPOConfig(PPOSizes):
     normalize_reward: bool = key()
 
     def rules(self, at: str) -> None:
-        """The batch's arithmetic: minibatches divide it, and the run trains at least one."""
         if self.batch_size % self.num_minibatches:
             raise ConfigError(f"{at}.num_minibatches", self.num_minibatches, f"a divisor of the batch num_envs*num_steps "
                               f"= {self.num_envs}*{self.num_steps} = {self.batch_size}")
@@ -176,13 +160,8 @@ class NetworkConfig:
             raise ConfigError(f"{at}.recurrent", self.recurrent, "null with a privileged critic on the actor's torso "
                               "(network.shared_torso=true), or network.shared_torso=false")
 
-    @property
-    def target(self) -> str:
-        return self._target_
-
-    @property
-    def is_recurrent(self) -> bool:
-        return self.recurrent is not None
+    target = property(lambda self: self._target_)
+    is_recurrent = property(lambda self: self.recurrent is not None)
 
     def torso_kwargs(self) -> dict:
         return {name: getattr(self, name) for name in TORSO_KEYS if getattr(self, name) is not None}
@@ -221,10 +200,6 @@ class CheckpointConfig:
     if_all_damaged: str = key(lambda v, s: v in ("error", "start_over"), "error or start_over")  # run/resume.py
 
 
-def _process_ids(s: Mapping) -> str:
-    return f"null or an integer in [0, {s['num_processes']})" if s["num_processes"] else "null or an integer >= 0"
-
-
 @dataclass
 class HardwareConfig:
     """`conf/hardware/*.yaml`: what `ppo_lab.hardware.start_jax` applies. Where compiled code is
@@ -245,7 +220,7 @@ class HardwareConfig:
     coordinator_address: Optional[str] = key(lambda v, s: ":" in v, "null or host:port", resume=FREE)
     num_processes: Optional[int] = key(lambda v, s: v >= 1, "null or an integer >= 1", resume=FREE)
     process_id: Optional[int] = key(lambda v, s: 0 <= v and (s["num_processes"] is None or v < s["num_processes"]),
-                                    _process_ids, resume=FREE)
+                                    "null or an integer in [0, num_processes={num_processes})", resume=FREE)
     init_timeout_s: float = key(lambda v, s: v > 0, "a number of seconds > 0", resume=FREE)
     split_host_cpus: bool = key()
 
@@ -300,8 +275,7 @@ class PBTConfig:
     fraction: float = key(lambda v, s: 0 < v <= 0.5, "a fraction in (0, 0.5]")
     fitness: str = key(lambda v, s: "/" in v, "a logged metric, e.g. train/mean_episode_return")
     fitness_mode: str = key(choices=FITNESS_MODES)
-    # logged metric -> its bound; null: none ({} once validated). Any: an Optional[Dict] node at
-    # null takes no mapping from an override in OmegaConf 2.3
+    # metric -> its bound; null: none ({} once read). Any: OmegaConf 2.3 merges no override into a null Optional[Dict]
     constraints: Any = key(lambda v, s: isinstance(v, dict), "null or a mapping of logged metric -> {min: X} and/or "
                            "{max: Y}", entries=Bound)
     exploit: bool = key()
@@ -320,15 +294,12 @@ class PBTConfig:
                 raise ConfigError(f"{at}.hypers.{name}", self.hypers[name], f"an explorable key, one of {explorable} "
                                   f"(traced: they change no shape, so one compiled program trains every member)")
 
-    @property
-    def on(self) -> bool:
-        return self.population > 0
+    on = property(lambda self: self.population > 0)
 
 
 @dataclass
 class OptimizeConfig:
-    """`optimize` (hydra/sweeper=optuna sets it): what a tuning sweep optimises, a metric of each
-    job's summary.json reduced across its seeds (ppo_lab/analysis/objective.py)."""
+    """`optimize` (hydra/sweeper=optuna sets it): a job's summary.json metric a sweep optimises."""
     metric: str = key(lambda v, s: bool(v), "a metric of summary.json, e.g. eval/episode_return or "
                       "final/train/mean_episode_return")
     direction: str = key(choices=("maximize", "minimize"))
@@ -343,13 +314,6 @@ class CsvLogger:
 
 
 @dataclass
-class RegisterIf:
-    metric: Optional[str]
-    threshold: Optional[float]
-    direction: str
-
-
-@dataclass
 class MLflowLogger:
     _target_: str
     dir: str
@@ -361,7 +325,7 @@ class MLflowLogger:
     artifacts: bool
     register: bool
     model_name: Optional[str]
-    register_if: RegisterIf
+    register_if: Dict[str, Any]
 
 
 @dataclass
@@ -397,10 +361,6 @@ class LoggerSpec:
 ENV_METRICS_KEYS = ("headline", "beside", "bounds", "criteria")
 
 
-def _metrics_hold(v, s) -> bool:
-    return set(v) <= set(ENV_METRICS_KEYS) and all(isinstance(b, list) and len(b) == 2 for b in (v.get("bounds") or {}).values())
-
-
 class _KeysByName:
     """A section whose own keys (`options`) read like a mapping: `section["key"]`, `.get`."""
 
@@ -413,9 +373,8 @@ class _KeysByName:
 
 @dataclass
 class EnvSection(_KeysByName):
-    """`conf/env/*.yaml`: its wiring (how its parts are found, what its runs are judged by: the
-    analysis's alone), read here, and its own keys (`options`, name included), checked by the
-    jax-free check it names and read by its builder."""
+    """`conf/env/*.yaml`: its wiring (how its parts are found; what its runs are judged by, the
+    analysis's), read here; its own keys (`options`, name included), by the check it names."""
     name: str
     _target_: str = key(lambda v, s: "." in v, "the dotted path of the env's builder, e.g. ppo_lab.envs.foraging.world.build")
     check: Optional[str] = key(valid="null or the dotted path of a jax-free check", default=None)
@@ -423,13 +382,12 @@ class EnvSection(_KeysByName):
     scores: Dict[str, Dict[str, Any]] = key(lambda v, s: all({"random", "reference"} <= set(r) for r in v.values()),
                                             "a mapping of task id -> {random: RETURN, reference: RETURN}", resume=FREE,
                                             default_factory=dict)  # the returns that normalise scores across tasks
-    metrics: Dict[str, Any] = key(_metrics_hold, f"a mapping with keys among {ENV_METRICS_KEYS}, bounds: metric -> "
-                                  "[LOW, HIGH] (null for an open end)", resume=FREE, default_factory=dict)
+    metrics: Dict[str, Any] = key(
+        lambda v, s: set(v) <= set(ENV_METRICS_KEYS) and all(len(b) == 2 for b in (v.get("bounds") or {}).values()),
+        f"a mapping with keys among {ENV_METRICS_KEYS}, bounds: metric -> [LOW, HIGH] (null for an open end)",
+        resume=FREE, default_factory=dict)
     options: Dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def target(self) -> str:
-        return self._target_
+    target = property(lambda self: self._target_)
 
 
 ENV_WIRING_KEYS = ("_target_", "check", "evaluations", "scores", "metrics")
@@ -437,17 +395,15 @@ ENV_WIRING_KEYS = ("_target_", "check", "evaluations", "scores", "metrics")
 
 @dataclass
 class RewardSection(_KeysByName):
-    """`conf/reward/*.yaml`: a reward mode by `name` and its keys, as the env reads them (`env`:
-    the env whose mode it is; null: any env's own reward)."""
+    """`conf/reward/*.yaml`: a mode by `name`, its keys as the env reads them (`env`: whose mode)."""
     name: str
     options: Mapping[str, Any]
 
 
 @dataclass
 class LabConfig:
-    """The composed config. `env`, `reward` and `logger` hold their parts' own keys (a RunConfig
-    reads them into EnvSection, RewardSection and LoggerSpecs); `tags`, `sweep` and `local` the
-    user's (read by nothing; by a named sweep's interpolations; by the launchers')."""
+    """The composed config. `env`, `reward` and `logger` hold their parts' own keys (read into a
+    RunConfig's parts); `tags`, `sweep` and `local` the user's (read by nothing but interpolations)."""
     seed: int = key(lambda v, s: v >= 0, "an integer >= 0", resume=FIXED, help=True)
     num_seeds: int = key(lambda v, s: v >= 1, "an integer >= 1", resume=FIXED, help=True)
     experiment: str = key(lambda v, s: bool(v), "a name")
@@ -456,8 +412,7 @@ class LabConfig:
     benchmark: bool = key()
     tags: Dict[str, Any] = key(valid="a mapping of your own keys (+tags.NAME=VALUE)", resume=FREE)
     sweep: Dict[str, Any] = key(valid="a mapping of a named sweep's own keys", resume=FREE, default_factory=dict)
-    # this machine's own values (conf/local/default.yaml, git-ignored), read by the launchers' interpolations
-    local: Dict[str, Any] = key(valid="a mapping of this machine's own keys", resume=FREE, default_factory=dict)
+    local: Dict[str, Any] = key(valid="a mapping of this machine's own keys (conf/local/)", resume=FREE, default_factory=dict)
     env: Dict[str, Any] = key(resume=FIXED)
     reward: Dict[str, Any] = key(resume=FIXED)
     ppo: PPOConfig = key()
@@ -469,8 +424,7 @@ class LabConfig:
     hardware: HardwareConfig = key()
     logger: Dict[str, Any] = key(resume=FREE)
     pbt: PBTConfig = key()
-    # A section only a tuning sweep has (null otherwise): no default here, which would undo the one
-    # hydra/sweeper=optuna sets (Hydra merges a hydra/ option's global keys before this config's).
+    # Only a tuning sweep's (null otherwise): a default here would undo hydra/sweeper=optuna's (merged first).
     optimize: Optional[OptimizeConfig] = key(resume=FREE)
 
     def rules(self, at: str) -> None:
@@ -482,34 +436,26 @@ class LabConfig:
 
 @dataclass
 class RunConfig(LabConfig):
-    """A validated LabConfig: its env, reward and loggers read into their parts; `pbt` None when
-    no population trains (else `num_seeds` is its size); `resolved`, the config as plain dicts,
-    is what config.yaml, the loggers and the resume check see."""
+    """A validated LabConfig, its parts read; `pbt` None when no population trains (else
+    `num_seeds` is its size); `resolved`: the config as plain dicts, what config.yaml keeps."""
     env: EnvSection = key(resume=FIXED)
     reward: RewardSection = key(resume=FIXED)
     logger: Mapping[str, LoggerSpec] = key(resume=FREE)
     pbt: Optional[PBTConfig] = None
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
-    @property
-    def seeds(self) -> list[int]:
-        return list(range(self.seed, self.seed + self.num_seeds))
-
-    @property
-    def checkpoint_every_min(self) -> float:
-        return self.checkpoint.every_min
+    seeds = property(lambda self: list(range(self.seed, self.seed + self.num_seeds)))
+    checkpoint_every_min = property(lambda self: self.checkpoint.every_min)
 
     def part_paths(self) -> list[str]:
-        """The dotted paths of the parts this run loads (`ppo_lab.parts`): the env's builder,
-        check, extra evaluations and own criteria, the network's torso, the loggers' factories."""
+        """The dotted paths of the parts this run loads (`ppo_lab.parts`)."""
         paths = [self.env.target, self.env.check, *self.env.evaluations.values(), self.env.metrics.get("criteria"),
                  self.network.target, *(spec.target for spec in self.logger.values())]
         return [path for path in paths if path is not None]
 
 
 def register() -> None:
-    """The schemas in Hydra's ConfigStore: the root (`lab`, conf/config.yaml's first default)
-    and each lab logger's entry (`schema/logger/<name>`, named by conf/logger/<name>.yaml)."""
+    """The schemas in Hydra's ConfigStore: `lab` (conf/config.yaml's first default), `schema/logger/<name>`."""
     store = ConfigStore.instance()
     store.store(name="lab", node=LabConfig)
     for name, schema in LOGGERS.items():
@@ -527,8 +473,8 @@ def traced_keys(ppo_class: type | None = None) -> tuple[str, ...]:
 
 
 def nullable_traced_keys() -> tuple[str, ...]:
-    """Traced keys that may be null: null or not is the program's choice (an entropy floor in
-    the loss or not), only their value is traced; a population never explores them."""
+    """Traced keys that may be null (whether they are is the program's: an entropy floor in the loss
+    or not); a population never explores them."""
     hints = typing.get_type_hints(PPOConfig)
     return tuple(k for k in traced_keys() if type(None) in typing.get_args(hints[k]))
 
@@ -536,8 +482,7 @@ def nullable_traced_keys() -> tuple[str, ...]:
 def _unwrap(hint):
     """The type inside Optional[...], and whether it was optional."""
     if typing.get_origin(hint) in (Union, types.UnionType) and type(None) in typing.get_args(hint):
-        rest = [t for t in typing.get_args(hint) if t is not type(None)]
-        return (rest[0] if len(rest) == 1 else Union[tuple(rest)]), True
+        return next(t for t in typing.get_args(hint) if t is not type(None)), True
     return hint, False
 
 
@@ -588,11 +533,11 @@ def help_keys() -> list[str]:
 
 # --- reading and checking ------------------------------------------------------------------------
 
-def _says(valid, values: Mapping) -> str:
+def _says(valid: str, values: Mapping) -> str:
     try:
-        return valid(values) if callable(valid) else valid.format_map(values)
+        return valid.format_map(values)
     except (KeyError, TypeError):  # a value of a wrong type met before the section's others
-        return valid if isinstance(valid, str) else "a valid value"
+        return valid
 
 
 def _wrong_type(f: dataclasses.Field | None, hint, value, values: Mapping) -> str:
@@ -656,11 +601,9 @@ def check(obj, at: str = "") -> None:
     for f in dataclasses.fields(obj):
         value, dotted = getattr(obj, f.name), f"{at}.{f.name}" if at else f.name
         if "entries" in f.metadata and isinstance(value, dict):
-            value = {k: read(f.metadata["entries"], v, f"{dotted}.{k}") for k, v in value.items()}
-            setattr(obj, f.name, value)
-        for name, item in value.items() if isinstance(value, dict) else [(None, value)]:
-            if dataclasses.is_dataclass(item):
-                check(item, dotted if name is None else f"{dotted}.{name}")
+            setattr(obj, f.name, value := {k: read(f.metadata["entries"], v, f"{dotted}.{k}") for k, v in value.items()})
+        elif dataclasses.is_dataclass(value):
+            check(value, dotted)
         if value is None:  # null where the type allows it (OmegaConf refused it elsewhere)
             continue
         if "choices" in f.metadata and value not in f.metadata["choices"]:
@@ -687,10 +630,6 @@ def read(cls: type, values, at: str = ""):
 def validate_hardware(s) -> HardwareConfig:
     """The `hardware` section alone (launchers apply it before XLA's backend starts)."""
     return read(HardwareConfig, s, "hardware")
-
-
-def validate_network(s) -> NetworkConfig:
-    return read(NetworkConfig, s, "network")
 
 
 def env_options() -> list[str]:

@@ -1,12 +1,9 @@
-"""Where the config groups are, which options they have, and how an unknown key or option is
-refused (naming the closest valid ones). Which keys exist is the dataclasses' of
-ppo_lab/config.py (a part's own keys, the env's, its option's): this is the layer below.
+"""Where the config groups are, which options they have, and how an unknown key is refused
+(naming the closest valid ones); which keys exist is ppo_lab/config.py's dataclasses'.
 
-A user's own config folder on Hydra's search path (`hydra.searchpath=[file://MY/conf]`, its env
-in `MY/conf/env/corridor.yaml`) counts as conf/ does: its options are valid options. The folders
-are taken (`use_config_dirs`) from the command line, from each job's Hydra config in whatever
-process runs it (launching/callbacks.py) and from a run dir's manifest.json when a run is loaded
-again (`rundir.use_recorded_parts`).
+A user's own config folder on Hydra's search path (`hydra.searchpath=[file://MY/conf]`) counts
+as conf/ does: its options are valid. The folders come (`use_config_dirs`) from the command line,
+each job's Hydra config (launching/callbacks.py) and a run dir's manifest.json (`rundir`).
 """
 
 from __future__ import annotations
@@ -44,33 +41,6 @@ class UnknownKeyError(ConfigError):
         return type(self), (self.key, self.suggestions, self.option, self.option_keys)
 
 
-class UnknownOptionError(ConfigError):
-    """A config group option (`env=foo`) with no file in conf/<group>/ (or, for a reward mode,
-    none the selected env takes)."""
-
-    def __init__(self, group: str, option: str, choices):
-        self.group, self.option, self.choices = group, option, list(choices)
-        close = difflib.get_close_matches(option, self.choices, n=2)
-        ConfigError.__init__(self, group, option, "")
-        hint = f"did you mean {' or '.join(close)}? " if close else ""
-        self.args = (f"unknown option {group}={option}: {hint}valid: {', '.join(self.choices)}",)
-
-    def __reduce__(self):
-        return type(self), (self.group, self.option, self.choices)
-
-
-class Refused(ConfigError):
-    """A config the command line cannot compose, said in a sentence of its own (Hydra's, or the lab's
-    for a key of an option the command did not select)."""
-
-    def __init__(self, key: str, message: str):
-        ConfigError.__init__(self, key, None, "")
-        self.args = (message,)
-
-    def __reduce__(self):
-        return type(self), (self.key, self.args[0])
-
-
 def suggest(dotted: str, known) -> list[str]:
     """The closest of the `known` keys: of the same section first, then of any by the last name."""
     section = dotted.rsplit(".", 1)[0] + "." if "." in dotted else ""
@@ -89,8 +59,7 @@ def searchpath_folders(entries) -> list[Path]:
 
 
 def use_config_dirs(entries) -> None:
-    """Add a user's config folders (search path entries `file://DIR`, or folders) to the ones
-    whose group options are valid (an env's name among them), for the rest of this process."""
+    """Add a user's config folders (`file://DIR` entries, or folders) to conf/, for this process."""
     for folder in searchpath_folders(entries):
         if folder != CONF_DIR and folder not in _user_config_dirs:
             _user_config_dirs.append(folder)
@@ -100,8 +69,7 @@ def user_config_dirs() -> list[Path]:
     return list(_user_config_dirs)
 
 
-def config_dirs(folders=None) -> list[Path]:
-    """conf/, then the user's config folders (those added so far, or `folders`)."""
+def config_dirs(folders=None) -> list[Path]:  # conf/, then the user's config folders (added so far, or `folders`)
     return [CONF_DIR, *(_user_config_dirs if folders is None else folders)]
 
 

@@ -26,7 +26,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ppo_lab import cli
-from ppo_lab.config import validate, validate_hardware, validate_network
+from ppo_lab.config import NetworkConfig, read, validate, validate_hardware
 from ppo_lab.hardware import apply_hardware
 from ppo_lab.launching.command_line import refusal
 from ppo_lab.run.entry import train
@@ -395,4 +395,4 @@ def network_config(kind: str = "mlp", **keys):
     resolved = resolved_config(["env=cartpole", f"network={kind}"])
     resolved["network"].update({k: list(v) if isinstance(v, tuple) else v for k, v in keys.items()
                                 if k in resolved["network"]})
-    return validate_network(resolved["network"])
+    return read(NetworkConfig, resolved["network"], "network")

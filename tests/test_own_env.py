@@ -15,8 +15,8 @@ from PIL import Image
 
 from conftest import launch, run_cli, write_docs_env
 from ppo_lab import config_keys
-from ppo_lab.config_keys import UnknownKeyError, UnknownOptionError
-from ppo_lab.launching.command_line import check_overrides
+from ppo_lab.config_keys import UnknownKeyError
+from ppo_lab.launching.command_line import UnknownOptionError, check_overrides
 
 # Tiny: 3 updates of 4 envs x 8 steps, two seeds over two CPU devices (so a backend started
 # before the hardware settings, by a check that imports jax, would show as one device).

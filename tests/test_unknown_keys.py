@@ -10,9 +10,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from ppo_lab.config import env_options, typed_config, validate
-from ppo_lab.config_keys import UnknownKeyError, UnknownOptionError, group_options
+from ppo_lab.config_keys import UnknownKeyError, group_options
 from ppo_lab.errors import ConfigError
-from ppo_lab.launching.command_line import check_overrides
+from ppo_lab.launching.command_line import UnknownOptionError, check_overrides
 
 from conftest import ROOT, TINY, compose_config
 

@@ -14,6 +14,7 @@ costs about a second and a multirun with one launches no job. What Hydra refuses
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from pathlib import Path
@@ -27,8 +28,35 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ppo_lab import config_keys
 from ppo_lab.config import config_error, declared_keys, typed_config
-from ppo_lab.config_keys import USER_NAMESPACE, Refused, UnknownKeyError, UnknownOptionError, group_options, suggest
+from ppo_lab.config_keys import USER_NAMESPACE, UnknownKeyError, group_options, suggest
 from ppo_lab.errors import ConfigError
+
+class UnknownOptionError(ConfigError):
+    """A config group option (`env=foo`) with no file in conf/<group>/ (or, for a reward mode,
+    none the selected env takes)."""
+
+    def __init__(self, group: str, option: str, choices):
+        self.group, self.option, self.choices = group, option, list(choices)
+        close = difflib.get_close_matches(option, self.choices, n=2)
+        ConfigError.__init__(self, group, option, "")
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        self.args = (f"unknown option {group}={option}: {hint}valid: {', '.join(self.choices)}",)
+
+    def __reduce__(self):
+        return type(self), (self.group, self.option, self.choices)
+
+
+class Refused(ConfigError):
+    """A config the command line cannot compose, said in a sentence of its own (Hydra's, or the lab's
+    for a key of an option the command did not select)."""
+
+    def __init__(self, key: str, message: str):
+        ConfigError.__init__(self, key, None, "")
+        self.args = (message,)
+
+    def __reduce__(self):
+        return type(self), (self.key, self.args[0])
+
 
 SEARCHPATH_KEY = "hydra.searchpath"
 OWN_KEYS = ("env", "reward")  # sections whose keys are their option's own: free-form, no dataclass
