@@ -17,6 +17,7 @@ from conftest import launch, run_cli, write_docs_env
 from ppo_lab import config_keys
 from ppo_lab.config_keys import UnknownKeyError
 from ppo_lab.launching.command_line import UnknownOptionError, check_overrides
+from ppo_lab.launching.help import help_text
 
 # Tiny: 3 updates of 4 envs x 8 steps, two seeds over two CPU devices (so a backend started
 # before the hardware settings, by a check that imports jax, would show as one device).
@@ -83,3 +84,11 @@ def test_options_and_keys_of_a_users_config_folder_are_valid(tmp_path, monkeypat
     with pytest.raises(UnknownKeyError, match="did you mean env.length"):
         check_overrides(["env=corridor", "env.lenght=4"])  # the selected env's keys are suggested
     assert config_keys.user_config_dirs() == [mine / "conf"]
+    # An experiment preset of the user's selects the env: Hydra says which, its keys are suggested.
+    (mine / "conf" / "experiment").mkdir()
+    (mine / "conf" / "experiment" / "mine.yaml").write_text("# @package _global_\ndefaults:\n  - override /env: corridor\n")
+    with pytest.raises(UnknownKeyError, match="did you mean env.length"):
+        check_overrides(["experiment=mine", "env.lenght=4", searchpath(mine)])
+    # --help composes the command's config, the search path's folder among its options
+    [line] = [line for line in help_text(["experiment=mine", searchpath(mine)]).splitlines() if line.startswith("  env ")]
+    assert "corridor, " in line and line.endswith("(now corridor)")

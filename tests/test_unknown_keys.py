@@ -13,6 +13,7 @@ from ppo_lab.config import env_options, typed_config, validate
 from ppo_lab.config_keys import UnknownKeyError, group_options
 from ppo_lab.errors import ConfigError
 from ppo_lab.launching.command_line import UnknownOptionError, check_overrides
+from ppo_lab.launching.help import help_text
 
 from conftest import ROOT, TINY, compose_config
 
@@ -53,6 +54,22 @@ def test_an_unknown_option_lists_the_choices():
         check_overrides(["env=cartpole,atari"])
     with pytest.raises(UnknownOptionError, match="did you mean mlflow"):  # a sweep of lists of options
         check_overrides(["logger=[csv],[csv,mlfow]"])
+
+
+def test_reward_modes_are_offered_and_taken_for_their_env_alone():
+    with pytest.raises(UnknownOptionError) as err:
+        check_overrides(["env=cartpole", "reward=prox"])
+    assert str(err.value) == "unknown option reward=prox: valid: default"
+    with pytest.raises(UnknownOptionError, match="did you mean proxy"):
+        check_overrides(["env=foraging", "reward=prox"])
+    [line] = [line for line in help_text(["env=cartpole"]).splitlines() if line.startswith("  reward ")]
+    assert line.endswith(": default (now default)")
+    # A mode names its env (reward.env): refused for another, also one whose check reads no reward.
+    resolved = OmegaConf.to_container(compose_config(["env=foraging", "reward=proxy"]), resolve=True)
+    cartpole = OmegaConf.to_container(compose_config(["env=cartpole"]), resolve=True)["env"]
+    with pytest.raises(ConfigError, match="a reward mode of env=cartpole") as err:
+        validate({**resolved, "env": {**cartpole, "check": None}})
+    assert err.value.key == "reward"
 
 
 def test_known_keys_groups_and_own_tags_pass():

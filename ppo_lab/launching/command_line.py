@@ -138,15 +138,14 @@ def check_overrides(overrides, config_dir: Path | None = None, config_name: str 
         cfg = _composed(probe + [_first(o) for o in swept], config_dir, config_name)
         parsed += swept
     values = {k: v for k, v in OmegaConf.to_container(cfg).items() if k != "hydra"}
-    try:
-        typed_config(values)  # the keys Hydra added to closed nodes (`+ppo.lrr`): refused by the dataclasses
-    except ConfigError as exc:
-        raise exc if not isinstance(exc, UnknownKeyError) else UnknownKeyError(exc.key, exc.suggestions) from None
-    for override in parsed:  # `+env.X`: the env's own keys are the selected option's
+    typed_config(values)  # a key Hydra added to a closed node (`+ppo.lrr`): refused by the dataclasses
+    for override in parsed:  # `+env.X`: the env's (a reward mode's) own keys are its option's
         section, _, name = override.key_or_group.partition(".")
-        added = {o.key_or_group.split(".")[1] for o in parsed if o.is_add() and o.key_or_group.startswith(section + ".")}
-        if override.is_add() and section in OWN_KEYS and name and name.split(".")[0] not in set(values[section]) - added:
-            raise _unknown_own_key(override.key_or_group, values, cfg, set(values[section]) - added)
+        if override.is_add() and section in OWN_KEYS and name:
+            added = {o.key_or_group.split(".")[1] for o in parsed if o.is_add() and o.key_or_group.startswith(section + ".")}
+            own = set(values[section]) - added
+            if name.split(".")[0] not in own:
+                raise _unknown_own_key(override.key_or_group, cfg, own)
 
 
 def _composed(overrides, config_dir, config_name):
@@ -166,7 +165,7 @@ def _unknown_option(group, option, overrides, config_dir, config_name) -> Unknow
     return UnknownOptionError(group, option, options)
 
 
-def _unknown_own_key(dotted: str, values, cfg, keys) -> ConfigError:
+def _unknown_own_key(dotted: str, cfg, keys) -> ConfigError:
     """A key of the env's (reward's) own no file of the selected option has: its keys suggested;
     or one another option has (`env.grid_size` with env=cartpole): select that option first."""
     section, name = dotted.split(".")[:2]
@@ -208,7 +207,7 @@ def refusal(exc: BaseException, overrides=(), config_dir=None, config_name="conf
     if section in OWN_KEYS:
         rest = [o for o in overrides if o.split("=")[0].lstrip("+") != dotted]
         cfg = compose(rest, config_dir, config_name, hydra=True)
-        return _unknown_own_key(dotted, OmegaConf.to_container(cfg), cfg, OmegaConf.to_container(cfg)[section])
+        return _unknown_own_key(dotted, cfg, OmegaConf.to_container(cfg)[section])
     if dotted in declared_keys():  # a lab logger's key, that logger not selected
         return _not_selected(dotted, f"logger=[csv,{dotted.split('.')[1]}]")
     return UnknownKeyError(dotted, suggest(dotted, declared_keys()))
