@@ -69,7 +69,7 @@ _ended: list[str] = []
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> dict | None:
+def main(cfg: DictConfig) -> rundir.RunSummary | float | None:
     run_dir = _run_dir()
     try:
         summary = train(cfg, run_dir)
@@ -85,7 +85,7 @@ def main(cfg: DictConfig) -> dict | None:
             raise  # not a write of the run's files; or a sweep's job, which Hydra records as failed
         _say_write_failure(exc, run_dir)
     if not _multirun():  # the exit code says how it ended (a sweep goes on: each job's status is its summary's)
-        _ended.append(summary.get("status"))
+        _ended.append(summary.status)
     return job_result(summary, cfg)  # the objective when a sweeper asks for one
 
 

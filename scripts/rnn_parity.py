@@ -99,8 +99,8 @@ def run_lab(seeds: int, timesteps: int, extra: list[str], first_seed: int = 0) -
     summary = train(compose_config([*LAB, *extra, f"seed={first_seed}", f"num_seeds={seeds}", f"ppo.total_timesteps={timesteps}"]), run_dir)
     wall = time.perf_counter() - t0
     per_update = parity.lab_per_update(run_dir)
-    return {"side": " ".join(["lab", *extra]), "seeds": seeds, "timesteps": timesteps, "run_dir": str(run_dir), "wall_s_process_train": wall, "sps": summary["sps"],
-            "compile_s": summary["compile_s"], "per_update": per_update, "score": parity.tail_mean(per_update)}
+    return {"side": " ".join(["lab", *extra]), "seeds": seeds, "timesteps": timesteps, "run_dir": str(run_dir), "wall_s_process_train": wall, "sps": summary.sps,
+            "compile_s": summary.compile_s, "per_update": per_update, "score": parity.tail_mean(per_update)}
 
 
 def report(paths: list[str]) -> str:

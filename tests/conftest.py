@@ -31,6 +31,7 @@ from ppo_lab.hardware import apply_hardware
 from ppo_lab.launching.command_line import refusal
 from ppo_lab.run.entry import train
 from ppo_lab.run.recorders import make_logger
+from ppo_lab.rundir import RunSummary
 
 ROOT = Path(__file__).resolve().parent.parent
 # How long a test waits on a process that does real work (a suite, a peer's training) before
@@ -92,7 +93,7 @@ def open_loggers(run_dir: Path, cfg) -> list:
     return [make_logger(spec, Path(run_dir), cfg) for spec in cfg.logger.values() if spec.target]
 
 
-def train_run(overrides, run_dir: Path) -> dict:
+def train_run(overrides, run_dir: Path) -> RunSummary:
     """One run in this process, exactly as launch.py runs it; returns its summary."""
     return train(compose_config(overrides), run_dir)
 

@@ -164,7 +164,7 @@ def test_allowed_config_change_resumes_and_is_recorded(trained, capsys):
     from ppo_lab.rundir import read_config, read_config_history
 
     s = train_run([*TINY, "ppo.lr=0.01", "allow_config_change=true"], trained)
-    assert s["status"] == "completed" and s["resumed_from"] == 16 and s["updates"] == 32
+    assert s.status == "completed" and s.resumed_from == 16 and s.updates == 32
     assert read_config(trained)["ppo"]["lr"] == 0.01
     [entry] = read_config_history(trained)
     assert entry["from_update"] == 16
@@ -176,8 +176,8 @@ def test_allowed_config_change_resumes_and_is_recorded(trained, capsys):
     assert read_config_history(again) == [entry]
     # Later relaunches compare with the config now in force: the same config has nothing to
     # train (the run is complete); another evaluation resumes from the final checkpoint.
-    assert train_run([*TINY, "ppo.lr=0.01"], trained)["skipped"]
-    assert train_run([*TINY, "ppo.lr=0.01", "eval.episodes=2"], trained)["resumed_from"] == 32
+    assert train_run([*TINY, "ppo.lr=0.01"], trained).skipped
+    assert train_run([*TINY, "ppo.lr=0.01", "eval.episodes=2"], trained).resumed_from == 32
 
 
 @pytest.mark.slow
@@ -185,7 +185,7 @@ def test_stopping_budget_and_bookkeeping_may_differ(trained):
     free = ["train.duration_min=5", "train.patience=3", "checkpoint.every_min=1", "eval.episodes=2",
             "health.kl_max=0.1", "train.chunk_updates=4", "logger=[csv]"]
     s = train_run([*HALF, *free], trained)
-    assert s["status"] == "completed" and s["resumed_from"] == 16
+    assert s.status == "completed" and s.resumed_from == 16
     assert not (trained / "config_history.jsonl").exists()
 
 
@@ -210,7 +210,7 @@ def test_resume_from_another_run_follows_the_same_rule(trained, tmp_path):
         train_run([*HALF, "ppo.clip_eps=0.3", f"resume={trained}"], second)
     assert not second.exists()
     s = train_run([*HALF, "ppo.clip_eps=0.3", f"resume={trained}", "allow_config_change=true"], second)
-    assert s["resumed_from"] == 16 and s["resume_source"] == str(trained)
+    assert s.resumed_from == 16 and s.resume_source == str(trained)
     [entry] = read_config_history(second)
     assert entry["source"] == str(trained) and entry["changes"] == {"ppo.clip_eps": [0.2, 0.3]}
 

@@ -132,7 +132,7 @@ def trained(tmp_path_factory):
     """A finished small run with checkpoints at updates 24 and 32; tests damage copies of it."""
     run_dir = tmp_path_factory.mktemp("faults") / "base"
     summary = train_run([*SMALL, "ppo.total_timesteps=2048"], run_dir)
-    assert summary["status"] == "completed" and [p.name for p in list_checkpoints(run_dir / "checkpoints")] == \
+    assert summary.status == "completed" and [p.name for p in list_checkpoints(run_dir / "checkpoints")] == \
         ["ckpt_24.json", "ckpt_32.json"]
     return run_dir
 
@@ -158,8 +158,8 @@ def test_a_damaged_newest_checkpoint_is_set_aside_and_the_previous_one_resumed(t
     for path in (run_dir / "checkpoints").glob("ckpt_32.*"):  # every file of the newest, random bytes
         path.write_bytes(os.urandom(path.stat().st_size))
     summary = train_run([*SMALL, "ppo.total_timesteps=3072", "allow_config_change=true"], run_dir)
-    assert summary["status"] == "completed" and summary["resumed_from"] == 24 and summary["updates"] == 48
-    assert summary["checkpoints_damaged"] and summary["checkpoints_damaged"][0].startswith("ckpt_32.json: ")
+    assert summary.status == "completed" and summary.resumed_from == 24 and summary.updates == 48
+    assert summary.checkpoints_damaged and summary.checkpoints_damaged[0].startswith("ckpt_32.json: ")
     assert "ckpt_32.json is damaged" in caplog.text and "moved to" in caplog.text
     damaged = run_dir / "checkpoints" / DAMAGED
     assert {p.name for p in damaged.iterdir()} == {"ckpt_32.json", "ckpt_32.msgpack", "ckpt_32.reason.txt"}
@@ -176,7 +176,7 @@ def test_a_flipped_byte_in_the_payload_alone_is_caught_by_the_checksum(trained, 
     data[len(data) // 2] ^= 0x01  # still parses as msgpack: only the checksum sees it
     state.write_bytes(bytes(data))
     summary = train_run([*SMALL, "ppo.total_timesteps=2560", "allow_config_change=true"], run_dir)
-    assert summary["resumed_from"] == 24 and summary["updates"] == 40
+    assert summary.resumed_from == 24 and summary.updates == 40
     assert "sha256 of ckpt_32.msgpack" in caplog.text
 
 
@@ -199,7 +199,7 @@ def test_every_checkpoint_damaged_exits_2_then_start_over_keeps_the_old_files(tr
     assert (run_dir / "metrics.csv").read_text() == rows_before
     summary = train_run([*SMALL, "ppo.total_timesteps=1024", "allow_config_change=true", "checkpoint.if_all_damaged=start_over"],
                         run_dir)
-    assert summary["status"] == "completed" and summary["resumed_from"] is None and summary["updates"] == 16
+    assert summary.status == "completed" and summary.resumed_from is None and summary.updates == 16
     damaged = run_dir / "checkpoints" / DAMAGED
     kept = [p for p in damaged.iterdir() if p.name.endswith("-metrics.csv")]
     assert len(kept) == 1 and kept[0].read_text() == rows_before
@@ -269,6 +269,6 @@ def test_a_full_disk_fails_the_run_and_keeps_the_last_good_checkpoint(small_disk
     # Space freed, a relaunch (with a shorter budget, so it ends soon) resumes from it.
     (small_disk / "filler").unlink()
     resumed = train_run([*args, "ppo.total_timesteps=1024", "allow_config_change=true"], run_dir)
-    assert resumed["status"] == "completed" and resumed["resumed_from"] == meta["update"] and resumed["updates"] == 16
+    assert resumed.status == "completed" and resumed.resumed_from == meta["update"] and resumed.updates == 16
     keys = [(r["update"], r["seed"]) for r in read_rows(run_dir)]
     assert len(keys) == len(set(keys))

@@ -114,25 +114,3 @@ def test_the_worked_env_example_in_docs_builds_and_steps(tmp_path, monkeypatch):
     finally:
         for name in ("my_envs", "my_envs.corridor", "my_envs.corridor_check"):  # this folder's alone
             sys.modules.pop(name, None)
-
-
-def test_a_group_has_no_host_loop_of_its_own():
-    """run/group.py drives its cells with run/loop.py's loop: no `while` there, and no `for`
-    whose body runs a chunk."""
-    tree = ast.parse((PACKAGE / "run" / "group.py").read_text())
-    assert not [n.lineno for n in ast.walk(tree) if isinstance(n, ast.While)]
-    chunk_loops = [n.lineno for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor))
-                   and any(isinstance(c, ast.Attribute) and c.attr in ("next_chunk", "compiled", "chunk")
-                           for c in ast.walk(n))]
-    assert not chunk_loops, chunk_loops
-    assert "drive(" in (PACKAGE / "run" / "group.py").read_text()
-
-
-def test_a_group_starts_its_cells_as_runs_start():
-    """A group's cells are set up by run/start.py, as a run alone is: group.py builds no
-    Session and checks no memory of its own (one start-up step, one edit)."""
-    calls = {n.func.id if isinstance(n.func, ast.Name) else n.func.attr
-             for n in ast.walk(ast.parse((PACKAGE / "run" / "group.py").read_text())) if isinstance(n, ast.Call)
-             and isinstance(n.func, (ast.Name, ast.Attribute))}
-    assert not calls & {"Session", "check_fits", "start_summary", "choose_recorders", "write_run_manifest"}, calls
-    assert {"start_session", "check_memory"} <= calls

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 import pty
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import sys
 import pytest
 
 from ppo_lab.judging.closing import closing_lines
+from ppo_lab.rundir import RunSummary
 
 from conftest import ROOT, TINY, launch
 
@@ -28,10 +30,11 @@ def test_plain_line_per_chunk_when_not_a_tty(tmp_path):
 
 
 def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
-    summary = {"status": "stopped", "stop_reason": "signal SIGINT", "seeds": [0, 1, 2], "updates": 10, "total_updates": 40,
-               "timesteps": 20480, "wall_s": 12.0, "sps": 5120.0, "compile_s": 3.0, "eval_s": 1.5,
-               "eval": {"episode_return": [10.0, 12.0, 14.0], "episode_length": [1, 2, 3], "food_share": [0.9, 0.95, 1.0]},
-               "final": {"train/mean_episode_return": [9.0, 11.0, 13.0]}}
+    summary = RunSummary(
+        status="stopped", stop_reason="signal SIGINT", seeds=[0, 1, 2], updates=10, total_updates=40, timesteps=20480,
+        wall_s=12.0, sps=5120.0, compile_s=3.0, eval_s=1.5,
+        eval={"episode_return": [10.0, 12.0, 14.0], "episode_length": [1, 2, 3], "food_share": [0.9, 0.95, 1.0]},
+        final={"train/mean_episode_return": [9.0, 11.0, 13.0]})
     lines = closing_lines(summary, tmp_path, eval_mode="greedy", resume_command="python launch.py x=1 hydra.run.dir=D")
     text = "\n".join(lines)
     assert len(lines) <= 15 and lines[0] == "== stopped: signal SIGINT =="
@@ -43,9 +46,9 @@ def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
     assert "WARNING n=3 < 5: too few seeds to tell settings apart (wide intervals; docs/statistics.md)" in lines
     assert "5,120 steps/s" in text and "evaluation 1.5 s" in text and f"run dir: {tmp_path}" in text
     assert lines[-1] == "resume (continues from the last checkpoint): python launch.py x=1 hydra.run.dir=D"
-    done = closing_lines({**summary, "status": "completed"}, tmp_path, eval_mode="greedy", resume_command="x")
+    done = closing_lines(replace(summary, status="completed"), tmp_path, eval_mode="greedy", resume_command="x")
     assert not any("resume" in line for line in done)
-    timed = closing_lines({**summary, "status": "timed_out"}, tmp_path, eval_mode="greedy", resume_command="x")
+    timed = closing_lines(replace(summary, status="timed_out"), tmp_path, eval_mode="greedy", resume_command="x")
     assert "larger train.duration_min" in timed[-1]
 
 
@@ -53,9 +56,10 @@ def test_closing_summary_shows_the_headline_first_and_the_return_as_what_the_mod
     """An env that declares its headline (the foraging world: the true objective): the summary
     leads with it, then what the env declares beside it, and calls the return what it is."""
     env = {"name": "foraging", "metrics": {"headline": "true/objective_per_1k", "beside": ["eval/energy_per_1k"]}}
-    summary = {"status": "completed", "seeds": [0, 1, 2], "updates": 4, "timesteps": 2048, "wall_s": 3.0, "reward": "proxy",
-               "eval": {"episode_return": [200.0, 210.0, 220.0], "energy_per_1k": [-20.0, -22.0, -24.0]},
-               "final": {"true/objective_per_1k": [-30.0, -31.0, -32.0], "train/mean_episode_return": [150.0, 160.0, 170.0]}}
+    summary = RunSummary(
+        status="completed", seeds=[0, 1, 2], updates=4, timesteps=2048, wall_s=3.0, reward="proxy",
+        eval={"episode_return": [200.0, 210.0, 220.0], "energy_per_1k": [-20.0, -22.0, -24.0]},
+        final={"true/objective_per_1k": [-30.0, -31.0, -32.0], "train/mean_episode_return": [150.0, 160.0, 170.0]})
     lines = closing_lines(summary, tmp_path, eval_mode="greedy", resume_command=None, env=env)
     start = lines.index("results, mean [95% interval] across 3 seeds:")
     names = [line.split("  ")[1].strip() for line in lines[start + 1:start + 5]]

@@ -39,8 +39,8 @@ def _obs_stats(run_dir):
 @pytest.mark.timeout(300)
 def test_pendulum_with_normalisers_over_two_seeds(tmp_path):
     s = train_run([*PENDULUM, "num_seeds=2"], tmp_path / "run")
-    assert s["status"] == "completed" and s["updates"] == 32
-    assert len(s["eval"]["episode_return"]) == 2 and all(np.isfinite(s["eval"]["episode_return"]))
+    assert s.status == "completed" and s.updates == 32
+    assert len(s.eval["episode_return"]) == 2 and all(np.isfinite(s.eval["episode_return"]))
     rows = read_rows(tmp_path / "run")
     assert {"actions/mean_0", "actions/std_0", "train/entropy", "train/approx_kl", "train/clip_frac"} <= set(rows[0])
     stats, raw = _obs_stats(tmp_path / "run")
@@ -56,9 +56,9 @@ def test_brax_env_trains_and_evaluates(tmp_path):
     s = train_run(["env=brax", "env.id=inverted_pendulum", "env.max_steps=50", "ppo.num_envs=4", "ppo.num_steps=8",
                    "ppo.total_timesteps=256", "ppo.num_minibatches=2", "ppo.update_epochs=1", "train.chunk_updates=8",
                    "eval.episodes=2", "hardware.host_devices=1", "ppo.normalize_obs=true"], tmp_path / "run")
-    assert s["status"] == "completed" and s["updates"] == 8
-    length = s["eval"]["episode_length"][0]
-    assert 1 <= length <= 50 and s["eval"]["episode_return"][0] == pytest.approx(length)  # reward 1 per step upright
+    assert s.status == "completed" and s.updates == 8
+    length = s.eval["episode_length"][0]
+    assert 1 <= length <= 50 and s.eval["episode_return"][0] == pytest.approx(length)  # reward 1 per step upright
 
 
 @pytest.mark.slow
@@ -83,8 +83,8 @@ def test_pendulum_killed_after_first_checkpoint_resumes_with_its_statistics(tmp_
     saved_update = int(list_checkpoints(run_dir / "checkpoints")[-1].stem.split("_")[-1])
 
     s = train_run(args, run_dir)
-    assert s["status"] == "completed" and s["updates"] == updates
-    assert s["resumed_from"] == saved_update and 0 < s["resumed_from"] < updates
+    assert s.status == "completed" and s.updates == updates
+    assert s.resumed_from == saved_update and 0 < s.resumed_from < updates
     counts = Counter((int(r["update"]), int(r["seed"])) for r in read_rows(run_dir))
     assert sorted(counts) == [(u, seed) for u in range(1, updates + 1) for seed in (0, 1)]
     assert max(counts.values()) == 1

@@ -6,6 +6,7 @@ whose every seed diverged ends with status `diverged` and its own exit code; a w
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import math
 import subprocess
 import sys
@@ -21,9 +22,9 @@ from ppo_lab.judging.closing import closing_lines
 from ppo_lab.judging.health import HealthWarnings
 from ppo_lab.config import validate
 from ppo_lab.run.divergence import EXIT_DIVERGED
-from ppo_lab.run.recorders import RunContext
-from ppo_lab.rundir import MetricsCSV
 from ppo_lab.run.group import train_group
+from ppo_lab.run.recorders import RunContext
+from ppo_lab.rundir import MetricsCSV, RunSummary
 from ppo_lab.rundir.checkpoint_format import verify
 from ppo_lab.rundir.checkpoints import list_checkpoints
 
@@ -73,8 +74,8 @@ def test_every_seed_diverged_stops_with_its_exit_code_and_a_relaunch_says_so(tmp
     # With a changed key (allowed) it goes on from the last finite checkpoint.
     resumed = train_run([*TINY, "ppo.lr=1e-3", "ppo.lr_final=0", "ppo.max_grad_norm=0.5", "allow_config_change=true"],
                         run_dir)
-    assert resumed["status"] == "completed" and resumed["resumed_from"] == summary["updates"] and resumed["diverged"] == []
-    assert math.isfinite(resumed["eval"]["episode_return"][0])
+    assert resumed.status == "completed" and resumed.resumed_from == summary["updates"] and resumed.diverged == []
+    assert math.isfinite(resumed.eval["episode_return"][0])
 
 
 @pytest.mark.slow
@@ -82,11 +83,11 @@ def test_one_cell_of_a_grid_diverges_the_other_completes_and_aggregation_names_i
     run_dirs = [tmp_path / "0", tmp_path / "1"]
     cells = [[*TINY, "num_seeds=2", "ppo.lr=1e-3"], [*TINY, "num_seeds=2", *BLOW_UP]]
     healthy, diverged = train_group([compose_config(c) for c in cells], run_dirs)
-    assert healthy["status"] == "completed" and healthy["diverged"] == [] and healthy["updates"] == 32
-    assert all(math.isfinite(v) for v in healthy["eval"]["episode_return"])
-    assert diverged["status"] == "diverged" and [e["seed"] for e in diverged["diverged"]] == [0, 1]
-    assert diverged["updates"] <= 8  # stopped at the chunk it diverged in
-    assert _finite_checkpoint(run_dirs[1]) == diverged["updates"]
+    assert healthy.status == "completed" and healthy.diverged == [] and healthy.updates == 32
+    assert all(math.isfinite(v) for v in healthy.eval["episode_return"])
+    assert diverged.status == "diverged" and [e["seed"] for e in diverged.diverged] == [0, 1]
+    assert diverged.updates <= 8  # stopped at the chunk it diverged in
+    assert _finite_checkpoint(run_dirs[1]) == diverged.updates
     result = run_aggregate([tmp_path], quiet=True, plot=False)
     units = {(u.run.path.name, u.seed): u for u in result["collection"].units}
     assert all(units[("0", s)].used for s in (0, 1))
@@ -100,7 +101,7 @@ def test_a_diverged_population_member_ranks_last_and_copies_a_healthy_one(tmp_pa
     # Seed 0's members draw lr 5.7e22, 2.1e7, 5.3e-3 and 4.9e-4: member 0 overflows at once.
     summary = train_run([*TINY, "pbt.population=4", "pbt.interval_updates=4", "ppo.total_timesteps=1024",
                          "pbt.hypers.lr.high=1e38", "pbt.hypers.lr.low=1e-4"], run_dir)
-    assert summary["status"] == "completed"
+    assert summary.status == "completed"
     first = json.loads((run_dir / "pbt.jsonl").read_text().splitlines()[0])
     assert first["update"] == 4 and 0 in first["diverged"]
     for member in first["diverged"]:  # every diverged member copied a healthy one, whatever pbt.fraction
@@ -108,21 +109,21 @@ def test_a_diverged_population_member_ranks_last_and_copies_a_healthy_one(tmp_pa
     updates = [int(r["update"]) for r in read_rows(run_dir) if int(r["member"]) == 0]
     assert min(u for u in updates if u > 4) == 5, "a replaced member counts again from the step on"
     assert max(u for u in updates if u <= 4) < 4, "a diverged member's rows end where it diverged"
-    assert summary["pbt"]["best_member"] not in [e["seed"] for e in summary["diverged"]]
+    assert summary.pbt["best_member"] not in [e["seed"] for e in summary.diverged]
     _finite_checkpoint(run_dir)
 
 
 def test_the_closing_summary_lists_what_the_health_checks_saw(tmp_path):
     cfg = validate(compose_config(TINY))
-    summary = {"status": "running"}
+    summary = RunSummary()
     recorder = HealthWarnings(cfg.health)
     recorder.summary = summary
     collapse = {"train/entropy": 0.0, "train/approx_kl": 0.0, "train/clip_frac": 0.0}
     recorder.log_rows([{"update": u, "seed": s, **collapse} for u in (3, 4) for s in (0, 1)])
     recorder.log_rows([{"update": 9, "seed": 1, **collapse}, {"update": 9, "seed": 0, "train/entropy": 0.6}])
-    assert summary["health"]["entropy collapse"] == {"seeds": [0, 1], "first_update": 3, "last_update": 9, "rows": 5}
-    lines = closing_lines({**summary, "status": "completed", "seeds": [0, 1], "eval": {}, "final": {},
-                           "diverged": [{"seed": 1, "update": 12, "metric": "train/vf_loss"}]},
+    assert summary.health["entropy collapse"] == {"seeds": [0, 1], "first_update": 3, "last_update": 9, "rows": 5}
+    lines = closing_lines(replace(summary, status="completed", seeds=[0, 1],
+                                  diverged=[{"seed": 1, "update": 12, "metric": "train/vf_loss"}]),
                           tmp_path, eval_mode="greedy", resume_command=None)
     assert "health warnings: entropy collapse on seeds 0, 1 (updates 3-9, 5 row(s))" in lines
     assert "diverged, left out of the values above: seed 1 at update 12 (train/vf_loss)" in lines
@@ -152,13 +153,13 @@ def test_a_resumed_runs_health_counts_the_rows_it_kept(tmp_path):
     cfg = run_config(TINY)
     MetricsCSV(tmp_path / "metrics.csv").append(
         [{"update": u, "seed": 0, "timesteps": 64 * u, "wall_s": 0.1 * u, **COLLAPSE} for u in range(1, 5)])
-    summary = {"status": "running", "health": {"entropy collapse": {"seeds": [0], "first_update": 1, "last_update": 6,
-                                                                    "rows": 6}}}  # an earlier launch's, past the checkpoint
+    summary = RunSummary(health={"entropy collapse": {"seeds": [0], "first_update": 1, "last_update": 6,
+                                                      "rows": 6}})  # an earlier launch's, past the checkpoint
     recorder = HealthWarnings(cfg.health)
     recorder.start(RunContext(tmp_path, cfg, summary, start_update=4, num_updates=8, batch_size=64,
                               windowed_return=lambda: math.nan))
     recorder.log_rows([{"update": u, "seed": 0, **COLLAPSE} for u in range(5, 9)])
-    assert summary["health"] == {"entropy collapse": {"seeds": [0], "first_update": 1, "last_update": 8, "rows": 8}}
+    assert summary.health == {"entropy collapse": {"seeds": [0], "first_update": 1, "last_update": 8, "rows": 8}}
 
 
 # launch.py as a user runs it, with one write failing as on a full disk: metrics.csv's append

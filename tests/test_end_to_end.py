@@ -48,7 +48,7 @@ def test_run_directory_contract(tmp_path, tiny, caplog, capsys):
     returned = train_run([*tiny, "num_seeds=2"], run_dir)
     _closing_interval_is_aggregates(run_dir, capsys)
     assert "devices: 1 x cpu" in caplog.text
-    assert returned == read_summary(run_dir)
+    assert returned.to_json() == read_summary(run_dir)
     for name in ("config.yaml", "metrics.csv", "summary.json", "checkpoints"):
         assert (run_dir / name).exists(), name
     assert "${" not in (run_dir / "config.yaml").read_text()  # resolved

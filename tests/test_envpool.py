@@ -122,11 +122,11 @@ def test_bad_ids_are_refused_with_near_matches():
 def test_trains_evaluates_and_resumes_with_new_envs(tmp_path):
     run_dir = tmp_path / "run"
     summary = train_run(TINY + ["num_seeds=2", "ppo.total_timesteps=128"], run_dir)
-    assert summary["status"] == "completed" and summary["updates"] == 2
-    assert len(summary["eval"]["episode_return"]) == 2 and all(r > 0 for r in summary["eval"]["episode_return"])
+    assert summary.status == "completed" and summary.updates == 2
+    assert len(summary.eval["episode_return"]) == 2 and all(r > 0 for r in summary.eval["episode_return"])
     # Resumed with a longer budget: the envs are new (episodes start afresh), rows continue exactly.
     summary = train_run(TINY + ["num_seeds=2", "ppo.total_timesteps=256", "allow_config_change=true"], run_dir)
-    assert summary["resumed_from"] == 2 and summary["updates"] == 4
+    assert summary.resumed_from == 2 and summary.updates == 4
     rows = read_rows(run_dir)
     assert sorted((int(r["update"]), int(r["seed"])) for r in rows) == [(u, s) for u in range(1, 5) for s in (0, 1)]
     assert read_summary(run_dir)["status"] == "completed"
@@ -142,9 +142,9 @@ def test_coinrun_trains_end_to_end_with_a_small_impala(tmp_path):
     summary = train_run(["experiment=coinrun", "ppo.num_envs=4", "ppo.num_steps=8", "ppo.total_timesteps=64",
                          "ppo.num_minibatches=2", "network.stack_channels=[4]", "network.dense_size=16",
                          "env.num_threads=1", "eval.episodes=2", "eval.max_steps=16", "hardware.host_devices=1"], run_dir)
-    assert summary["status"] == "completed" and summary["updates"] == 2
+    assert summary.status == "completed" and summary.updates == 2
     assert len(read_rows(run_dir)) == 2 and list((run_dir / "checkpoints").glob("ckpt_*.json"))
-    assert set(summary["eval"]) >= {"episode_return", "episode_length"}
+    assert set(summary.eval) >= {"episode_return", "episode_length"}
 
 
 @pytest.mark.slow

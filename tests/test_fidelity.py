@@ -151,7 +151,7 @@ def test_a_tiny_reference_run_trains_and_logs_the_cast(tmp_path: Path, caplog):
         summary = train_run(REFERENCE_RECIPE_PROGRAMS + ["reward=proxy_mortal", "env.food_min=8", "env.poison_min=8",
                                                          "~env.evaluations.survival"],  # not what is tested here
                             tmp_path / "run")
-    assert summary["status"] == "completed"
+    assert summary.status == "completed"
     rows = read_rows(tmp_path / "run")
     assert float(rows[0]["train/obs_cast_lossy_min"]) == 0.5
     assert sum("ppo.rollout_obs_dtype=uint8 loses information" in r.message for r in caplog.records) == 1

@@ -97,5 +97,5 @@ def test_trains_two_seeds_end_to_end(tmp_path):
                          "ppo.total_timesteps=128", "ppo.num_minibatches=2", "ppo.update_epochs=1",
                          "train.chunk_updates=2", "eval.episodes=2", "eval.max_steps=32", "hardware.host_devices=1"],
                         tmp_path / "run")
-    assert summary["status"] == "completed" and summary["updates"] == 2
-    assert len(read_rows(tmp_path / "run")) == 4 and len(summary["eval"]["episode_return"]) == 2
+    assert summary.status == "completed" and summary.updates == 2
+    assert len(read_rows(tmp_path / "run")) == 4 and len(summary.eval["episode_return"]) == 2

@@ -7,6 +7,7 @@ import os
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,11 @@ import pytest
 from conftest import ROOT, launch, metric_rows, open_loggers, read_rows, read_summary, run_config
 from store_readers import read_offline_run, read_scalars, wandb_runs
 
-from ppo_lab.rundir import LOGGERS, MetricsCSV
+from ppo_lab.rundir import LOGGERS, MetricsCSV, RunSummary
 
 LOGGERS_ON = ["env=cartpole", "logger=[csv,wandb,tensorboard]", "num_seeds=2", "reward=default", "logger.wandb.group=mygroup"]
-END = {"status": "completed", "seeds": [0, 1], "eval": {"episode_return": [111.0, 222.0], "episode_length": [11.0, 22.0]},
-       "final": {"train/mean_episode_return": [80.0, 81.0]}}
+END = RunSummary(status="completed", seeds=[0, 1], eval={"episode_return": [111.0, 222.0], "episode_length": [11.0, 22.0]},
+                 final={"train/mean_episode_return": [80.0, 81.0]})
 
 
 def test_logger_group_composes_as_a_list():
@@ -63,7 +64,7 @@ os._exit(9)
     ids = json.loads((run_dir / LOGGERS).read_text())["wandb"]["runs"]
     for lg in open_loggers(run_dir, cfg):
         lg.log_rows(metric_rows(range(5, 9)))
-        lg.finish({**END, "updates": 8, "timesteps": 512})
+        lg.finish(replace(END, updates=8, timesteps=512))
     # The killed session's W&B folders hold an unknown part of updates 1..6: set aside, out of
     # what `wandb sync wandb/offline-run-*` uploads; the resumed session logged 1..4 from metrics.csv.
     unfinished = sorted((run_dir / "wandb" / "unfinished").glob("offline-run-*/run-*.wandb"))
@@ -72,7 +73,7 @@ os._exit(9)
     MetricsCSV(run_dir / "metrics.csv").append(metric_rows(range(5, 9)))
     for lg in open_loggers(run_dir, cfg):
         lg.log_rows(metric_rows(range(7, 11)))
-        lg.finish({**END, "updates": 10, "timesteps": 640})
+        lg.finish(replace(END, updates=10, timesteps=640))
 
     state = json.loads((run_dir / LOGGERS).read_text())
     assert state["wandb"]["runs"] == ids and "open" not in state["wandb"]
@@ -110,7 +111,7 @@ def test_a_logger_added_on_relaunch_gets_the_history_from_metrics_csv(tmp_path):
     MetricsCSV(tmp_path / "metrics.csv").append(metric_rows(range(1, 5)))
     (tensorboard,) = open_loggers(tmp_path, run_config(["env=cartpole", "logger=[csv,tensorboard]", "num_seeds=2"]))
     tensorboard.log_rows(metric_rows(range(5, 7)))
-    tensorboard.finish({**END, "updates": 6})
+    tensorboard.finish(replace(END, updates=6))
     for seed in (0, 1):
         assert [s for s, _ in read_scalars(tmp_path / "tb" / f"seed_{seed}")["train/entropy"]] == list(range(1, 7))
 

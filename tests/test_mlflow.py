@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from conftest import ROOT, metric_rows, open_loggers, read_summary, run_config, 
 
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders.mlflow_recorder import check_options, convergence
-from ppo_lab.rundir import LOGGERS, MetricsCSV
+from ppo_lab.rundir import LOGGERS, MetricsCSV, RunSummary
 
 
 @pytest.fixture(scope="module")
@@ -51,17 +52,17 @@ def test_options_are_checked(store):
 
 def test_convergence_rules():
     rule = {"metric": None, "threshold": None, "direction": "maximize"}
-    stopped = {"status": "completed", "stop_reason": "train.target_return=475 reached (best 480.00)",
-               "final": {"train/mean_episode_return": [480.0, 470.0]}, "eval": {"episode_return": [500.0, 20.0]}}
+    stopped = RunSummary(status="completed", stop_reason="train.target_return=475 reached (best 480.00)",
+                         final={"train/mean_episode_return": [480.0, 470.0]}, eval={"episode_return": [500.0, 20.0]})
     assert convergence(stopped, 1, 475.0, rule).startswith("early stopping")  # the job's own criterion
-    ran_out = {**stopped, "stop_reason": "total_timesteps reached"}
+    ran_out = replace(stopped, stop_reason="total_timesteps reached")
     assert convergence(ran_out, 0, 475.0, rule).startswith("train/mean_episode_return 480.00")
     assert convergence(ran_out, 1, 475.0, rule) is None
     assert convergence(ran_out, 0, None, rule) is None
     threshold = {"metric": "eval/episode_return", "threshold": 100.0, "direction": "maximize"}
     assert convergence(ran_out, 0, None, threshold) == "eval/episode_return 500 >= 100"
     assert convergence(ran_out, 1, None, threshold) is None
-    assert convergence({**stopped, "status": "failed"}, 0, 475.0, threshold) is None
+    assert convergence(replace(stopped, status="failed"), 0, 475.0, threshold) is None
 
 
 @pytest.mark.slow
@@ -91,8 +92,8 @@ os._exit(9)
     assert recorder.parent == ids["parent"] and {str(s): r for s, r in recorder.run_ids.items()} == ids["runs"]
     assert recorder.held == {0: 6, 1: 6}  # read back from MLflow itself
     recorder.log_rows(metric_rows(range(5, 9)))
-    recorder.finish({"status": "completed", "stop_reason": "total_timesteps reached", "seeds": [0, 1], "updates": 8,
-                     "eval": {"episode_return": [111.0, 222.0]}, "final": {"train/mean_episode_return": [80.0, 81.0]}})
+    recorder.finish(RunSummary(status="completed", stop_reason="total_timesteps reached", seeds=[0, 1], updates=8,
+                               eval={"episode_return": [111.0, 222.0]}, final={"train/mean_episode_return": [80.0, 81.0]}))
 
     client = _client(store)
     assert sorted(recorder.run_ids) == [0, 1]  # one MLflow run per seed: the loop below checks both
@@ -134,8 +135,7 @@ def test_a_population_tags_each_member_and_marks_the_best(store, tmp_path):
                        "logger.mlflow.artifacts=false"])
     (recorder,) = open_loggers(run_dir, cfg)
     recorder.log_rows([{**r, "member": r["seed"], "pbt/lr": 1e-3 * (r["seed"] + 1)} for r in metric_rows(range(1, 4))])
-    recorder.finish({"status": "completed", "seeds": [0, 1], "updates": 3, "final": {"member": [0, 1]},
-                     "pbt": {"best_member": 1}})
+    recorder.finish(RunSummary(status="completed", seeds=[0, 1], updates=3, final={"member": [0, 1]}, pbt={"best_member": 1}))
     client = _client(store)
     assert sorted(recorder.run_ids) == [0, 1]
     for seed, run_id in recorder.run_ids.items():
@@ -152,8 +152,8 @@ def test_a_run_logs_runs_artifacts_and_registers_a_policy_that_acts(store, tmp_p
     run_dir = tmp_path / "run"
     summary = train_run([*tiny, "num_seeds=2", "logger=[csv,mlflow]", f"logger.mlflow.dir={store}",
                          "logger.mlflow.experiment_name=mlflow_launch", "train.target_return=5"], run_dir)
-    assert read_summary(run_dir) == summary
-    assert summary["status"] == "completed"
+    assert read_summary(run_dir) == summary.to_json()
+    assert summary.status == "completed"
     client = _client(store)
     exp = client.get_experiment_by_name("mlflow_launch")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # MLflow 3's UI opens it as model training
@@ -163,18 +163,18 @@ def test_a_run_logs_runs_artifacts_and_registers_a_policy_that_acts(store, tmp_p
     assert sorted(children) == [0, 1] and len(runs) == 3
     assert {a.path for a in client.list_artifacts(parent.info.run_id)} == {"config.yaml", "summary.json", "curves.png", "checkpoint"}
     ckpt = {Path(a.path).name for a in client.list_artifacts(parent.info.run_id, "checkpoint")}
-    assert ckpt == {f"ckpt_{summary['updates']}.msgpack", f"ckpt_{summary['updates']}.json"}
+    assert ckpt == {f"ckpt_{summary.updates}.msgpack", f"ckpt_{summary.updates}.json"}
     assert parent.data.params["ppo.num_envs"] == "4" and parent.data.params["num_seeds"] == "2"
     versions = {}
     for seed, run in children.items():
         assert run.info.status == "FINISHED" and run.data.params["seed"] == str(seed)
         assert run.data.params["ppo.lr"] == str(json.loads(parent.data.params["ppo.lr"]))
-        assert len(client.get_metric_history(run.info.run_id, "train/entropy")) == summary["updates"]
-        assert run.data.metrics["eval/episode_return"] == pytest.approx(summary["eval"]["episode_return"][seed])
+        assert len(client.get_metric_history(run.info.run_id, "train/entropy")) == summary.updates
+        assert run.data.metrics["eval/episode_return"] == pytest.approx(summary.eval["episode_return"][seed])
         assert {"config.yaml", "summary.json", "curves.png", "policy"} <= {a.path for a in client.list_artifacts(run.info.run_id)}
         name, version = run.data.tags["ppo_lab.registered_model"].split("/")
         mv = client.get_model_version(name, version)
-        assert mv.tags["seed"] == str(seed) and float(mv.tags["eval/episode_return"]) == pytest.approx(summary["eval"]["episode_return"][seed], rel=1e-5)
+        assert mv.tags["seed"] == str(seed) and float(mv.tags["eval/episode_return"]) == pytest.approx(summary.eval["episode_return"][seed], rel=1e-5)
         assert mv.run_id == run.info.run_id
         versions[seed] = f"models:/{name}/{version}"
     assert sorted(versions) == [0, 1]  # both seeds converged (target 5) and were registered

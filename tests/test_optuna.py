@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import replace
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from conftest import ROOT, TINY, read_summary
 from ppo_lab.errors import ConfigError
 from ppo_lab.judging.objective import Objective, ObjectiveError, job_result, objective_value, parse_objective
 from ppo_lab.launching.optuna_sweeper import override_text, search_space
+from ppo_lab.rundir import RunSummary
 
 
 def _sweep(args: list[str], sweep_dir: Path, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
@@ -75,24 +77,24 @@ def test_the_sweeper_is_a_hydra_plugin_and_the_named_sweep_composes():
 
 
 def test_objective_from_a_summary():
-    summary = {"status": "completed", "eval": {"episode_return": [10.0, 20.0, 30.0, 1000.0]},
-               "final": {"train/mean_episode_return": [1.0, 2.0, 3.0, 4.0]}}
+    summary = RunSummary(status="completed", eval={"episode_return": [10.0, 20.0, 30.0, 1000.0]},
+                         final={"train/mean_episode_return": [1.0, 2.0, 3.0, 4.0]})
     assert objective_value(summary, parse_objective(None))[0] == pytest.approx(265.0)
     assert objective_value(summary, parse_objective({"reduce": "iqm"}))[0] == pytest.approx(25.0)  # middle half: 20, 30
     assert objective_value(summary, parse_objective({"metric": "final/train/mean_episode_return"}))[0] == pytest.approx(2.5)
     assert objective_value(summary, parse_objective({"metric": "train/mean_episode_return"}))[0] == pytest.approx(2.5)  # bare name: eval, then final
-    assert objective_value({**summary, "status": "timed_out"}, parse_objective(None))[1] == [10.0, 20.0, 30.0, 1000.0]
+    assert objective_value(replace(summary, status="timed_out"), parse_objective(None))[1] == [10.0, 20.0, 30.0, 1000.0]
     with pytest.raises(ObjectiveError, match="ended failed"):
-        objective_value({**summary, "status": "failed"}, parse_objective(None))
+        objective_value(replace(summary, status="failed"), parse_objective(None))
     with pytest.raises(ObjectiveError, match="it has eval/episode_length, eval/episode_return, final/train/mean_episode_return"):
-        objective_value({**summary, "eval": {"episode_return": [1.0], "episode_length": [2.0]}}, parse_objective({"metric": "eval/nope"}))
+        objective_value(replace(summary, eval={"episode_return": [1.0], "episode_length": [2.0]}), parse_objective({"metric": "eval/nope"}))
     with pytest.raises(ConfigError, match="optimize.direction"):
         parse_objective({"direction": "up"})
     with pytest.raises(ConfigError, match="optimize.reduce"):
         parse_objective({"reduce": "median"})
     assert job_result(summary, {"optimize": {"metric": "eval/episode_return"}}) == pytest.approx(265.0)
     assert job_result(summary, {}) is summary
-    assert math.isnan(job_result({**summary, "status": "stopped"}, {"optimize": {"metric": "eval/episode_return"}}))
+    assert math.isnan(job_result(replace(summary, status="stopped"), {"optimize": {"metric": "eval/episode_return"}}))
 
 
 @pytest.mark.slow

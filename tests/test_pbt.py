@@ -288,11 +288,12 @@ def test_the_closing_summary_speaks_of_members(population_run, tmp_path):
     """Members copy each other: the summary names the population, the best member with its
     fitness, hyperparameters and lineage, how many steps copied, and no interval across them."""
     from ppo_lab.judging.closing import closing_lines
+    from ppo_lab.rundir import RunSummary
 
     s = read_summary(population_run)
     pbt = s["pbt"]
     assert pbt["copies"] == sum(c is not None for step in _steps(population_run) for c in step["copied"])
-    lines = closing_lines(s, population_run, eval_mode="greedy", resume_command=None)
+    lines = closing_lines(RunSummary.from_json(s), population_run, eval_mode="greedy", resume_command=None)
     text = "\n".join(lines)
     assert len(lines) <= 15 and "per member x 4 member(s)" in text and "across seeds" not in text and "seed(s)" not in text
     assert (f"population: 4 members, 15 exploit step(s), {pbt['steps_copied']} of them copied "

@@ -50,20 +50,20 @@ def killed_gru_run(tmp_path_factory):
 def test_memory_chain_gru_remembers_and_feed_forward_is_at_chance(killed_gru_run, tmp_path):
     _, gru, _ = killed_gru_run
     ff = train_run([*MEMORY_CHAIN, "network.recurrent=null"], tmp_path / "ff")
-    assert gru["status"] == ff["status"] == "completed"
-    assert len(gru["eval"]["episode_return"]) == 4
-    assert np.mean(gru["eval"]["episode_return"]) >= 0.9, gru["eval"]
-    assert np.mean(ff["eval"]["episode_return"]) <= 0.3, ff["eval"]
+    assert gru.status == ff.status == "completed"
+    assert len(gru.eval["episode_return"]) == 4
+    assert np.mean(gru.eval["episode_return"]) >= 0.9, gru.eval
+    assert np.mean(ff.eval["episode_return"]) <= 0.3, ff.eval
 
 
 def test_a_killed_gru_run_resumes_from_its_first_checkpoint_and_still_learns(killed_gru_run):
     run_dir, s, log = killed_gru_run
     assert "RESUMING from this run's checkpoint" in log
-    assert s["status"] == "completed" and s["resumed_from"] is not None and 0 < s["resumed_from"] < s["updates"] == 80
+    assert s.status == "completed" and s.resumed_from is not None and 0 < s.resumed_from < s.updates == 80
     counts = Counter((int(r["update"]), int(r["seed"])) for r in read_rows(run_dir))
     assert max(counts.values()) == 1, "duplicate (update, seed) rows"
     assert sorted(counts) == [(u, seed) for u in range(1, 81) for seed in range(4)]
-    assert np.mean(s["eval"]["episode_return"]) >= 0.9, s["eval"]
+    assert np.mean(s.eval["episode_return"]) >= 0.9, s.eval
 
 
 @pytest.mark.timeout(300)
@@ -77,9 +77,9 @@ def test_a_gru_forager_runs_the_survival_evaluation_and_replays(tmp_path):
             "train.chunk_updates=8", "eval.episodes=2", "hardware.host_devices=1",
             "++eval.survival_envs=4", "++eval.survival_steps=32"]
     s = train_run(args, run_dir)
-    assert s["status"] == "completed"
+    assert s.status == "completed"
     for name in ("efficiency_per_life", "survival_mean", "efficiency_per_life_greedy"):
-        assert len(s["eval"][name]) == 1 and np.isfinite(s["eval"][name][0]), name
+        assert len(s.eval[name]) == 1 and np.isfinite(s.eval[name][0]), name
     proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "replay", str(run_dir), "--steps", "12"], cwd=ROOT,
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]

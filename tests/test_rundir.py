@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 
@@ -133,9 +135,9 @@ def test_atomic_write_fsyncs_the_file_and_then_its_directory(tmp_path, monkeypat
 def test_atomic_writes_leave_no_temporary_file(tmp_path):
     run = tmp_path / "run"
     rundir.write_config(run, {"seed": 3, "env": {"name": "cartpole"}})
-    rundir.update_summary(run, {"status": "running"})
-    rundir.update_summary(run, {"status": "completed", "updates": 4})
-    rundir.write_benchmark(run, {"sps": 1.5})
+    rundir.write_summary(run, rundir.RunSummary())
+    rundir.write_summary(run, rundir.RunSummary(status="completed", updates=4))
+    rundir.write_benchmark(run, rundir.RunSummary(sps=1.5), None)
     rundir.write_error(run, "ConfigError: bad")
     rundir.write_jobs(run, {"launcher": "local", "jobs": {}})
     writer = rundir.MetricsCSV(run / rundir.METRICS)
@@ -147,18 +149,36 @@ def test_atomic_writes_leave_no_temporary_file(tmp_path):
     names = sorted(p.name for p in run.rglob("*"))
     assert not [n for n in names if n.endswith(".tmp") or n.startswith(".")], names
     assert rundir.read_config(run)["seed"] == 3
-    assert rundir.read_summary(run) == {"status": "completed", "updates": 4}
-    assert rundir.read_benchmark(run) == {"sps": 1.5}
+    assert rundir.read_summary(run) == rundir.RunSummary(status="completed", updates=4)
+    assert rundir.read_benchmark(run)["sps"] == 1.5
     assert rundir.read_error(run) == "ConfigError: bad"
     assert (run / rundir.AGGREGATE).read_text().splitlines() == ["group,mean", "g,"]
 
 
 def test_a_failed_write_keeps_the_old_file_and_no_temporary(tmp_path):
-    rundir.update_summary(tmp_path, {"status": "running"})
+    rundir.write_summary(tmp_path, rundir.RunSummary())
     with pytest.raises(TypeError):
-        rundir.update_summary(tmp_path, {"status": object()})
-    assert rundir.read_summary(tmp_path) == {"status": "running"}
+        rundir.write_summary(tmp_path, rundir.RunSummary(status=object()))
+    assert rundir.read_summary(tmp_path) == rundir.RunSummary()
     assert [p.name for p in tmp_path.iterdir()] == [rundir.SUMMARY]
+
+
+def test_summary_json_round_trips_through_its_dataclass_and_refuses_what_it_does_not_know(tmp_path):
+    """Every field the run writes comes back typed; `skipped` (a relaunch's answer) is never
+    written; a key the record does not have, or a file that is no object, is refused naming it."""
+    summary = rundir.RunSummary(status="completed", seeds=[0, 1], updates=4, eval={"episode_return": [1.0, None]},
+                                pbt={"best_member": 1}, skipped=True)
+    rundir.write_summary(tmp_path, summary)
+    written = json.loads((tmp_path / rundir.SUMMARY).read_text())
+    assert "skipped" not in written and written["eval"] == {"episode_return": [1.0, None]}
+    assert rundir.read_summary(tmp_path) == dataclasses.replace(summary, skipped=False)
+    assert rundir.read_summary(tmp_path / "nowhere") is None
+    (tmp_path / rundir.SUMMARY).write_text(json.dumps({**written, "efficiency": 1.0, "colour": "red"}))
+    with pytest.raises(ValueError, match="summary.json: keys this lab's summary does not have: colour, efficiency"):
+        rundir.read_summary(tmp_path)
+    (tmp_path / rundir.SUMMARY).write_text("[1, 2]")
+    with pytest.raises(ValueError, match="not list"):
+        rundir.read_summary(tmp_path)
 
 
 def test_jobs_json_round_trip(tmp_path):

@@ -126,11 +126,11 @@ def test_unreachable_mlflow_uri_with_warn_trains_without_it(tmp_path, caplog):
     run_dir = tmp_path / "run"
     summary = train_run([*SMALL, "logger=[csv,mlflow]", f"logger.mlflow.tracking_uri={CLOSED}",
                          "logger.mlflow.on_unreachable=warn", "logger.mlflow.connect_timeout_s=3"], run_dir)
-    assert summary["status"] == "completed" and summary["updates"] == 16
-    [entry] = summary["loggers_disabled"]
+    assert summary.status == "completed" and summary.updates == 16
+    [entry] = summary.loggers_disabled
     assert entry["logger"] == "mlflow" and entry["uri"] == CLOSED and entry["when"] == "start"
     assert "ConnectionRefusedError" in entry["error"]
-    assert read_summary(run_dir)["loggers_disabled"] == summary["loggers_disabled"]
+    assert read_summary(run_dir)["loggers_disabled"] == summary.loggers_disabled
     assert len(read_rows(run_dir)) == 16 and not (run_dir / "loggers.json").exists()
     assert "logger mlflow disabled" in caplog.text
 
@@ -256,8 +256,8 @@ def test_tensorboard_on_a_full_disk_is_disabled_and_the_run_completes(small_disk
     finally:
         stop.set()
         filler.join(5)
-    assert summary["status"] == "completed" and summary["updates"] == 256
-    [entry] = summary["loggers_disabled"]
+    assert summary.status == "completed" and summary.updates == 256
+    [entry] = summary.loggers_disabled
     assert entry["logger"] == "tensorboard" and "No space left" in entry["error"] and entry["when"].startswith("update ")
     assert len(read_rows(run_dir)) == 256 and read_summary(run_dir)["loggers_disabled"] == [entry]
     assert "logger tensorboard disabled" in caplog.text

@@ -93,7 +93,7 @@ def test_a_grid_trains_in_one_program_with_a_run_dir_per_cell(tmp_path):
         summary = read_summary(run_dir)
         assert summary["status"] == "completed" and summary["seeds"] == [0, 1] and summary["updates"] == 32
         assert len(rows(run_dir, 32)) == 2
-    assert read_summary(sweep / "0")["vmap_group"]["cells"] == 2 and "vmap_group" not in read_summary(sweep / "2")
+    assert read_summary(sweep / "0")["vmap_group"]["cells"] == 2 and read_summary(sweep / "2")["vmap_group"] is None
     # A cell's replicas train with its own learning rate, and its seeds' keys are their own.
     alone = tmp_path / "alone"
     train_run([*TINY, "num_seeds=2", "ppo.lr=3e-4"], alone)
@@ -176,7 +176,7 @@ def test_a_cell_whose_run_dir_is_locked_fails_alone(tmp_path):
     (locked / "run.lock").write_text(holder)
     cfgs = [compose_config([*TINY, f"ppo.lr={lr}"]) for lr in (1e-3, 3e-4)]
     results = train_group(cfgs, [free, locked])
-    assert results[0]["status"] == "completed" and results[0]["vmap_group"]["cells"] == 1
+    assert results[0].status == "completed" and results[0].vmap_group["cells"] == 1
     assert isinstance(results[1], RunDirLocked) and "host node-b, pid 5" in str(results[1])
     assert sorted(p.name for p in locked.iterdir()) == ["run.lock"] and (locked / "run.lock").read_text() == holder
     assert not (free / "run.lock").exists()

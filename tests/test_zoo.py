@@ -45,8 +45,8 @@ def test_every_preset_trains_two_updates_and_has_reference_returns(preset, tmp_p
     cfg = compose_preset(preset)
     assert cfg.experiment == preset and cfg.num_seeds == 8  # the table's 8 seeds, named as selected
     summary = train_run(tiny(preset), tmp_path / "run")
-    assert summary["status"] == "completed" and summary["updates"] == UPDATES, summary.get("error")
-    assert summary["seeds"] == list(range(SEEDS)) and len(summary["eval"]["episode_return"]) == SEEDS
+    assert summary.status == "completed" and summary.updates == UPDATES, summary.error
+    assert summary.seeds == list(range(SEEDS)) and len(summary.eval["episode_return"]) == SEEDS
     # The table normalises by the env's `scores:` entry: every zoo env has one.
     entry = cfg.env.scores[cfg.env.gymnax_id]
     assert entry.reference != entry.random

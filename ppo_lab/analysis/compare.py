@@ -71,7 +71,8 @@ def load(path: Path, label: str | None = None, headline: str = DEFAULT_HEADLINE)
     evaluation's return."""
     path = Path(path)
     try:
-        data, break_kind, _ = rundir.read_result(path)
+        summary, break_kind, _ = rundir.read_result(path)
+        data = summary.to_json()
     except FileNotFoundError:
         if not (path.is_dir() and (rundir.find_sweep_roots(path) or rundir.find_run_dirs(path))):  # a folder of runs
             raise

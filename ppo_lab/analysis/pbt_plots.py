@@ -21,8 +21,8 @@ from ppo_lab.judging.metric_names import axis_label, label
 
 
 def _lineage(run_dir: Path, df) -> list[dict]:
-    summary = rundir.read_summary(run_dir) if (run_dir / rundir.SUMMARY).exists() else {}
-    lineage = (summary.get("pbt") or {}).get("lineage")
+    summary = rundir.read_summary(run_dir)
+    lineage = (summary.pbt or {}).get("lineage") if summary else None
     if lineage:
         return lineage
     last = df[df["update"] == df["update"].max()]
@@ -67,8 +67,8 @@ def plot_population(run_dir: Path, out: Path | None = None, formats: tuple[str, 
         ax.legend(fontsize=6)
     ax.set_title("fitness at each exploit step", fontsize=10)
     ax.set_xlabel("update", fontsize=8)
-    fitness = ((rundir.read_summary(run_dir).get("pbt") or {}).get("fitness_metric")
-               if (run_dir / rundir.SUMMARY).exists() else None)
+    summary = rundir.read_summary(run_dir)
+    fitness = (summary.pbt or {}).get("fitness_metric") if summary else None
     ax.set_ylabel(f"fitness: {axis_label(fitness)}" if fitness else "fitness", fontsize=8)
     fig.suptitle(f"{run_dir.name}: population of {df['member'].nunique()}, {len(steps)} exploit steps", fontsize=11)
     return save_figure(fig, out or run_dir / "pbt.png", close=True, formats=formats)

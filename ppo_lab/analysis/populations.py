@@ -43,7 +43,7 @@ ALSO_STATISTICS = ("median", SELECTED)  # of each further metric
 
 
 def is_population_sweep(col: Collection) -> bool:
-    return any(run.summary.get("pbt") for run in col.runs)
+    return any(run.summary is not None and run.summary.pbt for run in col.runs)
 
 
 def _selected(units: list, first_seed: int, pbt: dict, metric: str) -> float:
@@ -59,14 +59,14 @@ def population_values(col: Collection, metric: str, also: tuple[str, ...] = ()) 
     metric, its median and selected member)."""
     runs: dict[str, dict] = {}
     for unit in col.units:
-        if unit.used and unit.run.summary.get("pbt"):
+        if unit.used and unit.run.summary is not None and unit.run.summary.pbt:
             runs.setdefault(unit.run.name, {"group": unit.group, "seed": min(unit.run.seeds), "units": []})["units"].append(unit)
     out: dict[str, list[dict]] = {}
     for name, entry in runs.items():
         members = np.asarray([u.values.get(metric, math.nan) for u in entry["units"]], dtype=np.float64)
         record = {"run": name, "seed": entry["seed"], "members": members.tolist()}
         record.update({stat: float(f(members)) for stat, f in STATISTICS.items()})
-        pbt = entry["units"][0].run.summary["pbt"]
+        pbt = entry["units"][0].run.summary.pbt
         record[SELECTED] = _selected(entry["units"], entry["seed"], pbt, metric)
         record["feasible"] = sum(pbt["feasible"]) if "feasible" in pbt else None
         record["also"] = {m: {"median": float(np.nanmedian([u.values.get(m, math.nan) for u in entry["units"]])),

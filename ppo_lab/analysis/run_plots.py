@@ -27,6 +27,7 @@ from ppo_lab.analysis.goodhart_curve import PAID, TRUE, draw_goodhart
 from ppo_lab.analysis.pbt_plots import plot_population
 from ppo_lab.judging.headline import TRAIN_LENGTH, TRAIN_RETURN
 from ppo_lab.judging.metric_names import axis_label, label
+from ppo_lab.rundir.run_summary import RunSummary
 
 PANELS = [TRAIN_RETURN, TRAIN_LENGTH, "train/entropy", "train/approx_kl",
           "train/clip_frac", "train/pg_loss", "train/vf_loss", "train/explained_variance"]
@@ -54,9 +55,9 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1, formats: t
     except FileNotFoundError:
         config = {}
     try:
-        summary = rundir.read_summary(run_dir)
+        summary = rundir.read_summary(run_dir) or RunSummary(status="?")
     except ValueError:
-        summary = {}
+        summary = RunSummary(status="?")
     health = config.get("health") or {}
     columns = set(df.columns)
     panels = [m for m in PANELS if m in columns]
@@ -67,7 +68,7 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1, formats: t
     constant = {m: value for m in panels if m not in empty and (value := _constant_value(df[m])) is not None}
     panels = [m for m in panels if m not in constant and m not in empty]
     dims = continuous_dimensions(columns)
-    actions = discrete_shares(columns, summary.get("action_names")) if not dims else [f"actions/mean_{i}" for i in dims]
+    actions = discrete_shares(columns, summary.action_names) if not dims else [f"actions/mean_{i}" for i in dims]
     goodhart = {PAID, TRUE} <= columns
     n = len(panels) + (1 if actions else 0) + (1 if goodhart else 0)
     ncols = min(4, max(n, 1))
@@ -102,8 +103,8 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1, formats: t
         ax.axis("off")
     if panels and len(seeds) > 1 and len(seeds) <= 8:
         flat[0].legend(fontsize=6)
-    title = f"{run_dir.name}: {summary.get('env') or (config.get('env') or {}).get('name', '')} / " \
-            f"{summary.get('reward') or (config.get('reward') or {}).get('name', '')}, seeds {seeds}, status {summary.get('status', '?')}"
+    title = f"{run_dir.name}: {summary.env or (config.get('env') or {}).get('name', '')} / " \
+            f"{summary.reward or (config.get('reward') or {}).get('name', '')}, seeds {seeds}, status {summary.status}"
     fig.suptitle(title, fontsize=11)
     caption = caption_lines(constant, empty, sparse)
     if caption:

@@ -38,6 +38,7 @@ from ppo_lab import rundir
 from ppo_lab.analysis.criteria import declared_criteria, seed_criteria
 from ppo_lab.estimators import SMALL_SAMPLE, SUMMARY_KEYS, mean_interval, mean_summary
 from ppo_lab.judging.headline import declared_bounds
+from ppo_lab.rundir.run_summary import RunSummary
 from ppo_lab.rundir.slurm_jobs import failed_state, jobs_by_number
 
 SUMMARY = rundir.SUMMARY
@@ -62,7 +63,7 @@ class Run:
     seeds: list[int]
     status: str
     reason: str | None = None
-    summary: dict = field(default_factory=dict)
+    summary: RunSummary | None = None  # None: no summary.json
     job_num: int | None = None
     job_id: str | None = None
     experiment: str | None = None
@@ -147,15 +148,15 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
     try:
         summary = rundir.read_summary(path)
     except ValueError as exc:
-        summary = {"status": "failed", "error": f"unreadable summary.json: {exc}"}
-    experiment = summary.get("experiment")
+        summary = RunSummary(status="failed", error=f"unreadable summary.json: {exc}")
+    experiment = summary.experiment if summary is not None else None
     if experiment is None:
         experiment = rundir.read_experiment(path)
     experiment = experiment if experiment is not None else defaults[2]
-    seeds = [int(s) for s in summary.get("seeds") or []] or _seeds_from(overrides, *defaults[:2])
-    status = summary.get("status") or "missing"
-    reason = summary.get("error") or summary.get("stop_reason")
-    if not summary:
+    seeds = [int(s) for s in summary.seeds] if summary is not None and summary.seeds else _seeds_from(overrides, *defaults[:2])
+    status = summary.status if summary is not None else "missing"
+    reason = (summary.error or summary.stop_reason) if summary is not None else None
+    if summary is None:
         reason = "no summary.json (the job never started training, or crashed before it)"
         error = rundir.read_error(path)
         if error is not None:
@@ -167,7 +168,7 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
         job_failed = outcome == "failed" or failed_state(state)
         if job_failed and status != "completed":
             status = "failed"
-            reason = f"job {job.get('job_id')} {state or 'failed'}" + (f": {job['error']}" if job.get("error") else "") + (f" (run dir: {summary.get('status')})" if summary else "")
+            reason = f"job {job.get('job_id')} {state or 'failed'}" + (f": {job['error']}" if job.get("error") else "") + (f" (run dir: {summary.status})" if summary else "")
     env, reward = _config_sections(path)
     return Run(path=path, overrides=overrides, seeds=seeds, status=status, reason=reason, summary=summary,
                job_num=_job_num(path), job_id=(job or {}).get("job_id"), experiment=experiment, env=env, reward=reward)
@@ -299,12 +300,12 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
             groups.append(label)
             group_keys[label] = {k: _fmt(keys.get(k)) for k in swept}
         used = run.status in used_statuses
-        final = run.summary.get("final") or {}
-        evals = run.summary.get("eval") or {}
+        final = run.summary.final if run.summary is not None else {}
+        evals = run.summary.eval if run.summary is not None else {}
         # The criteria need each seed's whole history, not just its final values.
         history = rundir.columns_by_seed(run.path / rundir.METRICS) if used else {}
         env_criteria = declared_criteria(run.env) if used else None
-        diverged = {e.get("seed"): e for e in run.summary.get("diverged") or []}
+        diverged = {e.get("seed"): e for e in (run.summary.diverged if run.summary is not None else [])}
         for i, seed in enumerate(run.seeds or [None]):
             values = {}
             if seed in diverged:
@@ -372,7 +373,7 @@ def unit_rows(col: Collection) -> list[dict]:
         rows.append({
             "group": u.group, **col.group_keys[u.group], "seed": u.seed, "status": u.status, "used": u.used,
             "reason": u.reason or "", "job": u.run.job_num if u.run.job_num is not None else "",
-            "job_id": u.run.job_id or "", "updates": u.run.summary.get("updates", ""), "run_dir": u.run.name,
+            "job_id": u.run.job_id or "", "updates": u.run.summary.updates if u.run.summary is not None else "", "run_dir": u.run.name,
             **{m: u.values.get(m, math.nan) for m in col.metrics},
         })
     return rows

@@ -45,6 +45,7 @@ from ppo_lab.analysis.action_columns import INVALID, continuous_dimensions, disc
 from ppo_lab.config import HealthConfig
 from ppo_lab.judging.headline import TRAIN_LENGTH, TRAIN_RETURN
 from ppo_lab.judging.health import health_warnings
+from ppo_lab.rundir.run_summary import RunSummary
 
 MAIN = [  # (column, metric, format)
     ("return", TRAIN_RETURN, ".1f"),
@@ -71,7 +72,7 @@ class RunView:
     finite: dict = field(default_factory=dict)  # seed -> {metric: last finite value}
     history: deque = field(default_factory=lambda: deque(maxlen=400))  # (update, mean return)
     _pending: dict = field(default_factory=dict)  # update -> [returns] of the newest update
-    summary: dict = field(default_factory=dict)
+    summary: RunSummary | None = None  # None until the run writes summary.json
     config: dict = field(default_factory=dict)
     mtime: float | None = None
     tail: rundir.MetricsTail | None = None
@@ -133,15 +134,15 @@ class RunView:
 
     @property
     def update(self) -> int:
-        return max((r["update"] for r in self.latest.values()), default=int(self.summary.get("updates") or 0))
+        return max((r["update"] for r in self.latest.values()), default=self.summary.updates if self.summary else 0)
 
     @property
     def total_updates(self) -> int | None:
-        return self.summary.get("total_updates")
+        return self.summary.total_updates if self.summary else None
 
     @property
     def status(self) -> str:
-        status = self.summary.get("status") or ("starting" if not self.latest else "running")
+        status = self.summary.status if self.summary else ("starting" if not self.latest else "running")
         if status == "running" and (self.path / rundir.STOP_FILE).exists():
             return "stopping"
         if status == "running" and self.mtime is not None and time.time() - self.mtime > 600:
@@ -203,7 +204,8 @@ def render(root: Path, runs: list[RunView], selected: int, message: str = "", al
         warnings = run.health()
         status = run.status
         total = run.total_updates
-        env = f"{run.summary.get('env') or (run.config.get('env') or {}).get('name', '?')}/{run.summary.get('reward') or (run.config.get('reward') or {}).get('name', '-')}"
+        summary = run.summary or RunSummary()
+        env = f"{summary.env or (run.config.get('env') or {}).get('name', '?')}/{summary.reward or (run.config.get('reward') or {}).get('name', '-')}"
         table.add_row(
             ">" if i == selected else "",
             run.label(root), env, Text(status, style=STATUS_STYLE.get(status, "")),
@@ -261,16 +263,17 @@ def detail(run: RunView, root: Path):
             per_seed.add_row(name, *[_fmt(run.finite.get(s, {}).get(name, math.nan), ".4g") for s in seeds])
     actions = action_table(run)
     lines = []
-    if run.summary.get("eval"):
-        lines.append("eval: " + ", ".join(f"{k} {_mean(v):.4g}" for k, v in run.summary["eval"].items()))
-    if run.summary.get("pbt"):
-        pbt = run.summary["pbt"]
+    summary = run.summary or RunSummary()
+    if summary.eval:
+        lines.append("eval: " + ", ".join(f"{k} {_mean(v):.4g}" for k, v in summary.eval.items()))
+    if summary.pbt:
+        pbt = summary.pbt
         lines.append(f"pbt: best member {pbt['best_member']} (seed {seeds[0] + pbt['best_member'] if seeds else '?'}) "
                      f"{pbt['best_hypers']}, {pbt['steps']} exploit step(s)")
-    if run.summary.get("stop_reason"):
-        lines.append(f"stop reason: {run.summary['stop_reason']}")
-    if run.summary.get("error"):
-        lines.append(f"error: {run.summary['error']}")
+    if summary.stop_reason:
+        lines.append(f"stop reason: {summary.stop_reason}")
+    if summary.error:
+        lines.append(f"error: {summary.error}")
     warnings = run.health()
     body = [Columns([per_seed, actions])]
     if lines:

@@ -28,6 +28,7 @@ from ppo_lab.analysis import rliable_report as rr
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis.rliable_report import refs_from_env, task_of
 from ppo_lab.judging.headline import RETURN, TRAIN_RETURN, declared_bounds
+from ppo_lab.rundir.run_summary import RunSummary
 
 
 @dataclass
@@ -64,8 +65,8 @@ def hardware_of(run_dir: Path) -> str:
     return ", ".join(f"{n} x {kind}" for kind, n in kinds.items()) or "unknown"
 
 
-def _run_seconds(summary: dict) -> float:
-    return sum(float(summary.get(k) or 0.0) for k in ("wall_s", "compile_s", "eval_s"))
+def _run_seconds(summary: RunSummary) -> float:
+    return sum(float(seconds or 0.0) for seconds in (summary.wall_s, summary.compile_s, summary.eval_s))
 
 
 def _scores_entry(env: dict, task: str) -> tuple[float | None, float | None, str | None]:
@@ -90,7 +91,7 @@ def env_rows(col: sw.Collection) -> list[EnvRow]:
         row.runs.append(run.path)
         if run.status in sw.USED_STATUSES:
             row.wall_s += _run_seconds(run.summary)
-            for value, bucket in ((int(run.summary.get("timesteps") or 0), row.steps_per_seed),
+            for value, bucket in ((int(run.summary.timesteps), row.steps_per_seed),
                                   (hardware_of(run.path), row.hardware)):
                 if value not in bucket:
                     bucket.append(value)

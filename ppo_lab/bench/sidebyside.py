@@ -76,7 +76,7 @@ class PeerCase:
 def lab_sps(overrides: list[str], extra: list[str], workdir: Path) -> tuple[float, dict]:
     """One lab run as `launch.py` makes it (`run.entry.train`), in this process's JAX."""
     summary = train(compose(overrides + extra), Path(tempfile.mkdtemp(dir=workdir)))
-    return summary["sps"], summary["layout"]
+    return summary.sps, summary.layout
 
 
 def measure(checkout, extra: list[str], rounds: int, quick: bool) -> dict:

@@ -83,12 +83,12 @@ def run_purejaxrl(checkout, config: dict, continuous: bool, seeds: int) -> dict:
 
 def lab_result(label: str, run_dir: Path, wall_s: float | None = None) -> dict:
     """A lab run's per-seed scores, from its run dir."""
-    summary = rundir.read_summary(run_dir)
+    summary = rundir.read_summary(run_dir) or rundir.RunSummary()
     per_update = parity.lab_per_update(run_dir)
-    steps = summary.get("timesteps") or max(row["timesteps"] for row in rundir.read_metrics(Path(run_dir) / rundir.METRICS))
+    steps = summary.timesteps or max(row["timesteps"] for row in rundir.read_metrics(Path(run_dir) / rundir.METRICS))
     return {"label": label, "seeds": len(per_update), "timesteps": steps,
-            "wall_s": wall_s if wall_s is not None else summary.get("wall_s"), "sps": summary.get("sps"),
-            "compile_s": summary.get("compile_s"), "eval": summary.get("eval"), "run_dir": str(run_dir),
+            "wall_s": wall_s if wall_s is not None else summary.wall_s, "sps": summary.sps,
+            "compile_s": summary.compile_s, "eval": summary.eval, "run_dir": str(run_dir),
             "per_update": per_update, "score": parity.tail_mean(per_update)}
 
 

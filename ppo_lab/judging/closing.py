@@ -25,6 +25,7 @@ from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN, dec
 from ppo_lab.judging.health import diverged_where, health_line
 from ppo_lab.judging.metric_names import label
 from ppo_lab.judging.reward_modes import paid_label
+from ppo_lab.rundir.run_summary import RunSummary
 
 # What a run of an env that declares no headline is judged by, in order, when its evaluation
 # has it: the return; the foraging world's Goodhart metrics (sampled play, the reference's
@@ -68,30 +69,30 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
-def _time_line(summary: dict) -> str:
-    parts = [f"time: {_duration(summary.get('wall_s'))} training"]
-    if summary.get("sps"):
-        parts[0] += f" at {summary['sps']:,.0f} steps/s (all seeds)"
-    apart = [f"{name} {_duration(summary.get(key))}" for name, key in (("compile", "compile_s"), ("evaluation", "eval_s"))
-             if summary.get(key) is not None]
+def _time_line(summary: RunSummary) -> str:
+    parts = [f"time: {_duration(summary.wall_s)} training"]
+    if summary.sps:
+        parts[0] += f" at {summary.sps:,.0f} steps/s (all seeds)"
+    apart = [f"{name} {_duration(seconds)}" for name, seconds in (("compile", summary.compile_s), ("evaluation", summary.eval_s))
+             if seconds is not None]
     return parts[0] + (f"; apart: {', '.join(apart)}" if apart else "")
 
 
-def _values(summary: dict, metric: str) -> list:
+def _values(summary: RunSummary, metric: str) -> list:
     """The per-seed values of `metric`: `eval/<name>` from the evaluation, others from the
     training's last updates (`final`); [] when the run has none."""
     if metric.startswith("eval/"):
-        values = (summary.get("eval") or {}).get(metric.removeprefix("eval/"))
+        values = summary.eval.get(metric.removeprefix("eval/"))
     else:
-        values = (summary.get("final") or {}).get(metric)
+        values = summary.final.get(metric)
     return list(values) if values and any(v is not None for v in values) else []
 
 
-def _judged_lines(summary: dict, env: Mapping, eval_mode: str, bounds: Bounds, row) -> list[str]:
+def _judged_lines(summary: RunSummary, env: Mapping, eval_mode: str, bounds: Bounds, row) -> list[str]:
     """What the run is judged by: the env's headline first, its beside metrics, then the return
     as what the mode paid. `row(name, values, metric)`: one line's (name, text)."""
     headline = declared_headline(env)
-    mode = summary.get("reward") or "default"
+    mode = summary.reward or "default"
     lines = []
     if values := _values(summary, headline):
         lines.append(row(f"{label(headline)} (headline{'' if headline.startswith('eval/') else ', last updates'})", values, headline))
@@ -104,12 +105,12 @@ def _judged_lines(summary: dict, env: Mapping, eval_mode: str, bounds: Bounds, r
     return lines
 
 
-def _evaluation_lines(summary: dict, env: Mapping | None, eval_mode: str, bounds: Bounds, row) -> list[str]:
+def _evaluation_lines(summary: RunSummary, env: Mapping | None, eval_mode: str, bounds: Bounds, row) -> list[str]:
     """The run's values: the env's headline and beside metrics where it declares a headline,
     else the return and the evaluation's metrics of HEADLINE_EVAL."""
     if declared_headline(env) != DEFAULT_HEADLINE:
         return _judged_lines(summary, env or {}, eval_mode, bounds, row)
-    evaluated = summary.get("eval") or {}
+    evaluated = summary.eval
     shown = [name for name in HEADLINE_EVAL if any(v is not None for v in evaluated.get(name) or [])]
     # The episodes play as eval.deterministic says; the survival protocol's metrics are
     # its sampled play (the reference's protocol; `<name>_greedy` in summary.json).
@@ -150,22 +151,22 @@ def _member_row(best: int):
     return row
 
 
-def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_command: str | None,
+def closing_lines(summary: RunSummary, run_dir: Path, *, eval_mode: str, resume_command: str | None,
                   results_file: str = "summary.json", bounds: Bounds = {},  # noqa: B006 - read only
                   env: Mapping | None = None) -> list[str]:
     """The closing summary of a finished, stopped or failed run, as lines to print; `env`: the
     run's env section (its declared headline, beside metrics and metric bounds); `bounds`: metric
     bounds besides those it declares (`headline.declared_bounds`)."""
-    status, reason = summary.get("status", "?"), summary.get("stop_reason") or ""
-    seeds = summary.get("seeds") or []
+    status, reason = summary.status, summary.stop_reason or ""
+    seeds = summary.seeds
     bounds = {**declared_bounds(env), **bounds}
-    updates, total = summary.get("updates", 0), summary.get("total_updates") or summary.get("updates", 0)
-    pbt = summary.get("pbt")
+    updates, total = summary.updates, summary.total_updates or summary.updates
+    pbt = summary.pbt
     unit = "member" if pbt else "seed"
     lines = [f"== {status}: {reason} ==".replace(": ==", " =="),
-             f"steps: {summary.get('timesteps', 0):,} per {unit} x {len(seeds)} {unit}(s) ({updates} of {total} updates)",
+             f"steps: {summary.timesteps:,} per {unit} x {len(seeds)} {unit}(s) ({updates} of {total} updates)",
              _time_line(summary)]
-    diverged = summary.get("diverged") or []
+    diverged = summary.diverged
     small = None
     if pbt:  # members copy each other: no interval across them
         lines += _population_lines(pbt)
@@ -184,7 +185,7 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
             lines.append(f"WARNING {small}")
     if diverged and status != "diverged":  # the header names them when every seed did
         lines.append(f"diverged, left out of the values above: {diverged_where(diverged)}")
-    health = health_line(summary.get("health") or {})
+    health = health_line(summary.health)
     if health:
         lines.append(health)
     lines.append(f"run dir: {run_dir}   (per-seed values: {results_file})")
@@ -195,7 +196,7 @@ def closing_lines(summary: dict, run_dir: Path, *, eval_mode: str, resume_comman
     elif status == "timed_out" and resume_command:  # train.duration_min counts across resumes
         lines.append(f"resume with a larger train.duration_min (it counts across resumes): {resume_command}")
     elif status != "completed" and resume_command:
-        if status == "failed" and summary.get("error"):  # one line; the traceback is in the run's log file
-            lines.append(f"error: {summary['error']}")
+        if status == "failed" and summary.error:  # one line; the traceback is in the run's log file
+            lines.append(f"error: {summary.error}")
         lines.append(f"resume (continues from the last checkpoint): {resume_command}")
     return lines

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ppo_lab import rundir
 from ppo_lab.config import HealthConfig
+from ppo_lab.rundir.run_summary import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ class HealthWarnings:
     def __init__(self, health: HealthConfig):
         self.health = health
         self.obs_dtype, self.cast_noted = None, False
-        self.summary: dict = {}
+        self.summary = RunSummary()
         self.ongoing: set[tuple[str, int]] = set()  # (problem, seed) warned and not cleared since
 
     def start(self, ctx) -> None:
@@ -120,14 +121,12 @@ class HealthWarnings:
         self.summary = ctx.summary  # the run's own summary: what SummaryFile writes at the end
         metrics = Path(ctx.run_dir) / rundir.METRICS  # cut back to the checkpoint a resumed run starts from
         found = health_findings(rundir.read_metrics(metrics) if metrics.exists() else [], self.health)
-        self.summary.pop("health", None)
-        if found:
-            self.summary["health"] = seen_in_summary({}, found)
+        self.summary.health = seen_in_summary({}, found) if found else {}
 
     def log_rows(self, rows: list[dict]) -> None:
         found = health_findings(rows, self.health)
         if found:
-            self.summary["health"] = seen_in_summary(self.summary.get("health") or {}, found)
+            self.summary.health = seen_in_summary(self.summary.health, found)
         for key, message in health_messages(rows, self.health).items():
             if key not in self.ongoing:
                 log.warning("%s; not repeated until it clears", message)
@@ -145,5 +144,5 @@ class HealthWarnings:
                 log.warning(message)
                 self.cast_noted = True
 
-    def finish(self, summary: dict) -> None:
+    def finish(self, summary: RunSummary) -> None:
         pass

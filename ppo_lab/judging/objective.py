@@ -23,6 +23,7 @@ from ppo_lab import rundir
 from ppo_lab.config import OptimizeConfig, read
 from ppo_lab.estimators import iqm
 from ppo_lab.judging.headline import DEFAULT_HEADLINE
+from ppo_lab.rundir.run_summary import RunSummary
 
 USABLE_STATUS = ("completed", "timed_out")
 
@@ -42,19 +43,20 @@ def parse_objective(optimize: Mapping | None) -> Objective:
     return read(OptimizeConfig, {"metric": DEFAULT_HEADLINE, "direction": "maximize", "reduce": "mean", **given}, "optimize")
 
 
-def seed_values(summary: Mapping, metric: str) -> list[float]:
+def seed_values(summary: RunSummary, metric: str) -> list[float]:
     """One value per seed of `metric` in a summary: `eval/NAME`, `final/NAME` or a bare NAME."""
-    for section in ("eval", "final"):
+    sections = summary.per_seed()
+    for section in sections:
         if metric.startswith(section + "/"):
             candidates = [(section, metric[len(section) + 1:])]
             break
     else:
         candidates = [("eval", metric), ("final", metric)]
     for section, name in candidates:
-        values = (summary.get(section) or {}).get(name)
+        values = sections[section].get(name)
         if values is not None:
             return [math.nan if v is None else float(v) for v in values]
-    known = [f"{s}/{k}" for s in ("eval", "final") for k in sorted(summary.get(s) or {})]
+    known = [f"{s}/{k}" for s, values in sections.items() for k in sorted(values)]
     raise ObjectiveError(f"optimize.metric={metric!r} is not in this summary; it has {', '.join(known) or 'no metrics'}")
 
 
@@ -67,11 +69,11 @@ def reduce_seeds(values: list[float], how: str) -> float:
     return float(sum(finite) / len(finite))
 
 
-def objective_value(summary: Mapping, objective: Objective) -> tuple[float, list[float]]:
+def objective_value(summary: RunSummary, objective: Objective) -> tuple[float, list[float]]:
     """(reduced value, per-seed values); ObjectiveError when the run has no usable value."""
-    status = summary.get("status")
+    status = summary.status
     if status not in USABLE_STATUS:
-        reason = summary.get("error") or summary.get("stop_reason")
+        reason = summary.error or summary.stop_reason
         raise ObjectiveError(f"the run ended {status}" + (f" ({reason})" if reason else "") + ": no objective")
     per_seed = seed_values(summary, objective.metric)
     value = reduce_seeds(per_seed, objective.reduce)
@@ -82,13 +84,13 @@ def objective_value(summary: Mapping, objective: Objective) -> tuple[float, list
 
 def read_objective(run_dir: Path, objective: Objective) -> tuple[float, list[float]]:
     """The objective of the run in `run_dir`, from its summary.json."""
-    path = Path(run_dir) / rundir.SUMMARY
-    if not path.exists():
+    summary = rundir.read_summary(run_dir)
+    if summary is None:
         raise ObjectiveError(f"{run_dir} has no {rundir.SUMMARY}: the job never trained")
-    return objective_value(rundir.read_summary(run_dir), objective)
+    return objective_value(summary, objective)
 
 
-def job_result(summary: dict, resolved: Mapping):
+def job_result(summary: RunSummary, resolved: Mapping):
     """What `launch.py` returns: the objective (a float) when the config asks for one (an
     `optimize` section, set by `hydra/sweeper=optuna`), else the summary."""
     if not resolved.get("optimize", None):  # None, or missing (???) in a composed config without one

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
+from ppo_lab.rundir.run_summary import RunSummary
 from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...} for resolving
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def _multirun() -> bool:
         return False
 
 
-def completed_summary(run_dir: Path, cfg: RunConfig) -> dict | None:
+def completed_summary(run_dir: Path, cfg: RunConfig) -> RunSummary | None:
     """The summary of `run_dir` if it already completed with this exact resolved config (a
     relaunch), else None (train, or resume from a checkpoint)."""
     if cfg.benchmark and not _multirun():  # a measurement is taken afresh each launch
@@ -60,17 +61,18 @@ def completed_summary(run_dir: Path, cfg: RunConfig) -> dict | None:
     except Exception as exc:  # noqa: BLE001 - unreadable: train again, never crash here
         log.warning("cannot read %s (%s): running it again", run_dir, exc)
         return None
-    if summary.get("status") != "completed":
+    if summary is None or summary.status != "completed":
         return None
     now = OmegaConf.to_container(OmegaConf.create(dict(cfg.resolved)), resolve=True)
     if _same_run(saved) != _same_run(now):
         log.warning("%s completed before with a different config: running it again in place", run_dir)
         return None
-    log.info("SKIPPING %s: already completed with the same config (updates %s)", run_dir, summary.get("updates"))
+    log.info("SKIPPING %s: already completed with the same config (updates %s)", run_dir, summary.updates)
     if _multirun():
         print(f"skipped (already completed): {run_dir}", flush=True)
     else:
-        print(f"{run_dir} is complete ({summary.get('stop_reason') or 'completed'}, {summary.get('updates')} updates "
+        print(f"{run_dir} is complete ({summary.stop_reason or 'completed'}, {summary.updates} updates "
               f"per seed): nothing to train. Its results are in {rundir.SUMMARY}; to train it further, raise "
               f"ppo.total_timesteps and add allow_config_change=true.", flush=True)
-    return {**summary, "skipped": True}
+    summary.skipped = True
+    return summary

@@ -110,12 +110,12 @@ def check_relaunch(plan, run_dir: Path) -> None:
     """A relaunch into a run dir whose run diverged, with no change of the config (`plan`,
     run/resume.py), would only diverge again: RunDiverged, naming where it diverged and how to
     go on. With a changed key (allow_config_change=true) it resumes from the last checkpoint."""
-    if plan.changes or not (Path(run_dir) / rundir.SUMMARY).exists():
+    if plan.changes:
         return
     summary = rundir.read_summary(run_dir)
-    if summary.get("status") != STATUS:
+    if summary is None or summary.status != STATUS:
         return
-    entries = summary.get("diverged") or []
+    entries = summary.diverged
     raise RunDiverged(
         f"the run in {run_dir} diverged ({diverged_where(entries) or 'every seed'}); relaunching it unchanged would diverge "
         f"again. Change what made it diverge (a lower ppo.lr or ppo.max_grad_norm) and add allow_config_change=true "

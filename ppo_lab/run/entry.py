@@ -1,4 +1,4 @@
-"""`train(cfg, run_dir) -> summary`: one run, from a composed config to its summary.
+"""`train(cfg, run_dir) -> RunSummary`: one run, from a composed config to its summary.
 
 launch.py is `@hydra.main` over this; tests compose a config with Hydra's compose API and
 call it in-process. The order matters: the config is validated first, the hardware settings
@@ -35,6 +35,7 @@ from ppo_lab.run.resume import ResumeError
 from ppo_lab.run.start import check_memory, lock_run_dir, start_session
 from ppo_lab.rundir import lock
 from ppo_lab.rundir.checkpoint_format import CheckpointError
+from ppo_lab.rundir.run_summary import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def resolve(cfg) -> dict:
     return copy.deepcopy(dict(cfg))
 
 
-def train(cfg: Mapping, run_dir: Path) -> dict:
+def train(cfg: Mapping, run_dir: Path) -> RunSummary:
     """Train (or resume, or skip if a relaunched sweep already completed it) one run in `run_dir`."""
     run_cfg = validate(resolve(cfg))  # every section, before anything starts or is written
     done = completed_summary(run_dir, run_cfg)  # a relaunched sweep skips finished runs
@@ -82,7 +83,7 @@ def _train(run_cfg, run_dir: Path) -> dict:
     return run(run_cfg, components, run_dir, devices, loggers_disabled=disabled)
 
 
-def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabled: list | None = None) -> dict:
+def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabled: list | None = None) -> RunSummary:
     """Train (or resume) one run, a population or not, in `run_dir` with the components `build`
     made; returns the summary. `loggers_disabled`: loggers left out because their store was
     unreachable at start (summary.json)."""
@@ -112,7 +113,7 @@ def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabl
     session.replicas = Replicas(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
                                 resumed.start_update, session.num_updates, comp.trainer.chunk_updates, lowered)
     gather_s = population.compile_gather(session.replicas.state) if population else 0.0
-    session.summary["compile_s"] = round(session.replicas.compile_s + gather_s, 3)
+    session.summary.compile_s = round(session.replicas.compile_s + gather_s, 3)
     session.replicas.hold_every = cfg.pbt.interval_updates if population else None
     check_memory(session.replicas, [session], mesh, devices)
     session.start_loop()

@@ -26,7 +26,7 @@ from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.rollout import action_policy, batched_mask, batched_reset, batched_step, initial_memory, rollout
 from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run.trained import load_trained
-from ppo_lab.rundir import update_summary
+from ppo_lab.rundir import SUMMARY, read_summary, write_summary
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,12 @@ def main(argv=None) -> int:
     out = {"run_dir": str(args.run_dir), "update": meta["update"], "seeds": cfg.seeds, "eval": result}
     print(json.dumps(out, indent=2))
     if args.write:
-        update_summary(Path(args.run_dir), {"eval": result})
+        summary = read_summary(args.run_dir)
+        if summary is None:
+            print(f"ppo-lab evaluate: {args.run_dir} has no {SUMMARY} to write the evaluation into", file=sys.stderr)
+            return 1
+        summary.eval = result
+        write_summary(args.run_dir, summary)
     return 0
 
 

@@ -229,8 +229,8 @@ def _train_together(cells: list[Cell], devices, results: list) -> None:
     for position, cell in enumerate(started):
         cell.session.replicas, cell.session.part = program, slice(position * seeds, (position + 1) * seeds)
         cell.session.eval_runner = runner
-        cell.session.summary["compile_s"] = round(program.compile_s, 3)
-        cell.session.summary["vmap_group"] = dict(group, cell=cell.session.summary["vmap_group"]["cell"])
+        cell.session.summary.compile_s = round(program.compile_s, 3)
+        cell.session.summary.vmap_group = dict(group, cell=cell.session.summary.vmap_group["cell"])
         cell.session.start_loop()
     drive(program, [c.session for c in started], devices, reraise=False)
     for cell in started:

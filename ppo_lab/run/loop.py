@@ -2,7 +2,7 @@
 
     components (built once by the caller) -> resume or init (run/resume.py) -> compile one chunk ->
     loop { run chunk; pull metrics once; rows to every recorder; checkpoint when due; stop? } ->
-    finish: final checkpoint -> evaluation -> summary (run/summary.py) to every recorder
+    finish: final checkpoint -> evaluation -> summary (`rundir.RunSummary`) to every recorder
 
 What is recorded where (metrics.csv, summary.json, loggers, progress, health warnings, or
 benchmark.json in benchmark mode) is the choice of recorders (run/recorders/), not of this loop.
@@ -28,7 +28,8 @@ from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
 from ppo_lab.run.population import Population
 from ppo_lab.run.recorders.console import ProgressRecorder, print_closing_summary
 from ppo_lab.run.stopping import EarlyStopping, RecentReturns, StopConditions, StopSignals
-from ppo_lab.run.summary import end_fields, slurm_job_id
+from ppo_lab.run.memory import device_memory_mb, peak_host_memory_mb
+from ppo_lab.rundir.run_summary import RunSummary, slurm_job_id
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ class Session:
         self.population: Population | None = None  # a population run's members (run/population.py)
         self.part: slice | None = None  # this run's replicas in `self.replicas` (None: all)
         self.eval_runner = None  # evaluate.episode_runner shared with other runs (a vmap group), or None
-        self.summary: dict = {}
+        self.summary = RunSummary()  # its start's (run/start.py) before the loop
         self.recorders: list = []
         self.stops: StopConditions | None = None
         self.error: BaseException | None = None  # what ended the run, if not its own end
@@ -317,7 +318,7 @@ def population_steps(replicas: Replicas, sessions: list[Session]) -> None:
             session.population.step_s += time.perf_counter() - t0
 
 
-def conclude(session: Session, status: str, reason: str, signals: StopSignals, devices) -> dict:
+def conclude(session: Session, status: str, reason: str, signals: StopSignals, devices) -> RunSummary:
     """The end of one run: its last checkpoint, evaluation and summary (none of it when SLURM
     requeues the job: it resumes from the checkpoint)."""
     end_progress(session.recorders)  # the bar ends once, before evaluation (its time is not training's)
@@ -325,8 +326,9 @@ def conclude(session: Session, status: str, reason: str, signals: StopSignals, d
     session.save_checkpoint()
     t0 = time.monotonic()
     evaluation = session.evaluate()
-    session.summary.update(status=status, stop_reason=reason, eval=evaluation,
-                           eval_s=round(time.monotonic() - t0, 3) if session.keeps_results else None)
+    session.summary.end(status, reason)
+    session.summary.eval = evaluation
+    session.summary.eval_s = round(time.monotonic() - t0, 3) if session.keeps_results else None
     return finish(session.summary, session, session.recorders, devices)
 
 
@@ -339,7 +341,7 @@ def exit_if_requeued(status: str, signals: StopSignals, session: Session) -> Non
         raise SystemExit(f"SIGTERM in SLURM job {slurm_job_id()}: checkpointed at update {session.update}, exiting for requeue")
 
 
-def record_failure(exc: BaseException, session: Session, summary: dict, signals: StopSignals) -> None:
+def record_failure(exc: BaseException, session: Session, summary: RunSummary, signals: StopSignals) -> None:
     """Keep what the last complete chunk reached (a requeued job resumes from it) and say why
     the run ended: stopped (a signal, an exit) or failed (an error, in summary.json). A chunk
     whose rows were not all written (metrics.csv on a full disk) is not checkpointed: a resume
@@ -352,18 +354,22 @@ def record_failure(exc: BaseException, session: Session, summary: dict, signals:
     except Exception as again:  # noqa: BLE001 - never hide the original error
         failure.report("could not save a checkpoint after the failure", again)
     preempted = isinstance(exc, (SystemExit, KeyboardInterrupt))
-    summary.update(status="stopped" if preempted else "failed",
-                   stop_reason=f"signal {signals.received}" if preempted and signals.received else type(exc).__name__,
-                   error=None if preempted else failure.one_line(exc))
+    summary.end("stopped" if preempted else "failed",
+                f"signal {signals.received}" if preempted and signals.received else type(exc).__name__,
+                None if preempted else failure.one_line(exc))
 
 
-def finish(summary: dict, session: Session, recorders: list, devices) -> dict:
+def finish(summary: RunSummary, session: Session, recorders: list, devices) -> RunSummary:
+    """What the end of a run adds to its summary (counters, this session's throughput, final
+    metrics, memory), then every recorder's last word and the closing lines."""
     if session.population is not None and processes.writes():  # read back from pbt.jsonl, which process 0 writes
-        summary["pbt"] = session.population.summary(session.update, session.divergence.listed())
-    summary.update(end_fields(update=session.update, batch_size=session.comp.ppo.batch_size, wall_s=session.train_wall,
-                              steps=session.steps, seconds=session.seconds,
-                              final=session.divergence.masked(session.recent.final(session.cfg.seeds)), devices=devices))
-    summary["diverged"] = session.divergence.listed()
+        summary.pbt = session.population.summary(session.update, session.divergence.listed())
+    summary.updates, summary.timesteps = session.update, session.update * session.comp.ppo.batch_size
+    summary.wall_s = round(session.train_wall, 3)
+    summary.sps = round(session.steps / session.seconds, 1) if session.seconds > 0 else None
+    summary.final = session.divergence.masked(session.recent.final(session.cfg.seeds))
+    summary.peak_host_memory_mb, summary.device_memory_mb = round(peak_host_memory_mb(), 1), device_memory_mb(devices)
+    summary.diverged = session.divergence.listed()
     end_progress(recorders)  # before the recorders' last lines (a failure ends it here)
     for recorder in recorders:
         if session.error is None:

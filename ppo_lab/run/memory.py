@@ -10,7 +10,9 @@ shrink it, instead of a RESOURCE_EXHAUSTED traceback after compiling and startin
 from __future__ import annotations
 
 import logging
+import resource
 from dataclasses import dataclass
+from pathlib import Path
 
 from ppo_lab.config import PRECISIONS
 
@@ -61,6 +63,31 @@ def device_free_bytes(devices) -> int | None:
         if stats and "bytes_limit" in stats:
             free.append(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
     return min(free) if free else None
+
+
+def peak_host_memory_mb() -> float:
+    """This process's peak resident memory (summary.json). VmHWM, not ru_maxrss: a child process
+    inherits its parent's ru_maxrss on Linux, so a launched run would report its launcher's peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def device_memory_mb(devices) -> float | None:
+    """The devices' peak memory in use, summed (summary.json; None where the backend reports none)."""
+    peaks = []
+    for d in devices:
+        try:
+            stats = d.memory_stats()
+        except Exception:  # noqa: BLE001 - backends without memory stats (CPU)
+            stats = None
+        if stats and "peak_bytes_in_use" in stats:
+            peaks.append(stats["peak_bytes_in_use"] / 2**20)
+    return float(sum(peaks)) if peaks else None
 
 
 def check_fits(compiled, devices, limit_gb: float | None, *, num_seeds: int, num_envs: int, num_minibatches: int,

@@ -24,8 +24,8 @@ from ppo_lab.run.manifest import write_run_manifest
 from ppo_lab.run.memory import ChunkMemory, ChunkTooLarge, check_fits
 from ppo_lab.run.population import Population
 from ppo_lab.run.recorders import RunContext, choose_recorders
-from ppo_lab.run.summary import start_summary
 from ppo_lab.rundir import lock
+from ppo_lab.rundir.run_summary import RunSummary, lab_versions, slurm_job_id
 
 
 def lock_run_dir(run_dir: Path, run_cfg: RunConfig, process_index: int = 0):
@@ -51,9 +51,8 @@ def start_session(cfg: RunConfig, comp: Components, run_dir: Path, devices, plan
     session.population = population
     session.recent.add(processes.kept_rows(lambda: resume.keep_rows(plan, resumed, run_dir, cfg.train.return_window),
                                            run_dir, cfg.train.return_window, resumed.source is not None))
-    session.summary = start_summary(cfg, comp, devices, resumed, loggers_disabled)
-    if vmap_group is not None:
-        session.summary["vmap_group"] = dict(vmap_group)
+    session.summary = summary_at_start(cfg, comp, devices, resumed, loggers_disabled)
+    session.summary.vmap_group = dict(vmap_group) if vmap_group is not None else None
     session.recorders = choose_recorders(cfg) if processes.writes() else []
     start_recorders(session.recorders, RunContext(run_dir, cfg, session.summary, resumed.start_update,
                                                   session.num_updates, comp.ppo.batch_size, session.recent.mean),
@@ -61,7 +60,24 @@ def start_session(cfg: RunConfig, comp: Components, run_dir: Path, devices, plan
     return session
 
 
-def start_recorders(recorders: list, ctx: RunContext, summary: dict) -> None:
+def summary_at_start(cfg: RunConfig, comp: Components, devices, resumed: resume.Resumed,
+                     loggers_disabled: list | None) -> RunSummary:
+    """The summary at start (status running): what the run is, where it resumed from, the
+    loggers left out (a store unreachable at start; one that fails mid-run is added then)."""
+    resumed_any = resumed.source is not None
+    return RunSummary(
+        experiment=cfg.experiment, env=cfg.env.name, reward=cfg.reward.name, seeds=list(cfg.seeds),
+        updates=resumed.start_update, timesteps=resumed.start_update * comp.ppo.batch_size,
+        total_updates=comp.trainer.num_updates, wall_s=resumed.prior_wall,
+        resumed_from=resumed.start_update if resumed_any else None,
+        resume_source=str(resumed.source) if resumed_any and not resumed.own else None,
+        checkpoints_damaged=list(resumed.damaged), slurm_job_id=slurm_job_id(), layout=comp.layout.as_dict(),
+        devices=[str(d) for d in devices[: comp.layout.num_devices]],
+        ppo_effective={"num_minibatches": comp.ppo.num_minibatches, "update_epochs": comp.ppo.update_epochs},
+        versions=lab_versions(), loggers_disabled=list(loggers_disabled or []), action_names=list(comp.action_names))
+
+
+def start_recorders(recorders: list, ctx: RunContext, summary: RunSummary) -> None:
     """Start every recorder; one that cannot start (a logger) fails the run, said in summary.json."""
     started = []
     try:
@@ -69,7 +85,7 @@ def start_recorders(recorders: list, ctx: RunContext, summary: dict) -> None:
             recorder.start(ctx)
             started.append(recorder)
     except Exception as exc:
-        summary.update(status="failed", stop_reason="logger", error=f"{type(exc).__name__}: {exc}")
+        summary.end("failed", "logger", f"{type(exc).__name__}: {exc}")
         for recorder in started:
             recorder.finish(summary)
         raise
@@ -89,6 +105,6 @@ def check_memory(program: Replicas, sessions: list[Session], mesh, devices, *, g
                           precision=hw.precision, group_cells=len(sessions) if group else None)
     except ChunkTooLarge as exc:
         for session in sessions:
-            session.summary.update(status="failed", stop_reason="memory", error=str(exc))
+            session.summary.end("failed", "memory", str(exc))
             finish(session.summary, session, session.recorders, devices)
         raise

@@ -11,7 +11,8 @@ directory": contract):
     config_file  config.yaml, config_history.jsonl
     metrics      metrics.csv: the typed reader, the append-only writer, truncation on resume
     pbt_log      pbt.jsonl: a population's exploit steps
-    summary      summary.json, benchmark.json, error.txt
+    run_summary  summary.json (`RunSummary`, the typed record), benchmark.json
+    error_file   error.txt
     checkpoints  which checkpoints exist (their pytree (de)serialisation: ppo_lab.run.checkpoint)
     manifest     manifest.json (the reproducibility record)
     stop_file    STOP
@@ -71,14 +72,14 @@ from ppo_lab.rundir.paths import (
 )
 from ppo_lab.rundir.manifest import manifest_differences, read_manifest, use_recorded_parts, write_manifest
 from ppo_lab.rundir.stop_file import request_stop, stop_requested
-from ppo_lab.rundir.summary import (
+from ppo_lab.rundir.error_file import read_error, write_error
+from ppo_lab.rundir.run_summary import (
+    RunSummary,
     read_benchmark,
-    read_error,
     read_result,
     read_summary,
-    update_summary,
     write_benchmark,
-    write_error,
+    write_summary,
 )
 from ppo_lab.rundir.sweep_files import find_run_dirs, find_sweep_roots, read_multirun, read_overrides, write_table
 
@@ -89,7 +90,7 @@ __all__ = [
     "list_checkpoints", "load_run_config", "append_config_history", "config_spans", "read_config_history", "validated_config", "read_benchmark", "read_config", "read_error",
     "read_experiment", "read_header", "read_jobs", "read_json", "read_logger_state", "read_metrics", "read_multirun",
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
-    "stop_requested", "update_summary", "write_atomic", "write_benchmark", "write_config", "write_error",
+    "stop_requested", "write_summary", "RunSummary", "write_atomic", "write_benchmark", "write_config", "write_error",
     "MANIFEST", "manifest_differences", "read_manifest", "use_recorded_parts", "write_manifest",
     "write_failure", "write_jobs", "write_json_atomic", "write_logger_state", "write_table", "write_text_atomic",
     "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",

@@ -57,7 +57,7 @@ def mode_of_group(col: Collection) -> dict[str, str]:
         mode = col.group_keys.get(group, {}).get("reward")
         if mode is None:
             runs = [u.run for u in col.units if u.group == group]
-            mode = (runs[0].summary or {}).get("reward") if runs else None
+            mode = runs[0].summary.reward if runs and runs[0].summary else None
         out[group] = mode or group
     return out
 

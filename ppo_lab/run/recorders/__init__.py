@@ -27,6 +27,7 @@ from ppo_lab.config import LoggerSpec
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders.console import ProgressRecorder
 from ppo_lab.run.recorders.files import BenchmarkFile, MetricsFile, SummaryFile
+from ppo_lab.rundir.run_summary import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class RunContext:
     """What a recorder may need to know when the run starts."""
     run_dir: Path
     cfg: Any  # RunConfig
-    summary: dict  # the summary as it stands at start (status running)
+    summary: RunSummary  # the summary as it stands at start (status running)
     start_update: int
     num_updates: int
     batch_size: int
@@ -47,7 +48,7 @@ class Recorder(Protocol):
 
     def log_rows(self, rows: list[dict]) -> None: ...
 
-    def finish(self, summary: dict) -> None: ...
+    def finish(self, summary: RunSummary) -> None: ...
 
 
 def make_logger(spec: LoggerSpec, run_dir: Path, cfg):
@@ -67,7 +68,7 @@ class LoggerRecorder:
 
     def __init__(self, spec: LoggerSpec):
         self.spec, self.name, self.logger = spec, spec.name, None
-        self.summary: dict = {}
+        self.summary = RunSummary()
         self.update = 0
 
     def start(self, ctx: RunContext) -> None:
@@ -89,7 +90,7 @@ class LoggerRecorder:
         except Exception as exc:  # noqa: BLE001 - a logger's failure must not cost the run
             self._disable(exc, f"update {max((int(r['update']) for r in rows), default=self.update)}")
 
-    def finish(self, summary: dict) -> None:
+    def finish(self, summary: RunSummary) -> None:
         if self.logger is None:
             return
         try:
@@ -101,7 +102,7 @@ class LoggerRecorder:
         error = f"{type(exc).__name__}: {exc}"[:2000]
         log.warning("logger %s disabled at %s: %s; training and the run directory's files go on without it",
                     self.name, when, error)
-        self.summary.setdefault("loggers_disabled", []).append({"logger": self.name, "error": error, "when": when})
+        self.summary.loggers_disabled.append({"logger": self.name, "error": error, "when": when})
         abandon = getattr(self.logger, "abandon", None)
         self.logger = None
         if abandon is not None:

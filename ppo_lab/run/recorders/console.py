@@ -17,6 +17,7 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from ppo_lab.judging.closing import closing_lines
+from ppo_lab.rundir.run_summary import RunSummary
 
 log = logging.getLogger("ppo_lab.progress")
 # The bar shows training's own steps/s in its text; tqdm's rate would count compile time.
@@ -83,7 +84,7 @@ class ProgressRecorder:
             entropy=sum(entropies) / len(entropies) if entropies else math.nan,
         )
 
-    def finish(self, summary: dict | None = None) -> None:
+    def finish(self, summary: RunSummary | None = None) -> None:
         """Called when training ends (run/loop.py) and again at the end: the bar ends once."""
         if self.progress is not None:
             self.progress.close()
@@ -112,7 +113,7 @@ def shown_path(path: Path) -> Path:
         return path
 
 
-def print_closing_summary(summary: dict, run_dir: Path, cfg) -> None:
+def print_closing_summary(summary: RunSummary, run_dir: Path, cfg) -> None:
     """The run's last lines on stdout (docs: README "What a run leaves behind")."""
     run_dir = shown_path(run_dir)
     lines = closing_lines(summary, run_dir, eval_mode="greedy" if cfg.eval.deterministic else "sampled",

@@ -66,6 +66,7 @@ from ppo_lab.run.recorders.per_seed import (
 from ppo_lab.run.recorders.mlflow_policy import save_policy_model, seed_params_from_checkpoint
 from ppo_lab.run.recorders.reachability import DEFAULT_ON_UNREACHABLE, DEFAULT_TIMEOUT_S, store_policy
 from ppo_lab.rundir.checkpoints import state_path
+from ppo_lab.rundir.run_summary import RunSummary
 
 log = logging.getLogger(__name__)
 # MLflow 3's UI opens an experiment by this tag: untagged ones open in the GenAI view (traces,
@@ -141,15 +142,15 @@ def flatten(tree, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def convergence(summary: dict, index: int, target: float | None, rule: dict) -> str | None:
+def convergence(summary: RunSummary, index: int, target: float | None, rule: dict) -> str | None:
     """Why seed number `index` of this run counts as converged (None: it does not)."""
-    if summary.get("status") not in ("completed", "timed_out"):
+    if summary.status not in ("completed", "timed_out"):
         return None
-    reason = summary.get("stop_reason") or ""
+    reason = summary.stop_reason or ""
     if target is not None:
         if reason.startswith("train.target_return="):
             return f"early stopping: {reason}"
-        final = (summary.get("final") or {}).get("train/mean_episode_return") or []
+        final = summary.final.get("train/mean_episode_return") or []
         if index < len(final) and finite(final[index]) and final[index] >= target:
             return f"train/mean_episode_return {final[index]:.2f} >= train.target_return={target:g}"
     if rule["metric"] is not None:
@@ -262,12 +263,12 @@ class MlflowRecorder(PerSeedLogger):
             self.client.log_batch(self.run_ids[seed], metrics=metrics[i:i + MAX_BATCH])
 
     # -- the end ----------------------------------------------------------------------------
-    def finish(self, summary: dict) -> None:
-        seeds = [int(s) for s in summary.get("seeds") or self.run_ids]
-        step = int(summary.get("updates") or max(self.held.values(), default=0))
+    def finish(self, summary: RunSummary) -> None:
+        seeds = [int(s) for s in summary.seeds or self.run_ids]
+        step = int(summary.updates or max(self.held.values(), default=0))
         now = int(time.time() * 1000)
-        status = summary.get("status") or "failed"
-        end_tags = [RunTag("ppo_lab.status", status), RunTag("ppo_lab.stop_reason", str(summary.get("stop_reason")))]
+        status = summary.status
+        end_tags = [RunTag("ppo_lab.status", status), RunTag("ppo_lab.stop_reason", str(summary.stop_reason))]
         means: dict[str, list[float]] = {}
         with tempfile.TemporaryDirectory() as tmp:
             files = self._artifact_files(Path(tmp)) if self.opts["artifacts"] else []
@@ -313,7 +314,7 @@ class MlflowRecorder(PerSeedLogger):
             for path in (state_path(meta), meta):
                 self.client.log_artifact(self.parent, str(path), "checkpoint")
 
-    def _maybe_register(self, summary: dict, index: int, seed: int, run_id: str) -> None:
+    def _maybe_register(self, summary: RunSummary, index: int, seed: int, run_id: str) -> None:
         if not self.opts["register"]:
             return
         reason = convergence(summary, index, self.cfg.train.target_return, self.opts["register_if"])
@@ -330,20 +331,20 @@ class MlflowRecorder(PerSeedLogger):
             return
         log.info("registered seed %d's policy as MLflow model %s version %s (%s)", seed, version.name, version.version, reason)
 
-    def _register(self, summary: dict, index: int, seed: int, run, reason: str):
+    def _register(self, summary: RunSummary, index: int, seed: int, run, reason: str):
 
 
         meta = self._final_checkpoint()
         if meta is None:
             raise FileNotFoundError(f"no complete checkpoint in {self.run_dir / rundir.CHECKPOINTS}")
-        replica = index if (summary.get("layout") or {}).get("mode", "seeds") == "seeds" else 0
+        replica = index if summary.layout.get("mode", "seeds") == "seeds" else 0
         name = self.opts["model_name"] or f"ppo_lab-{self.cfg.experiment}"
         tags = {"seed": str(seed), "run_dir": str(self.run_dir.resolve()), "experiment": str(self.cfg.experiment),
-                "env": str(self.cfg.env.name), "updates": str(summary.get("updates")),
-                "timesteps": str(summary.get("timesteps")), "checkpoint": meta.stem, "converged": reason,
-                "stop_reason": str(summary.get("stop_reason"))}
-        for section in ("eval", "final"):
-            for metric, per_seed in (summary.get(section) or {}).items():
+                "env": str(self.cfg.env.name), "updates": str(summary.updates),
+                "timesteps": str(summary.timesteps), "checkpoint": meta.stem, "converged": reason,
+                "stop_reason": str(summary.stop_reason)}
+        for section, values in summary.per_seed().items():
+            for metric, per_seed in values.items():
                 if index < len(per_seed) and per_seed[index] is not None:
                     tags[f"{section}/{metric}"] = f"{per_seed[index]:.6g}"
         with tempfile.TemporaryDirectory() as tmp:

@@ -20,6 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
 from ppo_lab import rundir
+from ppo_lab.rundir.run_summary import RunSummary
 
 # A row's keys that name it (its step, its seed, a population's member), not metrics: the
 # loggers file them as the run's step and identity, never as a series.
@@ -36,11 +37,11 @@ def row_metrics(row: dict) -> dict[str, float]:
     return {k: float(v) for k, v in row.items() if k not in ROW_KEYS and finite(v)}
 
 
-def seed_results(summary: dict, index: int) -> dict[str, float]:
+def seed_results(summary: RunSummary, index: int) -> dict[str, float]:
     """Seed number `index`'s finite `eval/<name>` and `final/<name>` values from summary.json."""
     out = {}
-    for section in ("eval", "final"):
-        for name, per_seed in (summary.get(section) or {}).items():
+    for section, values in summary.per_seed().items():
+        for name, per_seed in values.items():
             if name not in ROW_KEYS and index < len(per_seed) and finite(per_seed[index]):
                 out[f"{section}/{name}"] = float(per_seed[index])
     return out
@@ -52,9 +53,9 @@ def population_member(cfg, seed: int) -> int | None:
     return seed - cfg.seed if cfg.pbt is not None else None
 
 
-def best_member(summary: dict) -> int | None:
+def best_member(summary: RunSummary) -> int | None:
     """The population's best member at the end (summary.json `pbt`), else None."""
-    return (summary.get("pbt") or {}).get("best_member")
+    return (summary.pbt or {}).get("best_member")
 
 
 def sweep_group() -> str | None:

@@ -24,6 +24,7 @@ from omegaconf import OmegaConf
 from tensorboardX import SummaryWriter
 
 from ppo_lab.run.recorders.per_seed import PerSeedLogger, population_member, row_metrics, seed_results
+from ppo_lab.rundir.run_summary import RunSummary
 
 
 class TensorBoardLogger(PerSeedLogger):
@@ -63,16 +64,17 @@ class TensorBoardLogger(PerSeedLogger):
                 writer.add_scalar(name if "/" in name else "charts/" + name, value, int(row["update"]))
         writer.flush()  # in the file before loggers.json says so
 
-    def finish(self, summary: dict) -> None:
-        seeds = [int(s) for s in summary.get("seeds") or self.seeds]
+    def finish(self, summary: RunSummary) -> None:
+        seeds = [int(s) for s in summary.seeds or self.seeds]
         for index, seed in enumerate(seeds):
-            if seed not in self.held or (seed not in self.writers and not summary.get("eval")):
+            if seed not in self.held or (seed not in self.writers and not summary.eval):
                 continue
-            step = int(summary.get("updates") or self.held[seed])
+            step = int(summary.updates or self.held[seed])
             writer = self._writer(seed)
             for name, value in seed_results(summary, index).items():
                 writer.add_scalar(name, value, step)
-            brief = {k: summary.get(k) for k in ("status", "stop_reason", "updates", "timesteps", "compile_s", "sps")}
+            brief = {"status": summary.status, "stop_reason": summary.stop_reason, "updates": summary.updates,
+                     "timesteps": summary.timesteps, "compile_s": summary.compile_s, "sps": summary.sps}
             writer.add_text("summary", "```\n" + json.dumps(brief, indent=1) + "\n```", step)
         for writer in self.writers.values():
             writer.close()

@@ -43,6 +43,7 @@ from ppo_lab.run.recorders.per_seed import (
     seed_results,
     sweep_group,
 )
+from ppo_lab.rundir.run_summary import RunSummary
 
 log = logging.getLogger(__name__)
 
@@ -111,16 +112,17 @@ class WandbLogger(PerSeedLogger):
         for row in rows:
             self.runs[seed].log({**row_metrics(row), "update": int(row["update"])}, step=int(row["update"]))
 
-    def finish(self, summary: dict) -> None:
-        seeds = [int(s) for s in summary.get("seeds") or self.runs]
+    def finish(self, summary: RunSummary) -> None:
+        seeds = [int(s) for s in summary.seeds or self.runs]
         for seed, run in self.runs.items():
-            values = {key: summary.get(key) for key in ("status", "stop_reason", "compile_s", "sps", "timesteps", "updates")}
+            values = {"status": summary.status, "stop_reason": summary.stop_reason, "compile_s": summary.compile_s,
+                      "sps": summary.sps, "timesteps": summary.timesteps, "updates": summary.updates}
             if seed in seeds:
                 values.update(seed_results(summary, seeds.index(seed)))
             if self.members[seed] is not None and best_member(summary) is not None:
                 values["pbt/best_member"] = self.members[seed] == best_member(summary)
             run.summary.update({k: v for k, v in values.items() if v is not None})
-            run.finish(exit_code=1 if summary.get("status") == "failed" else 0)
+            run.finish(exit_code=1 if summary.status == "failed" else 0)
         self.state.pop("open", None)  # finished: what each run holds is in its file
         self.save_state()
 
