@@ -19,7 +19,7 @@ import pytest
 from conftest import TINY, compose_config, read_summary, train_run
 from cpu_recordings import ATOL, RTOL, Outcome, record_into, recording_asked, require_reproduced
 from ppo_lab.judging.reproduction import close, same
-from ppo_lab.run.group import train_group
+from ppo_lab.run.entry import train_cells
 from ppo_lab.rundir import RunSummary
 
 pytestmark = pytest.mark.slow  # recorded runs trained end to end
@@ -106,7 +106,7 @@ def test_a_run_trains_as_recorded(name, tmp_path):
 def test_the_rare_action_grid_trains_as_recorded(tmp_path):
     names = list(GRID_CELLS)
     cfgs = [compose_config([*GRID, *GRID_CELLS[n]]) for n in names]
-    results = train_group(cfgs, [tmp_path / n for n in names])
+    results = train_cells(cfgs, [tmp_path / n for n in names])
     for name, result in zip(names, results):
         assert isinstance(result, RunSummary) and result.status == "completed", result
         _check(name, tmp_path / name)

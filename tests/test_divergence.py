@@ -22,7 +22,7 @@ from ppo_lab.judging.closing import closing_lines
 from ppo_lab.judging.health import HealthWarnings
 from ppo_lab.config import validate
 from ppo_lab.run.divergence import EXIT_DIVERGED
-from ppo_lab.run.group import train_group
+from ppo_lab.run.entry import train_cells
 from ppo_lab.run.recorders import RunContext
 from ppo_lab.rundir import MetricsCSV, RunSummary
 from ppo_lab.rundir.checkpoint_format import verify
@@ -82,7 +82,7 @@ def test_every_seed_diverged_stops_with_its_exit_code_and_a_relaunch_says_so(tmp
 def test_one_cell_of_a_grid_diverges_the_other_completes_and_aggregation_names_it(tmp_path, capsys):
     run_dirs = [tmp_path / "0", tmp_path / "1"]
     cells = [[*TINY, "num_seeds=2", "ppo.lr=1e-3"], [*TINY, "num_seeds=2", *BLOW_UP]]
-    healthy, diverged = train_group([compose_config(c) for c in cells], run_dirs)
+    healthy, diverged = train_cells([compose_config(c) for c in cells], run_dirs)
     assert healthy.status == "completed" and healthy.diverged == [] and healthy.updates == 32
     assert all(math.isfinite(v) for v in healthy.eval["episode_return"])
     assert diverged.status == "diverged" and [e["seed"] for e in diverged.diverged] == [0, 1]

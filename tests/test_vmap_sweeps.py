@@ -94,9 +94,12 @@ def test_a_grid_trains_in_one_program_with_a_run_dir_per_cell(tmp_path):
         assert summary["status"] == "completed" and summary["seeds"] == [0, 1] and summary["updates"] == 32
         assert len(rows(run_dir, 32)) == 2
     assert read_summary(sweep / "0")["vmap_group"]["cells"] == 2 and read_summary(sweep / "2")["vmap_group"] is None
-    # A cell's replicas train with its own learning rate, and its seeds' keys are their own.
+    # A cell leaves what its run alone leaves; its replicas train with its own learning rate,
+    # and its seeds' keys are their own.
     alone = tmp_path / "alone"
     train_run([*TINY, "num_seeds=2", "ppo.lr=3e-4"], alone)
+    left = lambda run_dir: {p.name for p in run_dir.iterdir() if p.name != ".hydra" and p.suffix != ".log"}  # noqa: E731
+    assert left(sweep / "1") == left(alone) == {"config.yaml", "manifest.json", "metrics.csv", "summary.json", "checkpoints"}
     for cell, single in zip(rows(sweep / "1", 1), rows(alone, 1)):
         for name in ("train/vf_loss", "train/entropy", "train/learning_rate"):
             assert float(cell[name]) == pytest.approx(float(single[name]), rel=1e-3), name
@@ -160,23 +163,26 @@ def test_no_replicas_fails_before_launching(tmp_path):
     assert not sweep.exists()
 
 
-def test_a_cell_whose_run_dir_is_locked_fails_alone(tmp_path):
+def test_a_bad_cell_fails_alone(tmp_path):
     """A group's cells each hold their own run dir's lock: a cell whose dir another live run
     holds (here one on another host, heartbeat fresh) fails before anything compiles or is
-    written there; the other cell trains and releases its lock."""
+    written there, as does a cell that cannot be one (a population); the other cell trains and
+    releases its lock."""
     import time
 
     from ppo_lab.rundir.lock import RunDirLocked
-    from ppo_lab.run.group import train_group
+    from ppo_lab.run.entry import train_cells
 
-    free, locked = tmp_path / "0", tmp_path / "1"
+    free, locked, population = tmp_path / "0", tmp_path / "1", tmp_path / "2"
     locked.mkdir()
     now = time.time()
     holder = json.dumps({"host": "node-b", "pid": 5, "started": now, "heartbeat": now, "slurm_job_id": None, "token": "t"})
     (locked / "run.lock").write_text(holder)
     cfgs = [compose_config([*TINY, f"ppo.lr={lr}"]) for lr in (1e-3, 3e-4)]
-    results = train_group(cfgs, [free, locked])
+    cfgs.append(compose_config([*TINY, "pbt.population=2", "pbt.interval_updates=8"]))
+    results = train_cells(cfgs, [free, locked, population])
     assert results[0].status == "completed" and results[0].vmap_group["cells"] == 1
     assert isinstance(results[1], RunDirLocked) and "host node-b, pid 5" in str(results[1])
+    assert isinstance(results[2], ConfigError) and results[2].key == "pbt.population" and not population.exists()
     assert sorted(p.name for p in locked.iterdir()) == ["run.lock"] and (locked / "run.lock").read_text() == holder
     assert not (free / "run.lock").exists()

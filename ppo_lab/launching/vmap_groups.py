@@ -2,7 +2,7 @@
 
 Jobs whose resolved configs differ only in traced hyperparameters (`config.traced_keys()`)
 and `seed` share one compiled program (`config.shared_program_key`): each group trains as one
-program through `ppo_lab.run.group.train_group`, replicas = cells x seeds (the vmap launcher
+program through `ppo_lab.run.entry.train_cells`, replicas = cells x seeds (the vmap launcher
 runs the groups one after another in its own process; the submitit launchers with
 `vectorize=true`, one job per group). `hydra.launcher.max_replicas` caps a group; a larger one
 is split into as few programs as the cap allows, cells spread evenly over them.
@@ -37,7 +37,7 @@ from ppo_lab.errors import ConfigError
 log = logging.getLogger(__name__)
 
 # Loaded when a group runs, not at import (it imports jax, flax and the trainer).
-GROUP_TRAINER = "ppo_lab.run.group.train_group"
+GROUP_TRAINER = "ppo_lab.run.entry.train_cells"
 
 
 def check_max_replicas(value: Any) -> int | None:
@@ -103,13 +103,13 @@ def run_group(hydra_context, task_function, sweep_configs: list[DictConfig]) -> 
                        job_subdir_key="hydra.sweep.subdir", configure_logging=i == 0)
                for i, config in enumerate(sweep_configs)]
     log.info("training %d jobs as one program: %s", len(noted), ", ".join(str(run_dir) for _, run_dir in noted))
-    train_group = parts.load("hydra.launcher", GROUP_TRAINER)
+    train_cells = parts.load("hydra.launcher", GROUP_TRAINER)
     saved = HydraConfig.instance().cfg
     # The runs ask Hydra whether they are part of a multirun (skip completed ones) and which
     # sweep (loggers' groups): the first job's config answers for the group.
     HydraConfig.instance().set_config(sweep_configs[0])
     try:
-        results = train_group([cfg for cfg, _ in noted], [run_dir for _, run_dir in noted])
+        results = train_cells([cfg for cfg, _ in noted], [run_dir for _, run_dir in noted])
     except Exception as exc:  # noqa: BLE001 - the whole group failed: every job says why
         results = [exc] * len(noted)
     finally:

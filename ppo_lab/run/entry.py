@@ -1,12 +1,36 @@
-"""`train(cfg, run_dir) -> RunSummary`: one run, from a composed config to its summary.
+"""Every launch, from a composed config to the host loop: `train_cells(cfgs, run_dirs)`, and
+`train(cfg, run_dir) -> RunSummary` (launch.py is `@hydra.main` over it; tests compose a config
+with Hydra's compose API and call it in-process).
 
-launch.py is `@hydra.main` over this; tests compose a config with Hydra's compose API and
-call it in-process. The order matters: the config is validated first, the hardware settings
-are applied before anything starts XLA's backend (hardware.start_jax), and the
-env and network are built once, before any compile or write (env-specific config errors).
+A launch trains cells. A run is a launch of one cell, a population (`pbt.*`) a cell's option;
+a group of a grid (hydra/launcher=vmap, launching/vmap_groups.py) is a launch of several cells
+that differ only in traced hyperparameters (`config.traced_keys()`) and `seed`, trained by one
+compiled program. Every cell goes the same way:
 
-The errors a user can cause (USER_ERRORS) are raised before anything is written to the run
-directory: launch.py prints them as `error: ...` and exits 2.
+    validate -> skip when it completed before -> lock its run dir -> its loggers' stores answer
+    -> (jax started with the hardware settings; every process the same config) -> build
+    -> plan its resume (the config refusal) -> a diverged run relaunched unchanged refused
+    -> restore its state
+    then, per start update, one program: lower the chunk (a population's fitness metrics are
+    checked against it, before anything is written) -> each cell's start (run/start.py) ->
+    compile -> the memory of the whole program checked -> `loop.drive` over every cell's run
+
+An error a user can cause (USER_ERRORS) fails its cell alone, before anything compiles or is
+written to its run dir; `train` raises it (launch.py: `error: ...`, exit 2).
+
+A group's cell c, seed s, is replica c x num_seeds + s: its PRNG keys are those of seed s in a
+run of its own (`ppo.parallel.replica_keys`), its hyperparameters its own config's (ppo/hypers.py),
+so its numbers are those of its run alone up to the float rounding of a wider batch. Its replicas
+lie over the devices as a run's seeds do (a split of one seed's envs is a run's alone). On the host
+each cell is an ordinary run (`loop.Session`): run dir, config.yaml, resume, metrics.csv,
+recorders, checkpoints, stop conditions, evaluation, summary.json (with `vmap_group`). The cells
+checkpoint together, so a killed group resumes every cell from one update; cells that resume
+from different updates train in one program per start update. A cell that stops early finishes
+as its own run would; its replicas go on unseen until the program ends.
+
+Several processes (docs/multihost.md): every process trains the same cells over the global
+mesh; process 0 alone writes their run dirs and holds their locks. The processes agree on the
+cells (`_agreed`: one that fails in any process fails in all) so their collectives match.
 """
 
 from __future__ import annotations
@@ -14,22 +38,26 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
+import jax
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from ppo_lab.config import RunConfig, validate
+from ppo_lab.config import RunConfig, shared_program_key, validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import HardwareError, process_index_before_start, start_jax
-from ppo_lab.ppo.parallel import make_mesh, replica_sharding
-from ppo_lab.run import divergence, processes, resume
+from ppo_lab.ppo.parallel import choose_layout, make_mesh, put_replicas, replica_sharding, to_host
+from ppo_lab.run import processes, resume
 from ppo_lab.run.build import Components, build
 from ppo_lab.run.completed import completed_summary
+from ppo_lab.run.divergence import check_relaunch
+from ppo_lab.run.evaluate import episode_runner
 from ppo_lab.run.loop import LoweredChunk, Replicas, drive, rounded_budget
 from ppo_lab.run.memory import ChunkTooLarge
 from ppo_lab.run.population import Population
-from ppo_lab.run.processes import check_same_config, end_after_failure
 from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
 from ppo_lab.run.start import check_memory, lock_run_dir, start_session
@@ -54,68 +82,262 @@ def resolve(cfg) -> dict:
 
 
 def train(cfg: Mapping, run_dir: Path) -> RunSummary:
-    """Train (or resume, or skip if a relaunched sweep already completed it) one run in `run_dir`."""
+    """Train (or resume, or skip if it completed before) one run, a population or not, in
+    `run_dir`: a launch of one cell. Its error, if it failed, is raised."""
+    [result] = train_cells([cfg], [run_dir])
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+@dataclass(eq=False)
+class Cell:
+    """One run of a launch, from its validated config to its summary."""
+    index: int  # its place in the caller's lists
+    cfg: RunConfig
+    run_dir: Path
+    lock: Any  # the run dir's lock, held until the launch ends
+    loggers_disabled: list  # a store unreachable at start (logger.<name>.on_unreachable=warn)
+    comp: Components | None = None
+    plan: resume.Plan | None = None
+    mesh: Any = None  # its own layout's (a group's program has its own)
+    state: Any = None  # its restored state (host arrays in a group) until the program holds it
+    resumed: resume.Resumed | None = None
+    population: Population | None = None
+    session: Any = None  # loop.Session, from its start
+
+
+def train_cells(cfgs: list[Mapping], run_dirs: list[Path]) -> list[RunSummary | BaseException]:
+    """Train (or resume, or skip when completed) each run `cfgs[i]` in `run_dirs[i]`; several
+    cells share one program. Returns, in order, each run's summary or the exception that ended
+    it: a bad config or a refused resume fails that cell alone, before anything compiles.
+    SystemExit and KeyboardInterrupt (a signal, a SLURM requeue) are raised once every cell has
+    checkpointed."""
+    cells: list[Cell] = []
+    try:
+        return _train(cfgs, [Path(d) for d in run_dirs], cells)
+    except Exception as exc:
+        processes.end_after_failure(exc)  # several processes: end this one now (the others' collectives fail)
+        raise
+    finally:  # every exit: completed, stopped, failed, a signal
+        for cell in cells:
+            cell.lock.release()
+
+
+def _train(cfgs: list[Mapping], run_dirs: list[Path], cells: list[Cell]) -> list:
+    grid = len(cfgs) > 1
+    results: list = [None] * len(cfgs)
+    for index, (cfg, run_dir) in enumerate(zip(cfgs, run_dirs)):
+        try:
+            cell = _checked(index, cfg, run_dir, grid, results)
+        except USER_ERRORS as exc:
+            results[index] = exc
+            continue
+        if cell is not None:
+            cells.append(cell)
+    if not cells:
+        return results
+    if len({shared_program_key(c.cfg.resolved) for c in cells}) > 1:  # the launcher groups by this key
+        raise ValueError(f"train_cells: the {len(cells)} runs do not share one program (they differ beyond the "
+                         f"traced keys and seed)")
+    devices = start_jax(cells[0].cfg.hardware)  # before anything starts XLA's backend (building the env may)
+    ready, trainer = [], None
+    for cell in _agreed(cells, results):
+        try:
+            processes.check_same_config(cell.cfg.resolved, cell.cfg.hardware.init_timeout_s)  # several processes
+            trainer = _prepare(cell, devices, grid, trainer)
+            ready.append(cell)
+        except USER_ERRORS as exc:
+            results[cell.index] = exc
+    ready = _agreed(ready, results)
+    for start in sorted({c.resumed.start_update for c in ready}):
+        _train_program([c for c in ready if c.resumed.start_update == start], devices, grid, results)
+    return results
+
+
+def _checked(index: int, cfg: Mapping, run_dir: Path, grid: bool, results: list) -> Cell | None:
+    """The cell, validated, its run dir locked (None when it completed before: its summary is
+    its result). Each cell's run dir is locked as a run of its own would be."""
     run_cfg = validate(resolve(cfg))  # every section, before anything starts or is written
     done = completed_summary(run_dir, run_cfg)  # a relaunched sweep skips finished runs
     if done is not None:
-        return done
+        results[index] = done
+        return None
+    if grid:
+        check_grid_cell(run_cfg)
+    # process 0 of a multi-process run holds the lock for all of them; before any compile or write
+    held = lock_run_dir(run_dir, run_cfg, process_index_before_start(run_cfg.hardware))
     try:
-        # process 0 of a multi-process run holds the lock for all of them
-        with lock_run_dir(run_dir, run_cfg, process_index_before_start(run_cfg.hardware)):  # before any compile or write
-            return _train(run_cfg, run_dir)
-    except USER_ERRORS:
+        disabled = []
+        if not run_cfg.benchmark:  # a benchmark records to no logger
+            # Each remote tracking store answers within its timeout, or the run stops (exit 2) or
+            # goes on without that logger: seconds before building, never minutes of retries.
+            loggers, disabled = check_stores(run_cfg.logger)
+            run_cfg = dataclasses.replace(run_cfg, logger=loggers)
+    except BaseException:
+        held.release()
         raise
-    except Exception as exc:
-        end_after_failure(exc)  # several processes: ends this one now (a lost peer would hold its shutdown)
-        raise
+    return Cell(index, run_cfg, run_dir, held, disabled)
 
 
-def _train(run_cfg, run_dir: Path) -> dict:
-    disabled = []
-    if not run_cfg.benchmark:  # a benchmark records to no logger
-        # Each remote tracking store answers within its timeout, or the run stops (exit 2) or
-        # goes on without that logger: seconds before building, never minutes of retries.
-        loggers, disabled = check_stores(run_cfg.logger)
-        run_cfg = dataclasses.replace(run_cfg, logger=loggers)
-    devices = start_jax(run_cfg.hardware)  # before anything starts XLA's backend (building the env may)
-    check_same_config(run_cfg.resolved, run_cfg.hardware.init_timeout_s)  # every process, the same run (else exit 2)
-    components = build(run_cfg, len(devices))  # once; env-specific config errors surface here
-    return run(run_cfg, components, run_dir, devices, loggers_disabled=disabled)
+def check_grid_cell(cfg: RunConfig) -> None:
+    """What a cell of a group cannot be: a split of one seed's envs, a population."""
+    if cfg.hardware.layout == "envs":
+        raise ConfigError("hardware.layout", "envs", "auto, seeds or single with hydra/launcher=vmap (a group lays "
+                                                     "its replicas out as seeds; hydra/launcher=basic splits one seed's envs)")
+    if cfg.pbt is not None:
+        raise ConfigError("pbt.population", cfg.pbt.population, "0 with hydra/launcher=vmap (a population is "
+                                                                "one run: hydra/launcher=basic)")
 
 
-def run(cfg: RunConfig, comp: Components, run_dir: Path, devices, loggers_disabled: list | None = None) -> RunSummary:
-    """Train (or resume) one run, a population or not, in `run_dir` with the components `build`
-    made; returns the summary. `loggers_disabled`: loggers left out because their store was
-    unreachable at start (summary.json)."""
-    run_dir = Path(run_dir)
-    log.info(
-        "run %s | env=%s reward=%s | seeds %s | layout %s over %d device(s) | batch %d x %d, %d updates%s",
-        run_dir, cfg.env.name, cfg.reward.name, cfg.seeds, comp.layout.mode, comp.layout.num_devices,
-        comp.ppo.num_envs, comp.ppo.num_steps, comp.trainer.num_updates, rounded_budget(cfg, comp),
-    )
-    processes.check_layout(comp.layout, len(devices), "pbt.population" if cfg.pbt is not None else "num_seeds")
-    mesh = make_mesh(comp.layout, devices)
-    plan = resume.plan(cfg, run_dir)  # a refused resume or config change stops here, nothing written
-    divergence.check_relaunch(plan, run_dir)  # a diverged run relaunched unchanged: refused alike
-    population = Population(cfg, run_dir) if cfg.pbt is not None else None
-    comp = population.into(comp) if population else comp  # the members' drawn values for a fresh init
-    state, resumed = resume.restore(plan, comp, cfg, mesh)
-    lowered = LoweredChunk(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)))
-    if population:  # pbt.fitness and pbt.constraints name metrics the run logs: else refused here, before compiling or writing
-        population.check_fitness(lowered.metric_names(comp.action_names))
-    if processes.writes():  # one writer per run dir: process 0 of a multi-process run
-        run_dir.mkdir(parents=True, exist_ok=True)
-    if population:  # the population at the checkpoint; pbt.jsonl cut back to it
-        population.resume(resumed)
-        comp = population.into(comp)
-    session = start_session(cfg, comp, run_dir, devices, plan, resumed, loggers_disabled=loggers_disabled,
-                            population=population)
-    session.replicas = Replicas(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)),
-                                resumed.start_update, session.num_updates, comp.trainer.chunk_updates, lowered)
-    gather_s = population.compile_gather(session.replicas.state) if population else 0.0
-    session.summary.compile_s = round(session.replicas.compile_s + gather_s, 3)
-    session.replicas.hold_every = cfg.pbt.interval_updates if population else None
-    check_memory(session.replicas, [session], mesh, devices)
-    session.start_loop()
-    drive(session.replicas, [session], devices, reraise=True)
-    return session.summary
+def _agreed(cells: list[Cell], results: list) -> list[Cell]:
+    """The cells every process goes on with, the same in all (their collectives must match): a
+    cell that failed in any process (its run dir locked: process 0 alone takes the locks) fails
+    in all. One process: `cells` as they are."""
+    if not processes.several():
+        return cells
+    failed = processes.agree([int(results[i] is not None) for i in range(len(results))])
+    kept = []
+    for cell in cells:
+        if failed[cell.index]:
+            results[cell.index] = results[cell.index] or RuntimeError(
+                f"{cell.run_dir}: failed in another process of this run (its error is in that process's log)")
+        else:
+            kept.append(cell)
+    return kept
+
+
+def _prepare(cell: Cell, devices, grid: bool, trainer):
+    """Build the cell (a group's cell as a run of its seeds alone: layout seeds), plan its
+    resume (the config refusal) and restore its state (a group's to the host). A group's cells
+    share the first cell's `trainer` (the same functions: its init compiles once), each with its
+    own hyperparameters. Returns the trainer."""
+    cfg = cell.cfg
+    if grid:
+        cfg = dataclasses.replace(cfg, hardware=dataclasses.replace(cfg.hardware, layout="seeds"))
+    cell.comp = build(cfg, len(devices))  # env-specific config errors surface here
+    if trainer is not None:
+        cell.comp = dataclasses.replace(cell.comp, trainer=trainer)
+    if not grid:  # several processes: every one must hold replicas (a group checks its program's layout)
+        processes.check_layout(cell.comp.layout, len(devices), "pbt.population" if cell.cfg.pbt is not None else "num_seeds")
+    cell.plan = resume.plan(cell.cfg, cell.run_dir)  # a refused resume or config change stops here, nothing written
+    check_relaunch(cell.plan, cell.run_dir)  # a diverged run relaunched unchanged: refused alike
+    if cell.cfg.pbt is not None:
+        cell.population = Population(cell.cfg, cell.run_dir)
+        cell.comp = cell.population.into(cell.comp)  # the members' drawn values for a fresh init
+    cell.mesh = make_mesh(cell.comp.layout, devices)
+    cell.state, cell.resumed = resume.restore(cell.plan, cell.comp, cell.cfg, cell.mesh)
+    if grid:  # several processes: a collective, every cell in every process alike
+        cell.state = to_host(cell.state)
+    return cell.comp.trainer
+
+
+def _stacked(trees: list):
+    """The cells' trees along the replica axis, cell-major (one cell's as it is)."""
+    if len(trees) == 1:
+        return trees[0]
+    return jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs]), *trees)
+
+
+def _fail(cells: list[Cell], results: list, exc: BaseException) -> None:
+    for cell in cells:
+        results[cell.index] = exc
+
+
+def _train_program(cells: list[Cell], devices, grid: bool, results: list) -> None:
+    """One program for `cells` (all at the same start update): lower, start each cell's run,
+    compile, check the memory, then the host loop (`loop.drive`); each cell finished as a run."""
+    first = cells[0]
+    try:
+        layout, mesh, state, group = _program_layout(cells, devices, grid)
+    except ConfigError as exc:
+        return _fail(cells, results, exc)
+    for cell in cells:
+        log.info("run %s | env=%s reward=%s | seeds %s | layout %s over %d device(s) | batch %d x %d, %d updates%s",
+                 cell.run_dir, cell.cfg.env.name, cell.cfg.reward.name, cell.cfg.seeds, layout.mode, layout.num_devices,
+                 cell.comp.ppo.num_envs, cell.comp.ppo.num_steps, cell.comp.trainer.num_updates,
+                 rounded_budget(cell.cfg, cell.comp))
+    sharding = replica_sharding(mesh)
+    lowered = LoweredChunk(first.comp.trainer, mesh, state, _stacked([c.comp.hypers for c in cells]).sharded(sharding))
+    started = []
+    for position, cell in enumerate(cells):
+        try:  # each cell set up as a run of its own (process 0 alone writes its run dir)
+            _start(cell, lowered, devices, None if group is None else dict(group, cell=position))
+            started.append(cell)
+        except Exception as exc:  # noqa: BLE001 - a cell that cannot start (a logger) fails alone
+            results[cell.index] = exc
+    started = _agreed(started, results)  # a logger starts in process 0 alone
+    if not started:
+        return None
+    # A population's members take the checkpoint's values (`_start`): hyperparameters stacked after.
+    program = Replicas(first.comp.trainer, mesh, state, _stacked([c.comp.hypers for c in cells]).sharded(sharding),
+                       first.resumed.start_update, started[0].session.num_updates, first.comp.trainer.chunk_updates, lowered)
+    _drive(program, cells, started, mesh, devices, group, results)
+    return None
+
+
+def _program_layout(cells: list[Cell], devices, grid: bool):
+    """(layout, mesh, state on it, the summary's `vmap_group` or None) of the program that
+    trains `cells`: a run's own; a group's replicas = cells x seeds laid out as seeds."""
+    first = cells[0]
+    if not grid:
+        return first.comp.layout, first.mesh, first.state, None
+    seeds = first.cfg.num_seeds
+    layout = choose_layout(len(cells) * seeds, first.comp.ppo, len(devices), "seeds")
+    processes.check_layout(layout, len(devices), "cells x num_seeds")  # several processes: every one holds replicas
+    mesh = make_mesh(layout, devices)
+    state = put_replicas(_stacked([c.state for c in cells]), replica_sharding(mesh))
+    for cell in cells:
+        cell.state = None  # from now on the program holds the state
+    log.info("vmap group: %d cells x %d seeds = %d replicas over %d device(s), from update %d", len(cells), seeds,
+             len(cells) * seeds, layout.num_devices, first.resumed.start_update)
+    return layout, mesh, state, {"cells": len(cells), "replicas": len(cells) * seeds, "layout": layout.as_dict()}
+
+
+def _start(cell: Cell, lowered: LoweredChunk, devices, vmap_group: dict | None) -> None:
+    """One cell's run set up before its program compiles: a population's fitness metrics
+    checked against what the chunk logs (else refused, before anything is written) and its
+    members taken from the checkpoint (pbt.jsonl cut back to it); then `start.start_session`."""
+    if cell.population is not None:
+        cell.population.check_fitness(lowered.metric_names(cell.comp.action_names))
+        if processes.writes():  # one writer per run dir: process 0 of a multi-process run
+            cell.run_dir.mkdir(parents=True, exist_ok=True)
+        cell.population.resume(cell.resumed)
+        cell.comp = cell.population.into(cell.comp)
+    cell.session = start_session(cell.cfg, cell.comp, cell.run_dir, devices, cell.plan, cell.resumed,
+                                 loggers_disabled=cell.loggers_disabled, population=cell.population,
+                                 vmap_group=vmap_group)
+
+
+def _drive(program: Replicas, cells: list[Cell], started: list[Cell], mesh, devices, group: dict | None,
+           results: list) -> None:
+    """The compiled `program`'s memory checked for every run it trains, then the host loop."""
+    first = started[0]
+    gather_s = first.population.compile_gather(program.state) if first.population is not None else 0.0
+    program.hold_every = first.cfg.pbt.interval_updates if first.population is not None else None
+    try:  # before the first step; a program that cannot fit fails every cell
+        need = check_memory(program, [c.session for c in started], mesh, devices, group=group is not None)
+    except ChunkTooLarge as exc:
+        return _fail(started, results, exc)
+    if group is not None and need is not None:
+        group["chunk_memory_mb_per_replica"] = round(need.total * mesh.devices.size / group["replicas"] / 2**20, 2)
+    # A group's cells share one evaluation program: same env, network and eval settings (the program key).
+    runner = episode_runner(first.cfg, first.comp.env, first.comp.env_params, first.comp.network) \
+        if group is not None and not first.cfg.benchmark else None
+    seeds = first.cfg.num_seeds
+    for position, cell in enumerate(cells):
+        if cell not in started:
+            continue
+        session = cell.session
+        session.replicas, session.eval_runner = program, runner
+        session.part = slice(position * seeds, (position + 1) * seeds) if group is not None else None
+        session.summary.compile_s = round(program.compile_s + gather_s, 3)
+        session.summary.vmap_group = None if group is None else dict(group, cell=position)
+        session.start_loop()
+    drive(program, [c.session for c in started], devices, reraise=False)
+    for cell in started:
+        results[cell.index] = cell.session.error if cell.session.error is not None else cell.session.summary
+    lost = next((c.session.error for c in started if isinstance(c.session.error, Exception)), None)
+    if lost is not None:  # several processes: end now, each cell's summary written (a lost peer would hold the shutdown)
+        processes.end_after_failure(lost)
+    return None

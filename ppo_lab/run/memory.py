@@ -93,7 +93,7 @@ def device_memory_mb(devices) -> float | None:
 def check_fits(compiled, devices, limit_gb: float | None, *, num_seeds: int, num_envs: int, num_minibatches: int,
                precision: str = PRECISIONS[0], group_cells: int | None = None) -> ChunkMemory | None:
     """Raise ChunkTooLarge when the compiled chunk will not fit; return its memory otherwise.
-    `group_cells`: the chunk trains that many grid cells of `num_seeds` seeds each (run/group.py)."""
+    `group_cells`: the chunk trains that many grid cells of `num_seeds` seeds each (run/entry.py)."""
     need = chunk_memory(compiled)
     if need is None:
         return None

@@ -1,4 +1,5 @@
-"""A run's start, written once for a run alone, a population and each cell of a vmap group.
+"""The host side of a run's start, for every cell of a launch (run/entry.py): a run alone, a
+population, each cell of a vmap group.
 
     lock_run_dir     the run dir's lock, right after the config validates (before XLA starts)
     start_session    before compiling: config.yaml, manifest.json, the `loop.Session` with the
@@ -6,9 +7,8 @@
     check_memory     after compiling, before the first step: the chunk against the devices'
                      memory; a chunk that cannot fit ends every run it trains (failed: memory)
 
-A plain run (run/entry.py) and a vmap group (run/group.py) call the same three, so a new
-start-up step is one edit here. In a run of several processes process 0 alone writes the run
-dir (config.yaml, manifest.json, the recorders' files).
+In a run of several processes process 0 alone writes the run dir (config.yaml, manifest.json,
+the recorders' files).
 """
 
 from __future__ import annotations
