@@ -15,8 +15,7 @@ from conftest import TINY, compose_config, read_summary, train_run
 from test_sweeps import multirun
 from ppo_lab.config import shared_program_key, validate
 from ppo_lab.errors import ConfigError
-from ppo_lab.launching.vmap_groups import check_max_replicas, plan_groups
-from ppo_lab.launching.vmap_launcher import announce
+from ppo_lab.launching.vmap_groups import announce, check_max_replicas, plan_groups
 from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.run.build import build
 
@@ -65,8 +64,8 @@ def test_groups_split_under_the_replica_cap(caplog):
     assert plan_groups(keys, [4] * 6, 12) == [[0, 1, 3], [4, 5], [2]]  # 5 cells, 3 per process: 3 + 2
     assert plan_groups(keys, [4] * 6, 3) == [[0], [1], [3], [4], [5], [2]]  # a cell above the cap runs alone
     with caplog.at_level(logging.INFO):
-        announce([[0], [1]], 2, [4, 4])
-        announce([[0, 1]], 2, [4, 4])
+        announce([[0], [1]], [4, 4])
+        announce([[0, 1]], [4, 4])
     shared = [r for r in caplog.records if "none can share a program" in r.getMessage()]
     assert len(shared) == 1 and "ppo.lr" in shared[0].getMessage()
     for bad in (0, -1, 2.5, True, "4"):

@@ -16,10 +16,11 @@ They are hydra-submitit-launcher 1.2.0's launchers with four changes (see docs/s
   ``hydra_plugins`` package, and the pickled launcher (and Hydra's plugin registry) must be
   importable in the job, so a ``setup`` line puts the repository root on ``PYTHONPATH``.
 
-With ``hydra.launcher.vectorize=true`` (docs/sweeps.md) jobs that differ only in traced
-hyperparameters and ``seed`` are grouped as ``hydra/launcher=vmap`` groups them
-(``ppo_lab.launching.vmap_groups``; ``hydra.launcher.max_replicas`` caps a group) and each group
-is one submitit job that trains its jobs as one program, each in its own run dir.
+Each submitit job runs a group of Hydra jobs (`GroupJob`): one job alone, or with
+``hydra.launcher.vectorize=true`` (docs/sweeps.md) the jobs that differ only in traced
+hyperparameters and ``seed``, grouped as ``hydra/launcher=vmap`` groups them
+(``ppo_lab.launching.vmap_groups``; ``hydra.launcher.max_replicas`` caps a group) and trained as
+one program, each in its own run dir.
 
 Requeue and resume need nothing here: submitit's ``checkpoint()`` resubmits the same Hydra
 job, which starts again in its own run dir, where the runner resumes from its checkpoint.
@@ -44,8 +45,7 @@ from hydra.core.utils import JobReturn, JobStatus, filter_overrides, setup_globa
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as _plugin
 from omegaconf import OmegaConf, open_dict
 
-from ppo_lab.launching.vmap_groups import max_replicas_at_start, plan_groups, run_group
-from ppo_lab.launching.vmap_launcher import announce, load_jobs
+from ppo_lab.launching.vmap_groups import group_jobs, max_replicas_at_start, run_group
 from ppo_lab.rundir.slurm_jobs import KILLED_STATES, final_state, read_jobs, sacct_states, write_jobs
 
 log = logging.getLogger(__name__)
@@ -89,53 +89,44 @@ class SweepLauncherMixin:
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.config is not None
-        max_replicas = self.max_replicas
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         executor = self._executor()
         log.info("Submitit '%s' sweep output dir: %s", self._EXECUTOR, sweep_dir)
-        job_params = []
-        for i, overrides in enumerate(job_overrides):
-            idx = initial_job_idx + i
-            if not self.vectorize:
-                log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
-            job_params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
+        overrides = [list(o) for o in job_overrides]
+        groups = self._groups(overrides, initial_job_idx)
         t0 = time.monotonic()
-        if self.vectorize:
-            jobs, groups = self._submit_groups(executor, job_overrides, initial_job_idx, max_replicas)
-        else:
-            jobs, groups = executor.map_array(self, *zip(*job_params)), None
+        # One submitit job per group (`GroupJob`): with vectorize a group of the jobs sharing a
+        # program, else each job alone.
+        args = [([overrides[j] for j in g], [initial_job_idx + j for j in g], Singleton.get_state()) for g in groups]
+        submitted = executor.map_array(GroupJob(self), *zip(*args))
+        jobs = {j: job for group, job in zip(groups, submitted) for j in group}  # a group's jobs share its job
 
         record = read_jobs(sweep_dir) or {"launcher": self._EXECUTOR, "jobs": {}}
         record.update(wait=self.wait, sweep_dir=str(sweep_dir.resolve()), submitted_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
-        for (overrides, _, idx, _, _), job in zip(job_params, jobs):
-            record["jobs"][str(idx)] = {"num": idx, "job_id": job.job_id, "overrides": overrides, "state": "SUBMITTED", "outcome": None, "error": None}
+        for j, job in sorted(jobs.items()):
+            idx = initial_job_idx + j
+            record["jobs"][str(idx)] = {"num": idx, "job_id": job.job_id, "overrides": overrides[j], "state": "SUBMITTED", "outcome": None, "error": None}
         write_jobs(sweep_dir, record)
-        ids = ", ".join(dict.fromkeys(j.job_id for j in jobs))  # a group's jobs share one
-        log.info("submitted %d job(s) in %.1f s: %s", len(set(j.job_id for j in jobs)), time.monotonic() - t0, ids)
+        ids = ", ".join(job.job_id for job in submitted)
+        log.info("submitted %d job(s) in %.1f s: %s", len(submitted), time.monotonic() - t0, ids)
 
         if not self.wait:
-            print(f"submitted {len(jobs)} job(s) ({ids}); not waiting (hydra.launcher.wait=false).\n"
+            print(f"submitted {len(submitted)} job(s) ({ids}); not waiting (hydra.launcher.wait=false).\n"
                   f"aggregate when they are done:  ppo-lab aggregate {sweep_dir} --wait", flush=True)
-            return [JobReturn(overrides=p[0], status=JobStatus.COMPLETED, _return_value={"submitted": j.job_id})
-                    for p, j in zip(job_params, jobs)]
+            return [JobReturn(overrides=overrides[j], status=JobStatus.COMPLETED, _return_value={"submitted": job.job_id})
+                    for j, job in sorted(jobs.items())]
 
         # Wait for every job (a failed or cancelled one must not stop the waiting).
-        while not all(j.done() for j in jobs):
+        while not all(job.done() for job in submitted):
             time.sleep(self.poll_s)
-        with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:  # a result still on its way: up to ~15 s each
-            if groups is None:
-                returns = list(pool.map(self._collect, [p[0] for p in job_params], jobs))
-            else:
-                returns = [None] * len(jobs)
-                group_jobs = [jobs[g[0]] for g in groups]
-                overrides = [[job_params[j][0] for j in g] for g in groups]
-                for group, rets in zip(groups, pool.map(self._collect_group, overrides, group_jobs)):
-                    for j, ret in zip(group, rets):
-                        returns[j] = ret
-        states = self._final_states(jobs)
-        for (overrides, _, idx, _, _), job, ret in zip(job_params, jobs, returns):
-            entry = record["jobs"][str(idx)]
+        returns = {}
+        with ThreadPoolExecutor(max_workers=min(16, len(submitted))) as pool:  # a result still on its way: up to ~15 s each
+            for group, rets in zip(groups, pool.map(self._collect_group, [[overrides[j] for j in g] for g in groups], submitted)):
+                returns.update(zip(group, rets))
+        states = self._final_states(submitted)
+        for j, job in sorted(jobs.items()):
+            entry, ret = record["jobs"][str(initial_job_idx + j)], returns[j]
             entry["state"] = states.get(job.job_id) or _state(job)
             entry["outcome"] = "completed" if ret.status == JobStatus.COMPLETED else "failed"
             if ret.status == JobStatus.FAILED:
@@ -144,29 +135,26 @@ class SweepLauncherMixin:
         failed = [e for e in record["jobs"].values() if e["outcome"] == "failed"]
         log.info("%d job(s) ended in %.1f s; %d failed%s", len(jobs), time.monotonic() - t0, len(failed),
                  "".join(f"\n\t#{e['num']} ({e['job_id']}, {e['state']}): {e['error']}" for e in failed))
-        return returns
+        return [returns[j] for j in range(len(overrides))]
 
-    def _submit_groups(self, executor, job_overrides, initial_job_idx: int, max_replicas: int | None):
-        """One submitit job per group of jobs that share a program: (the submitit job of each
-        Hydra job, the groups as lists of positions in `job_overrides`)."""
-        _, keys, seeds = load_jobs(self.hydra_context, self.config, job_overrides, initial_job_idx)
-        groups = plan_groups(keys, seeds, max_replicas)
-        announce(groups, len(job_overrides), seeds)
-        args = [([list(job_overrides[j]) for j in g], [initial_job_idx + j for j in g], Singleton.get_state()) for g in groups]
-        submitted = executor.map_array(GroupJob(self), *zip(*args))
-        jobs = [None] * len(job_overrides)
-        for group, job in zip(groups, submitted):
-            for j in group:
-                jobs[j] = job
-        return jobs, groups
+    def _groups(self, overrides: list[list[str]], initial_job_idx: int) -> list[list[int]]:
+        """The jobs' groups (positions in `overrides`): with vectorize the vmap groups
+        (`vmap_groups.group_jobs`, which composes every job to find them), else one a job."""
+        if self.vectorize:
+            return group_jobs(self.hydra_context, self.config, overrides, initial_job_idx, self.max_replicas)[1]
+        for i, job in enumerate(overrides):
+            log.info("\t#%d : %s", initial_job_idx + i, " ".join(filter_overrides(job)))
+        return [[i] for i in range(len(overrides))]
 
     @staticmethod
     def _collect_group(overrides: list[list[str]], job) -> list[JobReturn]:
+        """Each of a group's jobs' JobReturn: its own, or FAILED with what ended the submitit job."""
         try:
             rets = _results(job)[0]
         except Exception as exc:  # noqa: BLE001 - cancelled, killed, or raised in the job
             return [JobReturn(overrides=o, status=JobStatus.FAILED, _return_value=exc) for o in overrides]
-        return [SweepLauncherMixin._collect(o, _Done(ret)) for o, ret in zip(overrides, rets)]
+        return [ret if isinstance(ret, JobReturn) else JobReturn(overrides=o, status=JobStatus.COMPLETED, _return_value=ret)
+                for o, ret in zip(overrides, rets)]
 
     def _final_states(self, jobs, timeout_s: float = 15.0) -> dict[str, str]:
         """sacct states once final: a job's result file appears a moment before SLURM
@@ -181,37 +169,14 @@ class SweepLauncherMixin:
             states = sacct_states(ids)
         return states
 
-    @staticmethod
-    def _collect(overrides: list[str], job) -> JobReturn:
-        try:
-            ret = _results(job)[0]
-        except Exception as exc:  # noqa: BLE001 - cancelled, killed, or raised in the job
-            return JobReturn(overrides=overrides, status=JobStatus.FAILED, _return_value=exc)
-        if ret.status == JobStatus.FAILED:
-            return ret
-        if not isinstance(ret, JobReturn):
-            return JobReturn(overrides=overrides, status=JobStatus.COMPLETED, _return_value=ret)
-        return ret
-
 
 def _results(job) -> list:
     """`job.results()`, without submitit's wait (~15 s) for a result file that never comes: a
     job SLURM ended itself (cancelled, out of time or memory, its node lost) wrote none."""
-    if not isinstance(job, _Done):
-        state = str(job.state)
-        if state.split(" ")[0] in KILLED_STATES and not job.paths.result_pickle.exists():
-            raise UncompletedJobError(f"Job {job.job_id} ended {state} without a result (SLURM stopped it)")
+    state = str(job.state)
+    if state.split(" ")[0] in KILLED_STATES and not job.paths.result_pickle.exists():
+        raise UncompletedJobError(f"Job {job.job_id} ended {state} without a result (SLURM stopped it)")
     return job.results()
-
-
-class _Done:
-    """A finished result in the shape of a submitit job (`results()`), for `_collect`."""
-
-    def __init__(self, ret) -> None:
-        self.ret = ret
-
-    def results(self):
-        return [self.ret]
 
 
 class GroupJob:

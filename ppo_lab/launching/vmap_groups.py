@@ -1,11 +1,13 @@
-"""Grouping a multirun's jobs into shared programs, and running one group (hydra/launcher=vmap).
+"""The one way a sweep's jobs are vmapped: grouped into shared programs (`group_jobs`), each
+group run as one launch (`run_group`), by every launcher that groups.
 
 Jobs whose resolved configs differ only in traced hyperparameters (`config.traced_keys()`)
 and `seed` share one compiled program (`config.shared_program_key`): each group trains as one
-program through `ppo_lab.run.entry.train_cells`, replicas = cells x seeds (the vmap launcher
-runs the groups one after another in its own process; the submitit launchers with
-`vectorize=true`, one job per group). `hydra.launcher.max_replicas` caps a group; a larger one
-is split into as few programs as the cap allows, cells spread evenly over them.
+launch of several cells, `ppo_lab.run.entry.train_cells`, replicas = cells x seeds. Where the
+groups run is the launcher's: `hydra/launcher=vmap` one after another in its own process;
+`hydra/launcher=slurm` or `local` with `vectorize=true` one submitit job per group (without it,
+every job is a group of its own). `hydra.launcher.max_replicas` caps a group; a larger one is
+split into as few programs as the cap allows, cells spread evenly over them.
 
 Running a group: every job is set up by Hydra's own `run_job` (its run dir, `.hydra/` files,
 HydraConfig, the job callbacks), with a task that only notes the job's config and run dir;
@@ -14,8 +16,8 @@ objective, `judging.objective.job_result`), or the error that failed it, which t
 callbacks see as they see a failed job of any launcher (`SweepCallback` writes its error.txt).
 A group of one runs the ordinary task (`launch.py`'s main), as the basic launcher would.
 
-Import-light on purpose (no jax): Hydra imports launchers at start-up. The trainer is loaded
-by `ppo_lab.parts` when a group runs.
+Import-light on purpose (no jax): Hydra imports every launcher at each start-up, also for
+commands that never train; the trainer is imported when a group runs (`run_group`).
 """
 
 from __future__ import annotations
@@ -26,18 +28,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.utils import JobReturn, JobStatus, run_job
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
-from ppo_lab import parts
+from ppo_lab.config import shared_program_key, traced_keys
 from ppo_lab.judging.objective import job_result
-from ppo_lab.config import shared_program_key
 from ppo_lab.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-# Loaded when a group runs, not at import (it imports jax, flax and the trainer).
-GROUP_TRAINER = "ppo_lab.run.entry.train_cells"
 
 
 def check_max_replicas(value: Any) -> int | None:
@@ -89,6 +87,42 @@ def plan_groups(keys: Sequence[str], seeds: Sequence[int], max_replicas: int | N
     return groups
 
 
+def group_jobs(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
+               max_replicas: int | None) -> tuple[list[DictConfig], list[list[int]]]:
+    """Each job's sweep config (hydra.job.num and id = its number), and the jobs grouped into
+    shared programs (lists of positions in `job_overrides`), said once in the log."""
+    configs, keys, seeds = [], [], []
+    saved = HydraConfig.instance().cfg
+    try:
+        for i, overrides in enumerate(job_overrides):
+            idx = initial_job_idx + i
+            log.info("\t#%d : %s", idx, " ".join(filter_overrides(overrides)))
+            sweep_config = hydra_context.config_loader.load_sweep_config(config, list(overrides))
+            with open_dict(sweep_config):
+                sweep_config.hydra.job.id = idx
+                sweep_config.hydra.job.num = idx
+            task = task_config(sweep_config)
+            configs.append(sweep_config)
+            keys.append(shared_program_key(task))
+            seeds.append(int(task.get("num_seeds") or 1))
+    finally:
+        HydraConfig.instance().cfg = saved
+    groups = plan_groups(keys, seeds, max_replicas)
+    announce(groups, seeds)
+    return configs, groups
+
+
+def announce(groups: list[list[int]], seeds: list[int]) -> None:
+    num_jobs = sum(len(g) for g in groups)
+    if num_jobs > 1 and all(len(g) == 1 for g in groups):
+        log.warning("vmap groups: no two of the %d jobs differ only in traced keys (ppo.%s) and seed, so none can "
+                    "share a program: running them one by one, each compiling its own", num_jobs,
+                    ", ppo.".join(traced_keys()))
+        return
+    sizes = ", ".join(f"{len(g)} x {seeds[g[0]]}" for g in groups)
+    log.info("vmap groups: %d jobs in %d program(s) of cells x seeds: %s", num_jobs, len(groups), sizes)
+
+
 def run_group(hydra_context, task_function, sweep_configs: list[DictConfig]) -> list[JobReturn]:
     """Run the jobs of one group (their sweep configs, hydra.job.num/id set) in this process."""
     if len(sweep_configs) == 1:
@@ -103,7 +137,10 @@ def run_group(hydra_context, task_function, sweep_configs: list[DictConfig]) -> 
                        job_subdir_key="hydra.sweep.subdir", configure_logging=i == 0)
                for i, config in enumerate(sweep_configs)]
     log.info("training %d jobs as one program: %s", len(noted), ", ".join(str(run_dir) for _, run_dir in noted))
-    train_cells = parts.load("hydra.launcher", GROUP_TRAINER)
+    # Here, not at the top: it imports jax and the trainer, which a command that never trains
+    # (Hydra imports every launcher at each start-up) should not pay for.
+    from ppo_lab.run.entry import train_cells
+
     saved = HydraConfig.instance().cfg
     # The runs ask Hydra whether they are part of a multirun (skip completed ones) and which
     # sweep (loggers' groups): the first job's config answers for the group.
