@@ -22,6 +22,7 @@ commands that never train; the trainer is imported when a group runs (`run_group
 
 from __future__ import annotations
 
+import copy
 import logging
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any, Sequence
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job
-from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from ppo_lab.config import shared_program_key, traced_keys
 from ppo_lab.judging.objective import job_result
@@ -60,10 +61,13 @@ def max_replicas_at_start(value: Any) -> int | None:
 
 
 def task_config(sweep_config: DictConfig) -> dict:
-    """A job's config without `hydra`, resolved as its run will see it."""
+    """A job's config resolved as its run will see it: without `hydra`, as Hydra's `run_job`
+    hands it to the task, and a value left missing (`???`, an optional section) as `???`."""
     HydraConfig.instance().set_config(sweep_config)  # ${hydra:...} interpolations resolve per job
-    return {key: OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig | ListConfig) else node
-            for key, node in ((k, sweep_config[k]) for k in sweep_config if k != "hydra")}
+    task = copy.deepcopy(sweep_config)
+    with read_write(task), open_dict(task):
+        del task["hydra"]
+    return OmegaConf.to_container(task, resolve=True)
 
 
 def plan_groups(keys: Sequence[str], seeds: Sequence[int], max_replicas: int | None) -> list[list[int]]:
@@ -157,5 +161,5 @@ def run_group(hydra_context, task_function, sweep_configs: list[DictConfig]) -> 
             ret.status, ret.return_value = JobStatus.FAILED, result
             hydra_context.callbacks.on_job_end(config=config, job_return=ret)  # a failed job's error.txt
         else:
-            ret.return_value = job_result(result, OmegaConf.to_container(cfg, resolve=True))
+            ret.return_value = job_result(result, cfg)  # as launch.py's main returns it
     return returns
