@@ -30,6 +30,7 @@ from ppo_lab import config_keys
 from ppo_lab.config import config_error, declared_keys, typed_config
 from ppo_lab.config_keys import USER_NAMESPACE, UnknownKeyError, group_options, suggest
 from ppo_lab.errors import ConfigError
+from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}: a sweep file composed here uses it
 
 class UnknownOptionError(ConfigError):
     """A config group option (`env=foo`) with no file in conf/<group>/ (or, for a reward mode,
