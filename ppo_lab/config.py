@@ -332,7 +332,6 @@ class MLflowLogger:
 class TensorBoardLogger:
     _target_: str
     subdir: str
-    flush_secs: float
 
 
 @dataclass

@@ -47,9 +47,6 @@ NOT_ENV_OR_NETWORK = {
     "space": "a gymnax action space (ppo/policies.py: Discrete has `n`, Box does not)",
     "self.logger": "a user's logger object (run/recorders: `abandon` is optional)",
     "exc": "an exception (run/recorders/reachability.py: urllib's `reason`)",
-    "writer": "tensorboardX's SummaryWriter internals",
-    "file_writer": "tensorboardX's FileWriter internals",
-    "events": "tensorboardX's EventFileWriter internals",
     "model_input": "an MLflow pyfunc input (a DataFrame or an array)",
     "jax.config": "jax's own options, read by name for the reproducibility record (run/manifest.py)",
 }

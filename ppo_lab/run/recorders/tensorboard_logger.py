@@ -3,15 +3,18 @@
     python launch.py logger=[csv,tensorboard]
     tensorboard --logdir outputs/            # every run and seed, side by side
 
-Written with tensorboardX's `SummaryWriter` (no TensorFlow/PyTorch needed). Scalars keep the
-lab's metric names with `step=update` (plus `charts/timesteps`); the resolved config goes in as
-text; the final evaluation and final metrics as `eval/*` and `final/*` scalars at the last update. A population's member
-(docs/pbt.md) is a seed: its own TensorBoard run, its explored values as `pbt/<key>` scalars and
-its member number in the config text.
+Written with tensorboardX's event-file writer and summaries (no TensorFlow/PyTorch needed), in
+this thread: tensorboardX's `SummaryWriter` hands events to a thread through a queue and its
+`flush()` does not wait for that queue, so a run killed after a flush could lose updates that
+loggers.json says TensorBoard holds (seen: a killed session's last two updates gone). Scalars
+keep the lab's metric names with `step=update` (plus `charts/timesteps`); the resolved config
+goes in as text; the final evaluation and final metrics as `eval/*` and `final/*` scalars at the
+last update. A population's member (docs/pbt.md) is a seed: its own TensorBoard run, its
+explored values as `pbt/<key>` scalars and its member number in the config text.
 
-Resume (per_seed.py): each update is written once; a seed's writer opened on a resume passes
-the first update past what loggers.json says TensorBoard holds as `purge_step`, so TensorBoard
-drops any events at or after it (written after the last record of what it held).
+Resume (per_seed.py): each update is written once; a seed's file opened on a resume starts
+with a session start at the first update past what loggers.json says TensorBoard holds (its
+`purge_step`), so TensorBoard drops any events at or after it in earlier files.
 """
 
 from __future__ import annotations
@@ -21,10 +24,41 @@ import time
 from pathlib import Path
 
 from omegaconf import OmegaConf
-from tensorboardX import SummaryWriter
+from tensorboardX.event_file_writer import EventsWriter
+from tensorboardX.proto.event_pb2 import Event, SessionLog
+from tensorboardX.summary import scalar, text
 
 from ppo_lab.run.recorders.per_seed import PerSeedLogger, population_member, row_metrics, seed_results
 from ppo_lab.rundir.run_summary import RunSummary
+
+
+class EventFile:
+    """One seed's event file of one session, each event written when it is added."""
+
+    def __init__(self, logdir: Path, purge_step: int | None):
+        logdir.mkdir(parents=True, exist_ok=True)
+        # Named by the second it was opened in: a resumed session that starts in the same second
+        # as the killed one would overwrite its file (seen under load: updates 1-4 gone). A suffix
+        # of the time in nanoseconds, fixed width, keeps the files apart and in the order
+        # TensorBoard reads them (by name), which purge_step relies on.
+        self.events = EventsWriter(str(logdir / "events"), f".{time.time_ns():020d}")
+        if purge_step is not None:
+            self.events.write_event(Event(step=purge_step, session_log=SessionLog(status=SessionLog.START)))
+
+    def add(self, summary, step: int) -> None:
+        self.events.write_event(Event(wall_time=time.time(), step=step, summary=summary))
+
+    def add_scalar(self, name: str, value: float, step: int) -> None:
+        self.add(scalar(name, value), step)
+
+    def add_text(self, name: str, body: str, step: int) -> None:
+        self.add(text(name, body), step)
+
+    def flush(self) -> None:
+        self.events.flush()
+
+    def close(self) -> None:
+        self.events.close()
 
 
 class TensorBoardLogger(PerSeedLogger):
@@ -33,27 +67,20 @@ class TensorBoardLogger(PerSeedLogger):
     def __init__(self, run_dir: Path, cfg, options: dict):
         super().__init__(run_dir, cfg)
         self.root = self.run_dir / str((options or {}).get("subdir") or "tb")
-        self.flush_secs = int((options or {}).get("flush_secs") or 10)
-        self.writers: dict[int, SummaryWriter] = {}
+        self.writers: dict[int, EventFile] = {}
         self.track()
 
-    def _writer(self, seed: int) -> SummaryWriter:
+    def _writer(self, seed: int) -> EventFile:
         writer = self.writers.get(seed)
         if writer is None:
             logdir = self.root / f"seed_{seed}"
             resumed = logdir.exists() and any(logdir.glob("events.out.tfevents.*"))
-            # The event file is named by the second it was opened in: a resumed session that
-            # starts in the same second as the killed one would overwrite its file (seen under
-            # load: updates 1-4 gone). A suffix of the time in nanoseconds, fixed width, keeps
-            # the files apart and in the order TensorBoard must read them (by name) for purge_step.
-            writer = SummaryWriter(logdir=str(logdir), flush_secs=self.flush_secs,
-                                   purge_step=self.held[seed] + 1 if resumed else None,
-                                   filename_suffix=f".{time.time_ns():020d}")
+            writer = EventFile(logdir, self.held[seed] + 1 if resumed else None)
             if not resumed:
                 member = population_member(self.cfg, seed)
                 extra = {"seed": seed, **({"member": member} if member is not None else {})}
-                text = OmegaConf.to_yaml(OmegaConf.create(dict(self.cfg.resolved, **extra)))
-                writer.add_text("config", "```\n" + text + "\n```", 0)
+                config_text = OmegaConf.to_yaml(OmegaConf.create(dict(self.cfg.resolved, **extra)))
+                writer.add_text("config", "```\n" + config_text + "\n```", 0)
             self.writers[seed] = writer
         return writer
 
@@ -81,24 +108,13 @@ class TensorBoardLogger(PerSeedLogger):
         self.writers = {}
 
     def abandon(self) -> None:
-        """Let go of the writers after a failure (a full disk): close each, errors ignored.
-        A close that fails leaves tensorboardX's writer open, and it retries (and fails, with a
-        traceback) at interpreter exit: stop its worker thread and mark it closed instead."""
+        """Let go of the files after a failure (a full disk): close each, errors ignored (the
+        disk that failed the write fails the close too)."""
         for writer in self.writers.values():
-            file_writers = list((getattr(writer, "all_writers", None) or {}).values())
             try:
                 writer.close()
-            except Exception:  # noqa: BLE001 - the disk that failed the write fails the close too
-                for file_writer in file_writers:
-                    events = getattr(file_writer, "event_writer", None)
-                    worker = getattr(events, "_worker", None)
-                    try:
-                        if worker is not None and worker.is_alive():
-                            worker.stop()
-                    except Exception:  # noqa: BLE001
-                        pass
-                    if events is not None and hasattr(events, "_closed"):
-                        events._closed = True
+            except OSError:
+                pass
         self.writers = {}
 
 
