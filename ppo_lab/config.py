@@ -551,6 +551,8 @@ def _wrong_type(f: dataclasses.Field | None, hint, value, values: Mapping) -> st
     if kind is bool:
         return "true or false"
     if kind in (int, float):
+        if kind is int and isinstance(value, float) and value.is_integer():  # `1e6`: Hydra's grammar reads a float
+            return f"an integer: write {int(value)} (a number with an exponent or a point is a float to Hydra)"
         if kind is int and isinstance(value, float):
             return valid or "an integer"
         return f"a number ({kind.__name__}): {valid}" if valid else f"{null}a number ({kind.__name__})"

@@ -141,7 +141,7 @@ def test_processes_sharing_a_hosts_cpus_split_them_and_others_keep_theirs():
     crowded = [{"host": "a", "cpus": [0]}] * 2
     assert cpu_share(1, crowded) is None  # more processes than CPUs: nothing to split
     with pytest.raises(Exception, match="hardware.split_host_cpus"):
-        validate_hardware({**OmegaConf.to_container(compose_config([]).hardware, resolve=True), "split_host_cpus": "yes"})
+        validate_hardware({**OmegaConf.to_container(compose_config([]).hardware, resolve=True), "split_host_cpus": "sometimes"})
 
 
 def test_two_processes_equal_one_process_of_two_devices(two_processes, one_process):
