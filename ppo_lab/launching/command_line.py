@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ppo_lab import config_keys
-from ppo_lab.config import config_error, declared_keys, typed_config
+from ppo_lab.config import ENV_WIRING_KEYS, config_error, declared_keys, typed_config
 from ppo_lab.config_keys import USER_NAMESPACE, UnknownKeyError, group_options, suggest
 from ppo_lab.errors import ConfigError
 from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}: a sweep file composed here uses it
@@ -145,6 +145,8 @@ def check_overrides(overrides, config_dir: Path | None = None, config_name: str 
         if override.is_add() and section in OWN_KEYS and name:
             added = {o.key_or_group.split(".")[1] for o in parsed if o.is_add() and o.key_or_group.startswith(section + ".")}
             own = set(values[section]) - added
+            if section == "env":  # the lab's wiring keys, any env may add them (`+env.evaluations=...`)
+                own |= set(ENV_WIRING_KEYS)
             if name.split(".")[0] not in own:
                 raise _unknown_own_key(override.key_or_group, cfg, own)
 
