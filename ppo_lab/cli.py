@@ -1,5 +1,8 @@
-"""The `ppo-lab` command: the lab's tools under one name (training stays `python launch.py`).
+"""The `ppo-lab` command: the lab's tools under one name.
 
+    ppo-lab train KEY=VALUE ...  train (Hydra; `python launch.py` in a checkout is the same command)
+    ppo-lab resume RUN_DIR       relaunch a run or sweep as it was launched, from any folder
+    ppo-lab check-env TARGET     check an env against the lab's env contract, before training it
     ppo-lab watch DIR            live dashboard of every run under DIR
     ppo-lab aggregate SWEEP_DIR  statistics across seeds: aggregate.csv, runs.csv, curves.png
     ppo-lab evaluate RUN_DIR     re-evaluate a saved run from its latest checkpoint
@@ -23,6 +26,21 @@ import gymnax or Jumanji at its top: that would start the backend before those s
 from __future__ import annotations
 
 import sys
+
+
+def _train(argv):
+    from ppo_lab.launching.train_command import main
+    return main(argv)
+
+
+def _resume(argv):
+    from ppo_lab.launching.resume_command import main
+    return main(argv)
+
+
+def _check_env(argv):
+    from ppo_lab.envs.check_command import main
+    return main(argv)
 
 
 def _watch(argv):
@@ -72,6 +90,9 @@ def _benchmark(argv):
 
 # name -> (what runs it, one line for the help)
 SUBCOMMANDS = {
+    "train": (_train, "train: group=option and key=value overrides, -m for a sweep, --help for the keys"),
+    "resume": (_resume, "relaunch a run (or a sweep) directory exactly as it was launched, from any folder"),
+    "check-env": (_check_env, "check an env (an option like cartpole, or a builder's dotted path) against the contract"),
     "watch": (_watch, "live dashboard of every run under a directory"),
     "aggregate": (_aggregate, "statistics across seeds of a sweep (aggregate.csv, curves.png)"),
     "evaluate": (_evaluate, "re-evaluate a saved run from its latest checkpoint"),
@@ -88,7 +109,7 @@ def usage() -> str:
     width = max(map(len, SUBCOMMANDS))
     lines = ["usage: ppo-lab <command> [options]   (ppo-lab <command> --help for its options)", "", "commands:"]
     lines += [f"  {name:<{width}}  {text}" for name, (_, text) in SUBCOMMANDS.items()]
-    lines += ["", "Training is `python launch.py [group=option ...] [key=value ...]` (Hydra)."]
+    lines += ["", "In a checkout, `python launch.py` is `ppo-lab train`."]
     return "\n".join(lines)
 
 

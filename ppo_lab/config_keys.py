@@ -3,21 +3,42 @@
 
 A user's own config folder on Hydra's search path (`hydra.searchpath=[file://MY/conf]`) counts
 as conf/ does: its options are valid. The folders come (`use_config_dirs`) from the command line,
-each job's Hydra config (launching/callbacks.py) and a run dir's manifest.json (`rundir`).
+each job's Hydra config (launching/callbacks.py) and a run dir's manifest.json (`rundir`). The
+working folder's `conf/` is a project's own (`project_config_dir`): `ppo-lab train` puts it on
+the search path without being asked (launching/train_command.py).
 """
 
 from __future__ import annotations
 
 import difflib
+import sys
 from pathlib import Path
 
+from ppo_lab import parts
 from ppo_lab.errors import ConfigError
 
-# The config groups: the one place that says where they are.
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+# The config groups: the one place that says where they are. ppo_lab/conf is the repository's
+# conf/ in a checkout (a link, resolved here, so paths read as the folder one edits) and the
+# shipped copy in an installed lab (pyproject.toml's package data).
+CONF_DIR = (Path(__file__).parent / "conf").resolve()
+# A project of one's own keeps its config groups in this folder of its working folder (docs/project.md).
+PROJECT_CONF = "conf"
 USER_NAMESPACE = "tags"  # the one place for a user's own keys
 # Config folders of the user's on Hydra's search path, in the order added (conf/ comes first).
 _user_config_dirs: list[Path] = []
+
+
+def project_config_dir(folder: Path | None = None) -> Path | None:
+    """The config folder of the project in `folder` (the working folder): its `conf/`, if it has
+    one that is not the lab's own (a checkout's working folder is no project of its own)."""
+    found = (Path(folder or Path.cwd()) / PROJECT_CONF).resolve()
+    return found if found.is_dir() and found != CONF_DIR else None
+
+
+def train_command() -> str:
+    """How this process was asked to train, for the commands the lab's messages show: a
+    checkout's `python launch.py`, or the installed `ppo-lab train`."""
+    return "python launch.py" if Path(sys.argv[0]).name == "launch.py" else "ppo-lab train"
 
 
 class UnknownKeyError(ConfigError):
@@ -35,7 +56,7 @@ class UnknownKeyError(ConfigError):
             hint = "no key of that section is close"
         ConfigError.__init__(self, key, None, "")
         self.args = (f"unknown config key {key}: {hint} (your own keys go under {USER_NAMESPACE}.*, "
-                     f"e.g. +{USER_NAMESPACE}.note=...; `python launch.py --help` lists the common keys)",)
+                     f"e.g. +{USER_NAMESPACE}.note=...; `{train_command()} --help` lists the common keys)",)
 
     def __reduce__(self):
         return type(self), (self.key, self.suggestions, self.option, self.option_keys)
@@ -59,10 +80,15 @@ def searchpath_folders(entries) -> list[Path]:
 
 
 def use_config_dirs(entries) -> None:
-    """Add a user's config folders (`file://DIR` entries, or folders) to conf/, for this process."""
+    """Add a user's config folders (`file://DIR` entries, or folders) to conf/, for this process.
+    A project's (a folder named conf/) brings its project's modules: the folder that holds it
+    goes on Python's path (`parts.use_project_folder`), so `_target_: my_envs.keydoor.build`
+    beside it imports without PYTHONPATH."""
     for folder in searchpath_folders(entries):
         if folder != CONF_DIR and folder not in _user_config_dirs:
             _user_config_dirs.append(folder)
+        if folder != CONF_DIR and folder.name == PROJECT_CONF:
+            parts.use_project_folder(folder.parent)
 
 
 def user_config_dirs() -> list[Path]:
@@ -80,6 +106,25 @@ def group_options(group: str, folders=None) -> list[str] | None:
     if not found:
         return None
     return sorted({p.relative_to(d).with_suffix("").as_posix() for d in found for p in d.rglob("*.yaml")})
+
+
+def sets_global_keys(path: Path) -> bool:
+    """Whether a group's YAML file declares `# @package _global_` in its header (the comment
+    lines it starts with), where Hydra reads it: its keys are the whole config's, not its group's."""
+    for line in path.read_text().splitlines():
+        if not line.startswith("#") and line.strip():
+            return False
+        if line.lstrip("# ").startswith("@package") and line.split("@package", 1)[1].strip() == "_global_":
+            return True
+    return False
+
+
+def preset_groups() -> list[str]:
+    """The groups whose options are presets of the whole config (experiment, fidelity, scale):
+    those of conf/ whose every option is `# @package _global_`. An option of one's own in such a
+    group must be one too."""
+    return sorted(folder.name for folder in CONF_DIR.iterdir() if folder.is_dir() and list(folder.glob("*.yaml"))
+                  and all(sets_global_keys(path) for path in folder.rglob("*.yaml")))
 
 
 def option_file(group: str, option, folders=None) -> Path | None:

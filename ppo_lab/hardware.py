@@ -29,6 +29,7 @@ from ppo_lab.config import HardwareConfig, validate_hardware
 
 log = logging.getLogger(__name__)
 
+# The folder that holds the package: a checkout's root, or the site-packages of an install.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -62,8 +63,9 @@ def cache_dir(hw: HardwareConfig) -> Path | None:
     path = hw.compilation_cache_dir
     if not path:
         return None
-    path = Path(os.path.expanduser(str(path)))
-    return path if path.is_absolute() else PROJECT_ROOT / path
+    # Relative to the working folder, as the run dirs are: an installed lab's package folder
+    # may not be writable (and is no place for a user's cache).
+    return Path(os.path.expanduser(str(path))).absolute()
 
 
 _APPLIED: dict | None = None  # what this process's JAX was started with

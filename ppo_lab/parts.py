@@ -12,11 +12,14 @@ adapters import them at their top, so they may be loaded only once the run has s
 a string in the config is what lets everything else import at its top.
 
 A part that fails to load is a `PartError` (a ConfigError: exit 2, before anything compiles)
-naming the part, its path, and the missing package: with the extra that brings it for the
-lab's own optional packages (`INSTALL_HINTS`), else with the folders Python searched.
+naming the part, its path, and what is missing: a name a module that loaded does not have (the
+module, where it was found, its names that are close: `my_envs.keydoor.biuld`), or a package:
+with the extra that brings it for the lab's own optional packages (`INSTALL_HINTS`), else with
+the folders Python searched.
 
-A user's own part lives outside the lab (docs/envs.md): its folder is on PYTHONPATH when it
-trains. `import_dirs` says which folder each of a run's parts was imported from (manifest.json
+A user's own part lives outside the lab (docs/envs.md, docs/project.md): in a project folder
+beside its conf/, which `use_project_folder` puts on the path (after the installed packages),
+or in any folder on PYTHONPATH. `import_dirs` says which folder each of a run's parts was imported from (manifest.json
 records it), and `use_import_dirs` puts those folders back on the path when a later command
 (evaluate, reproduce, replay) loads the run, from any working folder, without that PYTHONPATH.
 
@@ -28,10 +31,12 @@ are plain imports inside the function that needs them.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import logging
 import os
+import pkgutil
 import sys
 import types
 from contextlib import contextmanager
@@ -90,6 +95,9 @@ def load(key: str, path: Any) -> Callable:
             return get_object(path)
     except Exception as exc:  # noqa: BLE001 - Hydra wraps the import error: unwrap it for the user
         missing = _missing_module(exc)
+        absent = _absent_name(path, missing)
+        if absent:
+            raise PartError(key, path, absent) from exc
         if missing and missing.split(".")[0] == LAB_PACKAGE:
             raise PartError(key, path, f"a path inside {LAB_PACKAGE} that exists (no module {missing})") from exc
         if missing and missing.split(".")[0] in INSTALL_HINTS:
@@ -101,6 +109,25 @@ def load(key: str, path: Any) -> Callable:
         raise PartError(key, path, f"an importable function or class ({type(exc).__name__}: {exc})") from exc
 
 
+def _absent_name(path: str, missing: str | None) -> str | None:
+    """What to expect when the part's module loaded but a name in it did not (Python reports the
+    name as a module it could not find, `missing`, a prefix of `path`): the module, where it
+    was found (a module of one's own named like an installed one is found there) and its close
+    names (a package's submodules among them). None when `missing` is no name inside a loaded module."""
+    parent, _, name = (missing or "").rpartition(".")
+    module = sys.modules.get(parent) if parent else None
+    if module is None or not f"{path}.".startswith(f"{missing}."):
+        return None
+    names = {n for n in dir(module) if not n.startswith("_")}
+    if getattr(module, "__path__", None):  # a package: its submodules too
+        names |= {m.name for m in pkgutil.iter_modules(module.__path__)}
+    close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.6)
+    hint = (f"did you mean {' or '.join(f'{parent}.{c}' for c in close)}?" if close
+            else f"it has {', '.join(sorted(names)[:20]) or 'no public names'}")
+    where = getattr(module, "__file__", None) or ", ".join(getattr(module, "__path__", []))
+    return f"a name that module {parent} has (it was found, {where}, but has no '{name}'); {hint}"
+
+
 def not_found(module: str) -> str:
     """What a missing module that is no optional package of the lab's is said as: the module
     and the folders searched (a name is never guessed into a `pip install`: it could be
@@ -109,7 +136,8 @@ def not_found(module: str) -> str:
     folders = [os.path.abspath(entry) for entry in sys.path if not entry.endswith(".zip")]
     searched = [folder if os.path.isdir(folder) else f"{folder} (no such folder)" for folder in folders]
     return (f"an importable part: no module named '{module}' was found; searched: {', '.join(searched)}. "
-            f"Put the folder that holds '{top}' on PYTHONPATH, or install the package that provides it")
+            f"Work from the project folder that holds '{top}' beside its conf/ (docs/project.md), put that folder "
+            f"on PYTHONPATH, or install the package that provides it")
 
 
 def import_dirs(paths: Iterable[str | None]) -> dict[str, str]:
@@ -143,6 +171,17 @@ def use_import_dirs(folders: Iterable[str]) -> None:
             sys.path.insert(1 if sys.path else 0, folder)
             added = True
     if added:
+        importlib.invalidate_caches()
+
+
+def use_project_folder(folder) -> None:
+    """A project's own folder (the one that holds its conf/) on Python's path after every
+    installed package, once: its modules import without PYTHONPATH, and none of them can shadow
+    an installed module or the lab (one named like an installed module is not found; the error
+    says where that name was found instead)."""
+    folder = str(folder)
+    if folder not in sys.path:
+        sys.path.append(folder)
         importlib.invalidate_caches()
 
 

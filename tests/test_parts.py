@@ -33,7 +33,7 @@ def test_missing_package_is_named_with_the_part(part_needing_a_missing_package):
 
 
 def test_a_wrong_path_inside_the_package_says_so():
-    with pytest.raises(parts.PartError, match=r"no module ppo_lab\.envs\.nowhere"):
+    with pytest.raises(parts.PartError, match=r"module ppo_lab\.envs has \(it was found, .*, but has no 'nowhere'\)"):
         parts.load("env._target_", "ppo_lab.envs.nowhere.build")
     with pytest.raises(parts.PartError, match="dotted path"):
         parts.load("network._target_", "MLPTorso")
@@ -50,6 +50,22 @@ def test_a_users_missing_module_names_the_folders_searched_not_a_package_to_inst
     message = str(err.value)
     assert "no module named 'my_absent_envs'" in message and f"{tmp_path / 'gone'} (no such folder)" in message
     assert "pip install" not in message
+
+
+def test_a_module_that_loads_without_the_name_says_so_with_its_close_names(tmp_path, monkeypatch):
+    """`my_envs.keydoor.biuld`: the module was found, the name not; never "no module named"."""
+    (tmp_path / "my_keydoor_envs").mkdir()
+    (tmp_path / "my_keydoor_envs" / "__init__.py").write_text("")
+    (tmp_path / "my_keydoor_envs" / "keydoor.py").write_text("def build(*a, **k):\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(parts.PartError) as err:
+        parts.load("env._target_", "my_keydoor_envs.keydoor.biuld")
+    message = str(err.value)
+    assert f"module my_keydoor_envs.keydoor has (it was found, {tmp_path / 'my_keydoor_envs' / 'keydoor.py'}, " \
+           "but has no 'biuld'); did you mean my_keydoor_envs.keydoor.build?" in message
+    assert "no module named" not in message and "PYTHONPATH" not in message
+    with pytest.raises(parts.PartError, match=r"has no 'keydor'\); did you mean my_keydoor_envs\.keydoor\?"):
+        parts.load("env._target_", "my_keydoor_envs.keydor.build")  # a package's submodules are its names too
 
 
 @pytest.mark.parametrize("override, key", [

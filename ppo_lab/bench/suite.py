@@ -63,16 +63,13 @@ from ppo_lab.bench import accel, markdown, purejaxrl_settings, sidebyside
 from ppo_lab.analysis.compare import compare as compare_runs
 from ppo_lab.bench.configs import compose, env_overrides, known_env
 from ppo_lab.config import validate
-from ppo_lab.config_keys import CONF_DIR
-from ppo_lab.hardware import host_core_count, start_jax
+from ppo_lab.hardware import PROJECT_ROOT, host_core_count, start_jax  # PROJECT_ROOT: where its processes run
 from ppo_lab.host_cpu import cpu_record
 from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.run.build import build
 from ppo_lab.rundir import read_benchmark
 
-# The repository: launch.py, run in fresh processes, and the folder they run in.
-PROJECT_ROOT = CONF_DIR.parent
 DEFAULT_ENVS = ("cartpole", "foraging")
 
 # Sizes of everything the suite runs. `min_s`: least timed seconds per in-process measure.
@@ -231,7 +228,7 @@ class Launcher:
         self.count += 1
         run_dir = self.last_dir = self.workdir / f"{self.count:02d}_{label}"
         cache_arg = f"hardware.compilation_cache_dir={cache}" if cache else "hardware.compilation_cache_dir=null"
-        cmd = [sys.executable, str(PROJECT_ROOT / "launch.py"), *overrides, *self.extra, "benchmark=true",
+        cmd = [sys.executable, "-m", "ppo_lab.cli", "train", *overrides, *self.extra, "benchmark=true",
                cache_arg, f"hydra.run.dir={run_dir}"]
         if self.verbose:
             print("[benchmark] $", " ".join(cmd), file=sys.stderr)

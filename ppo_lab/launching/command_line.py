@@ -123,12 +123,7 @@ def check_overrides(overrides, config_dir: Path | None = None, config_name: str 
     take, with the closest valid ones; their search path's folders count as conf/ from here on."""
     config_keys.use_config_dirs(searchpath_entries(overrides))
     parsed = OverridesParser.create().parse_overrides(list(overrides))
-    for override in parsed:
-        options = group_options(override.key_or_group)
-        if options is not None and not override.is_delete() and not override.is_hydra_override():
-            for option in _options(override):
-                if option not in options:
-                    raise _unknown_option(override.key_or_group, option, overrides, config_dir, config_name)
+    _check_options(parsed, overrides, config_dir, config_name)
     probe = [_first(o) for o in parsed]
     cfg = _composed(probe, config_dir, config_name)
     params = OmegaConf.to_container(cfg.hydra.sweeper, resolve=True).get("params") or {}
@@ -149,6 +144,30 @@ def check_overrides(overrides, config_dir: Path | None = None, config_name: str 
                 own |= set(ENV_WIRING_KEYS)
             if name.split(".")[0] not in own:
                 raise _unknown_own_key(override.key_or_group, cfg, own)
+
+
+def _check_options(parsed, overrides, config_dir, config_name) -> None:
+    """Each group option the overrides select has a file, and a preset of one's own is one."""
+    for override in parsed:
+        options = group_options(override.key_or_group)
+        if options is not None and not override.is_delete() and not override.is_hydra_override():
+            for option in _options(override):
+                if option not in options:
+                    raise _unknown_option(override.key_or_group, option, overrides, config_dir, config_name)
+                _check_preset_header(override.key_or_group, option)
+
+
+def _check_preset_header(group: str, option: str) -> None:
+    """A preset (experiment=..., +fidelity=...) without `# @package _global_`: said so, where
+    Hydra would say "Could not override 'env@experiment.env'" or put its keys under `experiment.`."""
+    path = config_keys.option_file(group, option)
+    if group in config_keys.preset_groups() and path is not None and not config_keys.sets_global_keys(path):
+        raise Refused(group, f"{group}={option}: {path} must start with the line `# @package _global_` (a preset "
+                             f"sets keys of the whole config: env, ppo.lr, ...; without that line Hydra puts them "
+                             f"under `{group}.` and says \"Could not override 'env@{group}.env'\")")
+
+
+_PRESET_OVERRIDE = re.compile(r"In '([\w/]+)/([\w/.-]+)': Could not override")
 
 
 def _composed(overrides, config_dir, config_name):
@@ -195,6 +214,12 @@ def refusal(exc: BaseException, overrides=(), config_dir=None, config_name="conf
         if isinstance(inner, OmegaConfBaseException) and not _NOT_IN_STRUCT.search(str(inner)):
             return config_error(inner)
         inner = inner.__cause__ or inner.__context__
+    found = _PRESET_OVERRIDE.search(str(exc))
+    if found and found.group(1) in config_keys.preset_groups():  # a preset of one's own, selected by another file
+        try:
+            _check_preset_header(found.group(1), found.group(2))
+        except Refused as refused:
+            return refused
     if isinstance(exc, MissingConfigException) and exc.missing_cfg_file:
         group, _, option = str(exc.missing_cfg_file).rpartition("/")
         if group_options(group) is not None and not group.startswith("hydra"):  # Hydra's own groups: its message

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from ppo_lab import config_keys
 from ppo_lab.config import help_keys
-from ppo_lab.config_keys import USER_NAMESPACE, group_options, option_file, searchpath_folders
+from ppo_lab.config_keys import USER_NAMESPACE, group_options, option_file, searchpath_folders, train_command
 from ppo_lab.launching.command_line import compose, searchpath_entries
 
 GROUPS = {
@@ -91,7 +91,8 @@ def help_text(overrides: list[str], config_dir=None, config_name: str = "config"
     """The help for the config these overrides compose (errors in them are the caller's)."""
     cfg = compose(overrides, config_dir, config_name, hydra=True)
     folders = searchpath_folders(searchpath_entries(overrides))
-    lines = ["usage: python launch.py [group=option ...] [key=value ...] [-m for a sweep]", "",
+    command = train_command()
+    lines = [f"usage: {command} [group=option ...] [key=value ...] [-m for a sweep]", "",
              "Trains PPO on the composed config; a run ends saying where its results are.", "",
              "Config groups (group=option):"]
     choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
@@ -109,10 +110,11 @@ def help_text(overrides: list[str], config_dir=None, config_name: str = "config"
         lines.append(f"  {key:<{width}}  {_value(cfg, key):<10} {says}")
     lines += ["",
               f"Your own keys: +{USER_NAMESPACE}.NAME=VALUE (recorded, change nothing). Any other unknown key is refused.",
-              "The rest: python launch.py [overrides] --cfg job prints every key of the composed config;",
-              "each conf/<group>/*.yaml says what its keys do; README.md and docs/guide.md the rest.",
-              "Examples: python launch.py experiment=cartpole num_seeds=4",
-              "          python launch.py -m experiment=cartpole ppo.lr=1e-3,3e-4",
+              f"The rest: {command} [overrides] --cfg job prints every key of the composed config;",
+              f"each {config_keys.CONF_DIR}/<group>/*.yaml says what its keys do; README.md and docs/guide.md the rest.",
+              f"Your project's own groups: ./{config_keys.PROJECT_CONF}/<group>/ of the working folder (docs/project.md).",
+              f"Examples: {command} experiment=cartpole num_seeds=4",
+              f"          {command} -m experiment=cartpole ppo.lr=1e-3,3e-4",
               "Hydra's own help: --hydra-help."]
     return "\n".join(lines)
 

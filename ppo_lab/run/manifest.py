@@ -19,6 +19,7 @@ import socket
 import subprocess
 import time
 from collections import Counter
+from pathlib import Path
 
 import jax
 
@@ -44,8 +45,10 @@ def _git(*args: str) -> str | None:
 
 
 def lab_source() -> dict:
-    """The lab's commit and whether tracked files differ from it (null outside a git checkout)."""
-    commit = _git("rev-parse", "HEAD")
+    """The lab's commit and whether tracked files differ from it (null for an installed lab:
+    the repository around its site-packages, if any, is someone else's)."""
+    top = _git("rev-parse", "--show-toplevel")
+    commit = _git("rev-parse", "HEAD") if top and Path(top).resolve() == PROJECT_ROOT else None
     status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 

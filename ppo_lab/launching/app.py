@@ -1,0 +1,128 @@
+"""The lab's Hydra app: `ppo-lab train [group=option ...] [key=value ...]`, and `python launch.py`
+in a checkout, which is the same app.
+
+All the work is `ppo_lab.run.entry.train(cfg, run_dir)`; this module adds Hydra (the config from
+the config groups, the run dir) and the exit code. It lives in the package, not in a script, so an
+installed lab trains from any folder. Importing the lab imports jax but does not start XLA's
+backend: `train` applies the `hardware` group (`ppo_lab.hardware.start_jax`) before that.
+Reached through `launching.train_command.main`, which refuses a misspelled key first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from ppo_lab import rundir
+from ppo_lab.config_keys import CONF_DIR
+from ppo_lab.judging.objective import job_result
+from ppo_lab.launching.command_line import config_source, fail, lab_error, overrides_of
+from ppo_lab.launching.exit_codes import DIVERGED, REFUSED, STOPPED, exit_code
+from ppo_lab.launching.help import asked_for_help, help_text
+from ppo_lab.run.divergence import RunDiverged
+from ppo_lab.run.entry import USER_ERRORS, train
+from ppo_lab.run.failure import traceback_to_log_files
+from ppo_lab.run.recorders.console import resume_command
+
+
+def _run_dir() -> Path:
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def _multirun() -> bool:
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _forget_empty_run_dir(run_dir: Path) -> None:
+    """After a user error, remove the run dir Hydra just made if it holds no result, so a
+    bad command line leaves nothing that looks like a run (never touches an existing run)."""
+    if any((run_dir / name).exists() for name in (rundir.CONFIG, rundir.METRICS, rundir.SUMMARY, rundir.CHECKPOINTS)):
+        return
+    try:
+        only_hydra = all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir())
+    except FileNotFoundError:  # the other processes of a multi-process run stop alike: one removed it first
+        return
+    if only_hydra:
+        logging.shutdown()
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+# The status of the run this process trained (not a sweep's: it exits 0 once its jobs ran),
+# for the exit code `launch` ends with (ppo_lab/launching/exit_codes.py).
+_ended: list[str] = []
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> rundir.RunSummary | float | None:
+    run_dir = _run_dir()
+    try:
+        summary = train(cfg, run_dir)
+    except USER_ERRORS as exc:  # bad config, missing hardware, a refused resume: nothing written
+        print(f"error: {exc}", file=sys.stderr, flush=True)  # once: no log line repeating it
+        if _multirun():
+            exc.lab_reported = True  # said once, here, naming this job's error
+            raise  # Hydra records this job as failed and the sweep goes on; the aggregate names it
+        _forget_empty_run_dir(run_dir)
+        sys.exit(_exit_code(exc))
+    except OSError as exc:
+        if rundir.write_failure(exc) is None or _multirun():
+            raise  # not a write of the run's files; or a sweep's job, which Hydra records as failed
+        _say_write_failure(exc, run_dir)
+    if not _multirun():  # the exit code says how it ended (a sweep goes on: each job's status is its summary's)
+        _ended.append(summary.status)
+    return job_result(summary, cfg)  # the objective when a sweeper asks for one
+
+
+def _say_write_failure(exc: OSError, run_dir: Path) -> None:
+    """A full disk, a permission or a read-only file system met while writing the run's files:
+    one line and the resume command (the closing summary says both when it got that far), the
+    traceback only in launch.log; exit 1, as for any error."""
+    traceback_to_log_files("the run failed writing its files", exc)
+    if not getattr(exc, "closing_summary_printed", False):
+        print(f"error: {rundir.write_failure(exc)}", file=sys.stderr, flush=True)
+        print(f"resume (continues from the last checkpoint): {resume_command(run_dir)}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def _exit_code(exc: BaseException) -> int:
+    """2 for a refused command (config, hardware, resume), EXIT_DIVERGED for a relaunch of a
+    run that diverged (README, "Exit codes")."""
+    return DIVERGED if isinstance(exc, RunDiverged) else REFUSED
+
+
+def launch(argv: list[str]) -> None:
+    """`main` on the command line `argv` (Hydra's, as `python launch.py` takes it), with the lab's
+    errors in one form (a key or group typo was refused before the lab loaded); what Hydra or a
+    job still refuses is printed once as `error:`, exit 2."""
+    if asked_for_help(argv):  # ours, for people; Hydra's own is --hydra-help
+        print(help_text(overrides_of(argv), *config_source(argv)))
+        return
+    # Hydra's own report (its wording, exit 1) is skipped: it re-raises, and we say it our way.
+    # Any other error keeps Python's traceback and exit 1.
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    sys.argv = [sys.argv[0], *argv]  # what Hydra parses
+    try:
+        main()
+    except KeyboardInterrupt:  # a second Ctrl+C: the run checkpointed and said how it ended; no traceback
+        print("stopped at once (Ctrl+C again): the last complete chunk is checkpointed; resume: "
+              f"{resume_command(None)}", file=sys.stderr, flush=True)
+        sys.exit(STOPPED)
+    except USER_ERRORS as exc:
+        if getattr(exc, "lab_reported", False):
+            sys.exit(_exit_code(exc))
+        fail(exc)
+    except Exception as exc:
+        message = lab_error(exc, argv)
+        if message is None:
+            raise
+        fail(message)
+    if _ended and exit_code(_ended[-1]):
+        sys.exit(exit_code(_ended[-1]))
