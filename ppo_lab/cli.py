@@ -39,7 +39,7 @@ def _resume(argv):
 
 
 def _check_env(argv):
-    from ppo_lab.envs.check_command import main
+    from ppo_lab.launching.check_env_command import main
     return main(argv)
 
 

@@ -112,8 +112,8 @@ def launch(argv: list[str]) -> None:
     try:
         main()
     except KeyboardInterrupt:  # a second Ctrl+C: the run checkpointed and said how it ended; no traceback
-        print("stopped at once (Ctrl+C again): the last complete chunk is checkpointed; resume: "
-              f"{resume_command(None)}", file=sys.stderr, flush=True)
+        print("stopped at once (Ctrl+C again): the last complete chunk is checkpointed; "
+              f"resume: {resume_command() or 'relaunch into the run directory'}", file=sys.stderr, flush=True)
         sys.exit(STOPPED)
     except USER_ERRORS as exc:
         if getattr(exc, "lab_reported", False):

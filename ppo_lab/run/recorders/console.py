@@ -16,6 +16,7 @@ from hydra.types import RunMode
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from ppo_lab.config_keys import train_command
 from ppo_lab.judging.closing import closing_lines
 from ppo_lab.rundir.run_summary import RunSummary
 
@@ -90,18 +91,19 @@ class ProgressRecorder:
             self.progress.close()
 
 
-def resume_command(run_dir: Path) -> str | None:
-    """The command that continues this run: the same overrides into the same directory (a
-    relaunch into a run dir resumes from its newest checkpoint; the default run dir is a new
-    timestamp each time, so the same command alone would start over). For a sweep's job: the
-    sweep again into its own sweep dir (completed jobs are skipped)."""
-    if not HydraConfig.initialized():
-        return f"python launch.py <the same overrides> hydra.run.dir={shlex.quote(str(run_dir))}"
-    hc = HydraConfig.get()
-    args = [a for a in hc.overrides.task if not a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
-    if hc.mode == RunMode.MULTIRUN:
-        return f"the same multirun command with hydra.sweep.dir={shlex.quote(str(hc.sweep.dir))}"
-    return " ".join(["python launch.py", *map(shlex.quote, args), f"hydra.run.dir={shlex.quote(str(run_dir))}"])
+def resume_command(run_dir: Path | None = None) -> str | None:
+    """The command that continues this run from any folder: `ppo-lab resume RUN_DIR`, which
+    relaunches it as it was launched (launching/resume_command.py); for a sweep's job, the sweep
+    (its completed jobs are skipped). A run trained in-process, with no Hydra record of its
+    command: the same overrides into its run dir. None where neither is known."""
+    if HydraConfig.initialized():
+        hc = HydraConfig.get()
+        multirun = hc.mode == RunMode.MULTIRUN
+        target = Path(hc.runtime.cwd) / (hc.sweep.dir if multirun else run_dir or hc.runtime.output_dir)
+        return f"ppo-lab resume {shlex.quote(str(shown_path(target)))}"
+    if run_dir is None:
+        return None
+    return f"{train_command()} <the same overrides> hydra.run.dir={shlex.quote(str(run_dir))}"
 
 
 def shown_path(path: Path) -> Path:
