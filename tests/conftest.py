@@ -195,19 +195,49 @@ def read_rows(run_dir: Path) -> list[dict]:
 
 # docs/envs.md's worked example: each file shown under its path (`my_envs/corridor.py`:).
 DOCS_ENV_FILES = ("my_envs/corridor_check.py", "my_envs/corridor.py", "conf/env/corridor.yaml")
+# docs/project.md's own files, beside the env.
+DOCS_PROJECT_FILES = ("conf/reward/hurry.yaml", "conf/experiment/corridor_small.yaml", "sweeps/corridor_rewards.yaml")
+
+
+def write_page_files(page: str, names, folder: Path) -> Path:
+    """The files a docs page shows, each under its path (`` `conf/env/corridor.yaml`: `` and a
+    code block), written into `folder` from the page's own text, so the page cannot drift from
+    what works."""
+    text = (ROOT / "docs" / page).read_text()
+    files = dict(re.findall(r"^`([\w/.]+)`:\n\n```(?:python|yaml)\n(.*?)```", text, re.S | re.M))
+    assert set(names) <= set(files), f"docs/{page} shows {sorted(files)}, not {names}"
+    for name in names:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(files[name])
+    return folder
 
 
 def write_docs_env(folder: Path) -> Path:
-    """docs/envs.md's example env written into `folder` (a user's own folder) from the page's
-    own text, laid out as the page lays it out, so the page cannot drift from what works."""
-    text = (ROOT / "docs" / "envs.md").read_text()
-    files = dict(re.findall(r"^`([\w/.]+)`:\n\n```(?:python|yaml)\n(.*?)```", text, re.S | re.M))
-    assert set(DOCS_ENV_FILES) <= set(files), f"docs/envs.md shows {sorted(files)}, not {DOCS_ENV_FILES}"
-    for name in DOCS_ENV_FILES:
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(files[name])
+    """docs/envs.md's example env written into `folder` (a user's own folder), laid out as the page lays it out."""
+    write_page_files("envs.md", DOCS_ENV_FILES, folder)
     (folder / "my_envs" / "__init__.py").write_text("")  # the page's tree: empty, makes my_envs a package
     return folder
+
+
+def write_docs_project(folder: Path) -> Path:
+    """docs/project.md's project: docs/envs.md's env and the page's own files, in `folder`."""
+    return write_page_files("project.md", DOCS_PROJECT_FILES, write_docs_env(folder))
+
+
+# `ppo-lab` as a user runs it: the lab's command, never the working folder first on Python's path
+# (`-P`), as for an installed console script. PPO_LAB_COMMAND runs another one (an install in a
+# fresh virtualenv: `PPO_LAB_COMMAND=/tmp/x/bin/ppo-lab`).
+PPO_LAB = os.environ["PPO_LAB_COMMAND"].split() if os.environ.get("PPO_LAB_COMMAND") else [sys.executable, "-P", "-m", "ppo_lab.cli"]
+
+
+def ppo_lab(args, cwd: Path, timeout: float = 600, **popen) -> subprocess.CompletedProcess:
+    """`ppo-lab ARGS` run from `cwd`; with PPO_LAB_COMMAND, in an environment without PYTHONPATH
+    (the install alone), else this process's."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if os.environ.get("PPO_LAB_COMMAND"):
+        env.pop("PYTHONPATH", None)
+    return subprocess.run([*PPO_LAB, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=env, **popen)
 
 
 def read_summary(run_dir: Path) -> dict:

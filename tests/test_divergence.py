@@ -189,7 +189,7 @@ def test_a_full_disk_reads_as_one_line_with_the_traceback_in_launch_log(tmp_path
     assert "Traceback" not in out, out[-3000:]
     line = f"error: OSError ENOSPC writing {run_dir / 'metrics.csv'}: No space left on device"
     tail = proc.stdout.splitlines()[-2:]
-    assert tail[0] == line and tail[1].startswith("resume (continues from the last checkpoint): python launch.py"), tail
+    assert tail[0] == line and tail[1] == f"resume (continues from the last checkpoint): ppo-lab resume {run_dir}", tail
     log = (run_dir / "launch.log").read_text()
     assert "Traceback" in log and "No space left on device" in log
     summary = read_summary(run_dir)

@@ -23,7 +23,9 @@ DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.glob("*.md"))
 PROMPTS = ("python launch.py ", "ppo-lab ")
 # Commands whose config the page itself writes first (a worked example), so they name no file here.
-WORKED_EXAMPLES = {("envs.md", "python launch.py env=corridor")}
+WORKED_EXAMPLES = {("envs.md", "python launch.py env=corridor"), ("envs.md", "ppo-lab train env=corridor")}
+# Pages whose commands their own test runs, from the project folder they write (tests/test_project.py).
+RUN_BY_THEIR_TEST = ("project.md",)
 
 
 def _clean(line: str) -> str:
@@ -53,9 +55,10 @@ def test_the_pages_show_commands_of_both_kinds():
     assert len(commands_of("python launch.py")) > 40 and len(commands_of("ppo-lab")) > 10
 
 
-@pytest.mark.parametrize("page,command", commands_of("python launch.py"))
+@pytest.mark.parametrize("page,command", commands_of("python launch.py") + commands_of("ppo-lab train"))
 def test_every_launch_command_in_the_docs_names_real_keys_and_composes(page, command):
-    if (page, command) in WORKED_EXAMPLES:
+    """`python launch.py ARGS` and `ppo-lab train ARGS` alike: one command."""
+    if (page, command) in WORKED_EXAMPLES or page in RUN_BY_THEIR_TEST:
         return
     args = shlex.split(command)[2:]
     overrides = [a for a in args if "=" in a and not a.startswith("-")]
@@ -75,7 +78,7 @@ class _Parsed(Exception):
 def test_every_ppo_lab_command_in_the_docs_parses(page, command, monkeypatch):
     """The subcommand exists and argparse accepts the arguments shown; parsing stops the command."""
     args = shlex.split(command)[1:]
-    if args in ([], ["--help"]):
+    if args in ([], ["--help"]) or args[0] == "train":  # train's arguments are Hydra's: composed above
         return
     assert args[0] in SUBCOMMANDS, f"{page}: unknown ppo-lab command {args[0]!r}"
     if len(args) == 1:

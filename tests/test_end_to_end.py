@@ -243,6 +243,7 @@ def test_ctrl_c_stops_with_130_and_a_second_one_at_once_without_a_traceback(tmp_
     out = proc.output()
     assert proc.returncode == 130, out[-3000:]
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    assert f"ppo-lab resume {run_dir}" in out, out[-3000:]  # said at once, or by the closing summary it reached
     s = read_summary(run_dir)
     assert s["status"] == "stopped" and "SIGINT" in s["stop_reason"]
     assert list((run_dir / "checkpoints").glob("ckpt_*.json"))

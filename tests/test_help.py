@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from omegaconf import OmegaConf
 
+from conftest import ppo_lab, write_docs_env
 from ppo_lab.config import TORSO_KEYS, declared_keys, help_keys
 from ppo_lab.config_keys import CONF_DIR, group_options
 from ppo_lab.launching.help import GROUPS, help_text, inline_meanings
@@ -56,3 +57,13 @@ def test_every_key_of_the_lab_says_what_it_means_on_its_line():
         missing += [f"no file of {group}/ writes {name}"] if not writing and name not in TORSO_KEYS else []
     assert missing == []
     assert inline_meanings(CONF_DIR / "pbt" / "default.yaml")["perturb.factors"]  # a key of a mapping in its section
+
+
+def test_ppo_lab_train_help_names_itself_and_a_projects_own_options(tmp_path):
+    """The installed command's help, from a project folder: its conf/ on the search path."""
+    write_docs_env(tmp_path)
+    shown = ppo_lab(["train", "env=corridor", "--help"], tmp_path)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert shown.stdout.startswith("usage: ppo-lab train [group=option ...]")
+    [line] = [line for line in shown.stdout.splitlines() if line.startswith("  env ")]
+    assert "corridor, " in line and line.endswith("(now corridor)")

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 from PIL import Image
 
-from conftest import launch, run_cli, write_docs_env
+from conftest import launch, ppo_lab, run_cli, write_docs_env
 from ppo_lab import config_keys
 from ppo_lab.config_keys import UnknownKeyError
 from ppo_lab.launching.command_line import UnknownOptionError, check_overrides
@@ -28,13 +27,6 @@ CORRIDOR = ["env=corridor", "env.length=4", "env.max_steps=8", "num_seeds=2", "h
 
 def searchpath(folder) -> str:
     return f"hydra.searchpath=[file://{folder / 'conf'}]"
-
-
-def ppo_lab(args, cwd) -> subprocess.CompletedProcess:
-    """`ppo-lab ARGS` as a user runs it, from `cwd`, with this process's environment: the lab
-    importable, the user's folder not on PYTHONPATH."""
-    return subprocess.run([sys.executable, "-m", "ppo_lab.cli", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=240)
 
 
 @pytest.mark.slow
@@ -75,6 +67,7 @@ def test_the_docs_env_trains_outside_the_lab_and_every_command_finds_it(tmp_path
 def test_options_and_keys_of_a_users_config_folder_are_valid(tmp_path, monkeypatch):
     """Its options pass the option check and are suggested for typos; so are its keys."""
     monkeypatch.setattr(config_keys, "_user_config_dirs", [])  # this test's folders alone, dropped after
+    monkeypatch.setattr(sys, "path", list(sys.path))  # and the project folder a config folder brings
     mine = write_docs_env(tmp_path / "my_lab")
     with pytest.raises(UnknownOptionError):
         check_overrides(["env=corridor"])
