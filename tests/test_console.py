@@ -35,7 +35,7 @@ def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
         wall_s=12.0, sps=5120.0, compile_s=3.0, eval_s=1.5,
         eval={"episode_return": [10.0, 12.0, 14.0], "episode_length": [1, 2, 3], "food_share": [0.9, 0.95, 1.0]},
         final={"train/mean_episode_return": [9.0, 11.0, 13.0]})
-    lines = closing_lines(summary, tmp_path, eval_mode="greedy", resume_command="python launch.py x=1 hydra.run.dir=D")
+    lines = closing_lines(summary, tmp_path, eval_mode="greedy", resume_command="ppo-lab resume D")
     text = "\n".join(lines)
     assert len(lines) <= 15 and lines[0] == "== stopped: signal SIGINT =="
     # 3 seeds: the interval `ppo-lab aggregate` gives them too, named, and n < 5 marked (docs/statistics.md):
@@ -45,7 +45,7 @@ def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
     assert "food_share (sampled)" in text and "(Anderson, in [0, 1])" in text
     assert "WARNING n=3 < 5: too few seeds to tell settings apart (wide intervals; docs/statistics.md)" in lines
     assert "5,120 steps/s" in text and "evaluation 1.5 s" in text and f"run dir: {tmp_path}" in text
-    assert lines[-1] == "resume (continues from the last checkpoint): python launch.py x=1 hydra.run.dir=D"
+    assert lines[-1] == "resume (continues from the last checkpoint): ppo-lab resume D"
     done = closing_lines(replace(summary, status="completed"), tmp_path, eval_mode="greedy", resume_command="x")
     assert not any("resume" in line for line in done)
     timed = closing_lines(replace(summary, status="timed_out"), tmp_path, eval_mode="greedy", resume_command="x")

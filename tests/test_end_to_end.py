@@ -192,7 +192,7 @@ def test_sigterm_stops_cleanly_and_a_rerun_finishes(tmp_path, tiny, caplog):
     assert s["status"] == "stopped" and "SIGTERM" in s["stop_reason"]
     assert s["eval"]["episode_return"], "a stopped run is still evaluated"
     tail = proc.output().splitlines()[-15:]  # the closing summary says how to go on
-    assert any("resume" in line and f"hydra.run.dir={run_dir}" in line for line in tail), tail
+    assert f"resume (continues from the last checkpoint): ppo-lab resume {run_dir}" in tail, tail
     stopped_at = s["updates"]
     assert stopped_at < 3125 and len(read_rows(run_dir)) == stopped_at
 
