@@ -11,6 +11,7 @@ the search path without being asked (launching/train_command.py).
 from __future__ import annotations
 
 import difflib
+import functools
 import sys
 from pathlib import Path
 
@@ -119,12 +120,13 @@ def sets_global_keys(path: Path) -> bool:
     return False
 
 
-def preset_groups() -> list[str]:
+@functools.cache  # conf/ does not change while the lab runs
+def preset_groups() -> tuple[str, ...]:
     """The groups whose options are presets of the whole config (experiment, fidelity, scale):
     those of conf/ whose every option is `# @package _global_`. An option of one's own in such a
     group must be one too."""
-    return sorted(folder.name for folder in CONF_DIR.iterdir() if folder.is_dir() and list(folder.glob("*.yaml"))
-                  and all(sets_global_keys(path) for path in folder.rglob("*.yaml")))
+    return tuple(sorted(folder.name for folder in CONF_DIR.iterdir() if folder.is_dir() and list(folder.glob("*.yaml"))
+                        and all(sets_global_keys(path) for path in folder.rglob("*.yaml"))))
 
 
 def option_file(group: str, option, folders=None) -> Path | None:

@@ -90,7 +90,7 @@ def _traced(findings: _Findings, member: str, fn, concrete: bool, *args):
         return None
 
 
-def check_params(findings: _Findings, env: Env, params) -> None:
+def _check_params(findings: _Findings, env: Env, params) -> None:
     leaves = jax.tree.leaves(params)
     if len(leaves) == 1 and leaves[0] is params and not isinstance(params, (int, float, bool, np.ndarray, jax.Array)):
         findings.add("params", f"a {type(params).__name__} that JAX sees as one leaf, not a pytree",
@@ -130,7 +130,7 @@ def check_env(env, params, *, name: str = "", concrete: bool = False, render: bo
         findings.add("the env's class", f"{type(env).__name__}, not derived from ppo_lab.envs.base.Env",
                      "a class deriving from Env (with gymnax's Environment for a JAX env)")
         raise EnvContractError(name, findings.problems)
-    check_params(findings, env, params)
+    _check_params(findings, env, params)
     spaces = _spaces(findings, env, params)
     if spaces is not None and (not env.batched or concrete):
         _check_steps(findings, env, params, spaces, concrete)
@@ -169,7 +169,7 @@ def _check_steps(findings: _Findings, env: Env, params, spaces, concrete: bool) 
         return findings.add("reset(key, params)", f"{type(out).__name__} of {len(out) if isinstance(out, tuple) else 1}",
                             "(obs, state)")
     obs, state = out
-    obs_ok = _check_obs(findings, "reset's obs", obs, obs_space)
+    _check_obs(findings, "reset's obs", obs, obs_space)
     actions = _traced(findings, "action_space(params).sample(key)", jax.vmap(act_space.sample), concrete, keys)
     if actions is None:
         return
@@ -187,7 +187,7 @@ def _check_steps(findings: _Findings, env: Env, params, spaces, concrete: bool) 
         got = f"{len(stepped)} values" if isinstance(stepped, tuple) else type(stepped).__name__
         return findings.add("step(key, state, action, params)", got,
                             "6 values: obs, state, reward, terminated, truncated, info (gymnax 1.0)")
-    _check_step(findings, stepped, obs if obs_ok else None, state, obs_space, concrete)
+    _check_step(findings, stepped, state, obs_space, concrete)
 
 
 def _check_obs(findings: _Findings, member: str, obs, space) -> bool:
@@ -205,7 +205,7 @@ def _check_actions(findings: _Findings, actions, shape, space, discrete: bool, c
         findings.add(member, f"actions {values.tolist()}", f"actions in 0..{space.n - 1}")
 
 
-def _check_step(findings: _Findings, stepped, obs, state, obs_space, concrete: bool) -> None:
+def _check_step(findings: _Findings, stepped, state, obs_space, concrete: bool) -> None:
     """`step`'s six outputs against reset's and the trainer's needs."""
     n = NUM_ENVS
     next_obs, next_state, reward, terminated, truncated, info = stepped
