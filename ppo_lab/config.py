@@ -184,6 +184,21 @@ class EvalConfig:
     max_steps: Optional[int] = key(lambda v, s: v >= 1, "null or an integer >= 1")
     survival_envs: int = key(lambda v, s: v >= 1, "an integer >= 1")
     survival_steps: int = key(lambda v, s: v >= 1, "an integer >= 1")
+    # Evaluation along training (run/along.py). Fixed within a run: the checkpoint keeps the
+    # policies it measures distances from, and its rows come at one cadence.
+    every_updates: Optional[int] = key(lambda v, s: v >= 0, "null or 0 (off), or an integer >= 1", resume=FIXED)
+    along_episodes: int = key(lambda v, s: v >= 1, "an integer >= 1")
+    along_survival_envs: int = key(lambda v, s: v >= 1, "an integer >= 1")
+    along_survival_steps: int = key(lambda v, s: v >= 1, "an integer >= 1")
+    kl_states: int = key(lambda v, s: v >= 1, "an integer >= 1")
+
+    along = property(lambda self: bool(self.every_updates))  # evaluation along training is on
+
+    def along_training(self) -> "EvalConfig":
+        """This section as an evaluation along training reads it: its own sizes in place of the
+        final evaluation's (an env's protocol reads `episodes`, `survival_envs`, `survival_steps`)."""
+        return dataclasses.replace(self, episodes=self.along_episodes, survival_envs=self.along_survival_envs,
+                                   survival_steps=self.along_survival_steps)
 
 
 @dataclass

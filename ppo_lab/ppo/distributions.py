@@ -42,6 +42,17 @@ def categorical_entropy(logits, mask=None):
     return -jnp.sum(p_log_p, axis=-1)
 
 
+def categorical_kl(logits_p, logits_q, mask=None):
+    """KL(p || q) of two (masked, renormalised) categoricals over the last axis: sum over the
+    valid actions of p (log p - log q); masked actions contribute exactly 0."""
+    log_p = jax.nn.log_softmax(mask_logits(logits_p, mask))
+    log_q = jax.nn.log_softmax(mask_logits(logits_q, mask))
+    terms = jnp.exp(log_p) * (log_p - log_q)
+    if mask is not None:
+        terms = jnp.where(mask, terms, 0.0)
+    return jnp.sum(terms, axis=-1)
+
+
 def sample_action(key, logits, mask=None):
     """A sample from the (masked) policy: never an invalid action."""
     return jax.random.categorical(key, mask_logits(logits, mask))

@@ -44,6 +44,16 @@ def entropy(out):
     return jnp.sum(jnp.broadcast_to(log_std, mean.shape) + 0.5 * (1.0 + LOG_2PI), axis=-1)
 
 
+def kl(out_p, out_q):
+    """KL(p || q) of two diagonal Gaussians, summed over dimensions: per dimension
+    log(s_q / s_p) + (s_p^2 + (m_p - m_q)^2) / (2 s_q^2) - 1/2. The tanh squash is a fixed
+    bijection, and a KL divergence does not change under one: the squashed policies' KL is this."""
+    (mean_p, log_std_p), (mean_q, log_std_q) = out_p, out_q
+    var_ratio = jnp.exp(2.0 * (log_std_p - log_std_q))
+    gap = jnp.square((mean_p - mean_q) * jnp.exp(-log_std_q))
+    return jnp.sum(log_std_q - log_std_p + 0.5 * (var_ratio + gap - 1.0), axis=-1)
+
+
 def sample(key, out):
     mean, log_std = out
     return mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)

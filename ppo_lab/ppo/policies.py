@@ -22,7 +22,8 @@ import numpy as np
 
 from ppo_lab.errors import ConfigError
 from ppo_lab.ppo import gaussian
-from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob, greedy_action, invalid_fraction, sample_action
+from ppo_lab.ppo.distributions import (categorical_entropy, categorical_kl, categorical_log_prob, greedy_action,
+                                       invalid_fraction, sample_action)
 
 
 class ActionDistribution(NamedTuple):
@@ -34,6 +35,7 @@ class ActionDistribution(NamedTuple):
     greedy: Callable  # (out, mask) -> action
     env_action: Callable  # action -> what the env takes
     action_metrics: Callable  # (actions [T, N, ...], mask or None) -> {"actions/...": scalar}
+    kl: Callable  # (out_p, out_q, mask) -> KL(p || q) [...]: how far policy p is from policy q in a state
 
 
 def categorical(num_actions: int) -> ActionDistribution:
@@ -53,6 +55,7 @@ def categorical(num_actions: int) -> ActionDistribution:
         greedy=greedy_action,
         env_action=lambda action: action,
         action_metrics=metrics,
+        kl=categorical_kl,
     )
 
 
@@ -88,6 +91,7 @@ def diagonal_gaussian(low, high, squash: str | None) -> ActionDistribution:
         greedy=lambda out, mask=None: out[0],  # the mean
         env_action=env_action,
         action_metrics=metrics,
+        kl=lambda out_p, out_q, mask=None: gaussian.kl(out_p, out_q),  # squashed or not (gaussian.kl)
     )
 
 

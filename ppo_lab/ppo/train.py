@@ -42,6 +42,7 @@ from ppo_lab.ppo import normalize, policies
 from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
 from ppo_lab.ppo.hypers import Hypers, StaticPPO
 from ppo_lab.ppo import obs_storage
+from ppo_lab.ppo.policy_distance import PolicyAnchors
 from ppo_lab.ppo.rollout import (Rollout, Step, batched_mask, batched_reset, batched_step, initial_memory,
                                   policy_and_value, rollout, value_of)
 from ppo_lab.ppo import value_norm as vn
@@ -65,6 +66,10 @@ class LearnerState:
     # reset) and whether that step ended an episode (ppo.rollout.initial_memory); else None.
     memory: Any = None
     reward_norm: Any = None  # normalize.RewardNorm with ppo.normalize_reward, else None
+    # Evaluation along training: the parameters the policy's distance is measured from
+    # (ppo.policy_distance.PolicyAnchors: update 0's and the last evaluation's), else None.
+    # Training never reads them; they ride in the state so that a checkpoint holds them.
+    policy_anchors: Any = None
 
 
 class Transition(NamedTuple):
@@ -167,6 +172,7 @@ class Trainer:
     env_step: Callable  # batched, given the env's form of the policy's action
     env_mask: Callable | None  # the batch's valid actions (None: the env has no mask)
     own_hypers: Hypers
+    keeps_policy_anchors: bool = False  # the state holds `policy_anchors` (evaluation along training)
 
     @property
     def num_updates(self) -> int:
@@ -208,6 +214,7 @@ class Trainer:
             value_norm=vn.init() if ppo.value_norm == "popart" else None,
             memory=initial_memory(self.network, num_envs),
             reward_norm=normalize.init_reward_norm(num_envs) if ppo.normalize_reward else None,
+            policy_anchors=PolicyAnchors(params, params) if self.keeps_policy_anchors else None,
         )
 
     def chunk(self, state: LearnerState, start_update, hypers=None, num_updates=None, env_params=None):
@@ -269,7 +276,7 @@ class Trainer:
             params = normalize.update_obs_norm(params, obs_storage.load(traj.obs), self.grad_axis)
         metrics = self.update_metrics(traj, returns, terms, opt_state, sched, value_norm)
         new_state = LearnerState(params, opt_state, out.env_state, out.obs, stats.episode_return, stats.episode_length,
-                                 key, value_norm, out.memory, stats.reward_norm)
+                                 key, value_norm, out.memory, stats.reward_norm, state.policy_anchors)
         metrics[NONFINITE] = nonfinite_code(terms, grads_finite, new_state, self.grad_axis)
         return new_state, metrics
 
@@ -464,12 +471,14 @@ class Trainer:
 
 
 def make_trainer(ppo: PPOConfig, env, env_params, network, *, num_envs: int, chunk_updates: int,
-                 grad_axis: str | None = None) -> Trainer:
-    """Build one replica's trainer. `num_envs` is this replica's share of `ppo.num_envs`."""
+                 grad_axis: str | None = None, keeps_policy_anchors: bool = False) -> Trainer:
+    """Build one replica's trainer. `num_envs` is this replica's share of `ppo.num_envs`;
+    `keeps_policy_anchors`: its state holds the policy's anchors (evaluation along training)."""
     dist = policies.for_env(env, env_params, network.cfg.squash)
     return Trainer(ppo=StaticPPO.of(ppo), env=env, env_params=env_params, network=network, num_envs=num_envs,
                    chunk_updates=chunk_updates, grad_axis=grad_axis, dist=dist,
-                   own_hypers=Hypers.of(ppo), **env_functions(env, env_params, num_envs, dist))
+                   own_hypers=Hypers.of(ppo), keeps_policy_anchors=keeps_policy_anchors,
+                   **env_functions(env, env_params, num_envs, dist))
 
 
 def env_functions(env, env_params, num_envs: int, dist) -> dict:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,14 +67,27 @@ def check_continuous(cfg: RunConfig, env, env_params) -> None:
                           f"(shape {obs_shape}), not images a CNN could take")
 
 
-def chunk_updates(cfg: RunConfig, ppo: PPOConfig) -> int:
-    """Updates per chunk: train.chunk_updates (at most the run's); a population's, the largest
-    divisor of pbt.interval_updates at most that (its steps fall between chunks)."""
+def chunk_updates(cfg: RunConfig, ppo: PPOConfig, start_update: int = 0) -> int:
+    """Updates per chunk: train.chunk_updates (at most the run's), cut to the largest divisor
+    of what must fall between chunks: a population's steps (pbt.interval_updates), the
+    evaluations along training (eval.every_updates), and the update a run resumes from (its
+    chunks then still end on those)."""
     chunk = min(cfg.train.chunk_updates, ppo.num_updates)
-    if cfg.pbt is None:
+    periods = [p for p in (cfg.pbt.interval_updates if cfg.pbt is not None else 0, cfg.eval.every_updates or 0) if p]
+    if not periods:
         return chunk
-    interval = cfg.pbt.interval_updates
-    return max(d for d in range(1, min(chunk, interval) + 1) if interval % d == 0)
+    between = math.gcd(*periods, start_update)
+    return max(d for d in range(1, min(chunk, between) + 1) if between % d == 0)
+
+
+def starting_at(comp: Components, cfg: RunConfig, start_update: int) -> Components:
+    """`comp` for a program that starts at `start_update`: its chunks cut so that they still
+    end on a population's steps and on evaluations along training (a relaunch with another
+    train.chunk_updates may resume between them); as it is otherwise."""
+    chunk = chunk_updates(cfg, comp.ppo, start_update)
+    if chunk == comp.trainer.chunk_updates:
+        return comp
+    return dataclasses.replace(comp, trainer=dataclasses.replace(comp.trainer, chunk_updates=chunk))
 
 
 def build(cfg: RunConfig, num_devices: int) -> Components:
@@ -95,6 +110,7 @@ def build(cfg: RunConfig, num_devices: int) -> Components:
         num_envs=layout.envs_per_replica,
         chunk_updates=chunk_updates(cfg, ppo),
         grad_axis=layout.grad_axis,
+        keeps_policy_anchors=cfg.eval.along and not cfg.benchmark,
     )
     hypers = Hypers.replicated(ppo, layout.num_replicas)
     return Components(env, env_params, network, ppo, layout, trainer, action_names, hypers)

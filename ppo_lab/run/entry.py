@@ -51,7 +51,7 @@ from ppo_lab.errors import ConfigError
 from ppo_lab.hardware import HardwareError, process_index_before_start, start_jax
 from ppo_lab.ppo.parallel import choose_layout, make_mesh, put_replicas, replica_sharding, to_host
 from ppo_lab.run import processes, resume
-from ppo_lab.run.build import Components, build
+from ppo_lab.run.build import Components, build, starting_at
 from ppo_lab.run.completed import completed_summary
 from ppo_lab.run.divergence import check_relaunch
 from ppo_lab.run.evaluate import episode_runner
@@ -258,7 +258,8 @@ def _train_program(cells: list[Cell], devices, grid: bool, results: list) -> Non
                  cell.comp.ppo.num_envs, cell.comp.ppo.num_steps, cell.comp.trainer.num_updates,
                  rounded_budget(cell.cfg, cell.comp))
     sharding = replica_sharding(mesh)
-    lowered = LoweredChunk(first.comp.trainer, mesh, state, _stacked([c.comp.hypers for c in cells]).sharded(sharding))
+    trainer = starting_at(first.comp, first.cfg, first.resumed.start_update).trainer  # chunks end where they must
+    lowered = LoweredChunk(trainer, mesh, state, _stacked([c.comp.hypers for c in cells]).sharded(sharding))
     started = []
     for position, cell in enumerate(cells):
         try:  # each cell set up as a run of its own (process 0 alone writes its run dir)
@@ -270,8 +271,8 @@ def _train_program(cells: list[Cell], devices, grid: bool, results: list) -> Non
     if not started:
         return None
     # A population's members take the checkpoint's values (`_start`): hyperparameters stacked after.
-    program = Replicas(first.comp.trainer, mesh, state, _stacked([c.comp.hypers for c in cells]).sharded(sharding),
-                       first.resumed.start_update, started[0].session.num_updates, first.comp.trainer.chunk_updates, lowered)
+    program = Replicas(trainer, mesh, state, _stacked([c.comp.hypers for c in cells]).sharded(sharding),
+                       first.resumed.start_update, started[0].session.num_updates, trainer.chunk_updates, lowered)
     _drive(program, cells, started, mesh, devices, group, results)
     return None
 
@@ -314,7 +315,9 @@ def _drive(program: Replicas, cells: list[Cell], started: list[Cell], mesh, devi
     """The compiled `program`'s memory checked for every run it trains, then the host loop."""
     first = started[0]
     gather_s = first.population.compile_gather(program.state) if first.population is not None else 0.0
-    program.hold_every = first.cfg.pbt.interval_updates if first.population is not None else None
+    # Chunks in flight stop at a population's steps and at evaluations along training.
+    program.hold_every = tuple(every for every in (first.cfg.pbt.interval_updates if first.population is not None else 0,
+                                                   first.cfg.eval.every_updates if not first.cfg.benchmark else 0) if every)
     try:  # before the first step; a program that cannot fit fails every cell
         need = check_memory(program, [c.session for c in started], mesh, devices, group=group is not None)
     except ChunkTooLarge as exc:

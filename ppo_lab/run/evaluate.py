@@ -91,15 +91,16 @@ def episode_runner(cfg, env, env_params, network):
     return jax.jit(episodes) if argument is None else partial(jax.jit(episodes), env_params=argument)
 
 
-def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=None) -> dict[str, list[float]]:
+def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=None, keys=None) -> dict[str, list[float]]:
     """metric -> one value per seed (in the order of `cfg.seeds`). `run`: an `episode_runner`
-    for the same env, network and eval settings, compiled once for many runs (a vmap group)."""
+    for the same env, network and eval settings, compiled once for many runs (a vmap group).
+    `keys`: each seed's evaluation key (default: `eval_key(seed)`; along training, its update's)."""
     run = episode_runner(cfg, env, env_params, network) if run is None else run
     outside_jax = env.lives_outside_jax
     extras = [parts.load(f"env.evaluations.{name}", path) for name, path in cfg.env.evaluations.items()]
     results: dict[str, list[float]] = {}
-    for seed, params in zip(cfg.seeds, params_per_seed):
-        key = eval_key(seed)
+    keys = [eval_key(seed) for seed in cfg.seeds] if keys is None else keys
+    for seed, params, key in zip(cfg.seeds, params_per_seed, keys):
         if outside_jax:  # host copies: a slice of a device-sharded state would make XLA partition the env's call
             params = jax.device_get(params)
         metrics = {k: float(v) for k, v in jax.device_get(run(params, key)).items()}

@@ -1,7 +1,9 @@
 """The host loop of one run: chunks, rows to the recorders, checkpoints, stop conditions.
 
     components (built once by the caller) -> resume or init (run/resume.py) -> compile one chunk ->
-    loop { run chunk; pull metrics once; rows to every recorder; checkpoint when due; stop? } ->
+    [evaluation along training at update 0] ->
+    loop { run chunk; pull metrics once; rows to every recorder; evaluation along training when
+           due (run/along.py); checkpoint when due; stop? } ->
     finish: final checkpoint -> evaluation -> summary (`rundir.RunSummary`) to every recorder
 
 What is recorded where (metrics.csv, summary.json, loggers, progress, health warnings, or
@@ -22,6 +24,7 @@ from ppo_lab.config import RunConfig
 from ppo_lab.ppo.parallel import global_scalar, put_replicas, replicated, sharded_chunk, start_update_arg, to_host
 from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run import checkpoint, divergence, failure, processes, resume
+from ppo_lab.run.along import AlongTraining
 from ppo_lab.run.build import Components
 from ppo_lab.run.divergence import Divergence
 from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
@@ -123,7 +126,8 @@ class Replicas:
         self.state, self.update = state, start_update
         self.num_updates, self.chunk_updates = num_updates, chunk_updates
         self.in_flight = None  # (state, metrics) of the chunk dispatched after `self.state`
-        self.hold_every: int | None = None  # a population: no chunk dispatched past a multiple of this (its step)
+        # No chunk dispatched past a multiple of these: a population's steps, evaluations along training.
+        self.hold_every: tuple[int, ...] = ()
         self.host = None  # several processes: (update, host copy of `state`) once gathered
 
     def next_chunk(self) -> tuple[dict, int, float]:
@@ -136,7 +140,7 @@ class Replicas:
             metrics = to_host(metrics)
         count = min(self.chunk_updates, self.num_updates - self.update)
         following = self.update + count
-        held = self.hold_every is not None and following % self.hold_every == 0
+        held = any(following % every == 0 for every in self.hold_every)
         self.in_flight = (self.compiled(new_state, self.start_arg(following), self.hypers, *self.constant_args)
                           if following < self.num_updates and not held else None)
         metrics = jax.device_get(metrics)
@@ -150,6 +154,14 @@ class Replicas:
         assert self.in_flight is None, "a chunk is in flight"
         self.state = jax.tree.map(lambda new, old: jax.device_put(new, old.sharding), state, self.state)
         self.hypers = put_replicas(hypers, jax.tree.leaves(self.hypers)[0].sharding)
+        self.host = None
+
+    def advance_anchors(self) -> None:
+        """After an evaluation along training: the policy anchors' `previous` is the current
+        policy (the same arrays: nothing computed or copied; none in flight)."""
+        assert self.in_flight is None, "a chunk is in flight"
+        anchors = self.state.policy_anchors
+        self.state = self.state.replace(policy_anchors=anchors.replace(previous=self.state.params))
         self.host = None
 
     def part(self, replicas: slice | None):
@@ -189,6 +201,8 @@ class Session:
         self.divergence = Divergence(cfg.seeds)  # its seeds that went non-finite (run/divergence.py)
         self.rows_recorded = True  # every recorder took the last chunk's rows (else no checkpoint of it)
         self.loop_start = time.monotonic()
+        self.paused_s = 0.0  # of the loop's time since `loop_start`, what evaluations along training took
+        self.along = AlongTraining(cfg, comp, run_dir) if cfg.eval.along and self.keeps_results else None
 
     @property
     def state(self):
@@ -196,16 +210,20 @@ class Session:
         return self.replicas.part(self.part)
 
     def start_loop(self) -> None:
-        # Training wall time = prior sessions + this loop from here on (host work included).
-        self.loop_start = time.monotonic()
+        # Training wall time = prior sessions + this loop from here on (host work included,
+        # evaluations along training not).
+        self.loop_start, self.paused_s = time.monotonic(), 0.0
+
+    def loop_seconds(self) -> float:
+        return time.monotonic() - self.loop_start - self.paused_s
 
     def take(self, metrics: dict, count: int, elapsed: float) -> list[dict]:
         """Account for a chunk of `count` updates that took `elapsed` s; its rows from `metrics`
         (host arrays [this run's replicas, K, ...]), a diverged seed's ending where it diverged."""
         steps = count * self.comp.ppo.batch_size * self.cfg.num_seeds
         # sps: env steps over the loop's wall time, host work between chunks included.
-        self.steps, self.seconds = self.steps + steps, time.monotonic() - self.loop_start
-        self.train_wall = self.prior_wall + time.monotonic() - self.loop_start
+        self.steps, self.seconds = self.steps + steps, self.loop_seconds()
+        self.train_wall = self.prior_wall + self.loop_seconds()
         metrics = dict(metrics)
         self.rows_recorded = False
         for entry in self.divergence.observe(metrics, self.update, count, seed_replicas(self.comp, self.cfg)):
@@ -231,6 +249,14 @@ class Session:
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             **({"pbt": self.population.state()} if self.population is not None else {}),
         })
+
+    def evaluate_along(self) -> None:
+        """Evaluation along training after this update (its rows to evals.csv; the caller
+        moves the program's policy anchors). Every process takes part (the state is gathered);
+        process 0 evaluates and writes."""
+        state = self.state
+        if processes.writes():
+            self.along.evaluate(state, self.update, self.train_wall, self.divergence)
 
     def evaluate(self) -> dict:
         if not self.keeps_results:
@@ -268,6 +294,7 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
     last_checkpoint = time.monotonic()
     try:
         with signals.installed():
+            evaluate_along(replicas, active)  # update 0's, or one a failure cut short
             while active and replicas.update < replicas.num_updates:
                 metrics, count, elapsed = replicas.next_chunk()
                 for session in list(active):
@@ -280,6 +307,7 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
                         conclude(session, divergence.STATUS,
                                  divergence.diverged_reason(session.divergence.listed(), session.cfg.ppo), signals, devices)
                         active.remove(session)
+                evaluate_along(replicas, active)
                 population_steps(replicas, active)
                 # decided together in a run of several processes (processes.decide)
                 due, stops = processes.decide(time.monotonic() - last_checkpoint >= every_s,
@@ -306,6 +334,28 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
             finish(session.summary, session, session.recorders, devices)
         if reraise or not isinstance(exc, Exception):
             raise
+
+
+def evaluate_along(replicas: Replicas, sessions: list[Session]) -> None:
+    """Evaluation along training of each run due at this update (run/along.py), then the
+    program's policy anchors moved to it. Until all of it is done no checkpoint is taken (a
+    failure in between resumes from the one before, and evaluates again); its time is not
+    training's."""
+    due = [s for s in sessions if s.along is not None and s.along.due(replicas.update, replicas.num_updates)]
+    if not due:
+        return
+    t0 = time.monotonic()
+    for session in due:
+        session.rows_recorded = False
+    for session in due:
+        session.evaluate_along()
+    replicas.advance_anchors()
+    elapsed = time.monotonic() - t0
+    for session in sessions:
+        session.paused_s += elapsed
+    for session in due:
+        session.along.seconds += elapsed
+        session.rows_recorded = True
 
 
 def population_steps(replicas: Replicas, sessions: list[Session]) -> None:
@@ -367,6 +417,7 @@ def finish(summary: RunSummary, session: Session, recorders: list, devices) -> R
     summary.updates, summary.timesteps = session.update, session.update * session.comp.ppo.batch_size
     summary.wall_s = round(session.train_wall, 3)
     summary.sps = round(session.steps / session.seconds, 1) if session.seconds > 0 else None
+    summary.along_eval_s = round(session.along.seconds, 3) if session.along is not None else None
     summary.final = session.divergence.masked(session.recent.final(session.cfg.seeds))
     summary.peak_host_memory_mb, summary.device_memory_mb = round(peak_host_memory_mb(), 1), device_memory_mb(devices)
     summary.diverged = session.divergence.listed()

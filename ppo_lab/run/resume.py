@@ -5,8 +5,9 @@
     restore(plan, ...)      the learner state: fresh, or the newest checkpoint that verifies loaded
                             into a template (damaged ones moved to checkpoints/damaged/; none
                             verifies: exit 2, or checkpoint.if_all_damaged=start_over)
-    keep_rows(plan, ...)    metrics.csv cut back to (or copied up to) the checkpoint's update,
-                            and the allowed config changes appended to config_history.jsonl
+    keep_rows(plan, ...)    metrics.csv and evals.csv cut back to (or copied up to) the
+                            checkpoint's update, and the allowed config changes appended to
+                            config_history.jsonl
 
 A run directory holds one config: a relaunch (or resume=OTHER_RUN) whose config differs in a
 key that changes what is trained is refused, naming every such key, unless
@@ -180,10 +181,11 @@ def restore(p: Plan, comp, cfg, mesh):
 
 
 def keep_rows(p: Plan, resumed: Resumed, run_dir: Path, window: int) -> list[dict]:
-    """Make metrics.csv and config_history.jsonl hold what ran up to the start update;
-    returns the last `window` rows per seed (for the windowed return and `final`)."""
+    """Make metrics.csv, evals.csv and config_history.jsonl hold what ran up to the start
+    update; returns the last `window` rows per seed (for the windowed return and `final`)."""
     metrics = run_dir / rundir.METRICS
     history = []
+    rundir.keep_evals(run_dir, resumed.start_update, resumed.source)
     if resumed.source is None:
         rundir.MetricsCSV(metrics).truncate_after(0)  # rows of an attempt that never checkpointed
     elif resumed.own:

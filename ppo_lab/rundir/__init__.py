@@ -10,6 +10,7 @@ directory": contract):
     logger_state loggers.json: each optional logger's runs per seed and what each holds
     config_file  config.yaml, config_history.jsonl
     metrics      metrics.csv: the typed reader, the append-only writer, truncation on resume
+    evals        evals.csv: evaluations along training, in metrics.csv's layout
     pbt_log      pbt.jsonl: a population's exploit steps
     run_summary  summary.json (`RunSummary`, the typed record), benchmark.json
     error_file   error.txt
@@ -35,6 +36,7 @@ from ppo_lab.rundir.config_file import (
     validated_config,
     write_config,
 )
+from ppo_lab.rundir.evals import evals_by_seed, evals_file, evaluated_updates, keep_evals, read_evals
 from ppo_lab.rundir.jobs import read_jobs, write_jobs
 from ppo_lab.rundir.jsonfile import read_json
 from ppo_lab.rundir.logger_state import read_logger_state, write_logger_state
@@ -58,6 +60,7 @@ from ppo_lab.rundir.paths import (
     CONFIG_HISTORY,
     CRITERIA,
     ERROR,
+    EVALS,
     JOBS,
     MANIFEST,
     KEY_COLUMNS,
@@ -94,4 +97,5 @@ __all__ = [
     "MANIFEST", "manifest_differences", "read_manifest", "use_recorded_parts", "write_manifest",
     "write_failure", "write_jobs", "write_json_atomic", "write_logger_state", "write_table", "write_text_atomic",
     "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",
+    "EVALS", "evals_by_seed", "evals_file", "evaluated_updates", "keep_evals", "read_evals",
 ]

@@ -44,6 +44,7 @@ class RunSummary:
     wall_s: float = 0.0  # training time over every session (compile and evaluation apart)
     compile_s: float | None = None  # this session's
     eval_s: float | None = None
+    along_eval_s: float | None = None  # this session's evaluations along training (evals.csv); null: off
     sps: float | None = None  # env steps/s of this session's loop, all seeds
     final: PerSeed = field(default_factory=dict)  # the windowed training metrics at the end
     eval: PerSeed = field(default_factory=dict)  # the final evaluation

@@ -21,7 +21,8 @@ Totals are over all agents and steps; `agent_steps = num_envs * num_steps`.
   nothing left out and counted in `efficiency_worlds_excluded`).
 - `food_per_1k`, `poison_per_1k`, `deaths_per_1k`: totals / agent_steps * 1000.
 - `energy_per_1k`: (food*1 - poison*2 - 0.01*agent_steps) / agent_steps * 1000, with the
-  env's own `food_energy`, `poison_energy` and `move_cost` (the reference's 1, -2, 0.01).
+  env's own `food_energy`, `poison_energy` and `move_cost` (the reference's 1, -2, 0.01): the
+  true objective. `paid_per_1k`: what the reward mode pays for the same counts (`paid_per_1k`).
 - Survival: every death ends a *completed* life (an event, its length in steps). At the end,
   each agent still alive is a right-censored life of the length it has lived so far (lives of
   length 0, i.e. agents that died on the very last step, are not counted).
@@ -114,10 +115,20 @@ def survival_evaluation(env, env_params, policy_fn: PolicyFn, key: jax.Array, nu
 
 def _summarize(run, env_params, key, policy_params, num_envs: int, num_steps: int) -> dict[str, float]:
     acc, energy = run(key, env_params.replace(immortal=False), policy_params)
-    return lives.summarize(acc, energy, num_envs=num_envs, num_steps=num_steps,
-                           food_energy=float(env_params.food_energy),
-                           poison_energy=float(env_params.poison_energy),
-                           move_cost=float(env_params.move_cost))
+    metrics = lives.summarize(acc, energy, num_envs=num_envs, num_steps=num_steps,
+                              food_energy=float(env_params.food_energy),
+                              poison_energy=float(env_params.poison_energy),
+                              move_cost=float(env_params.move_cost))
+    return {**metrics, "paid_per_1k": paid_per_1k(metrics, env_params)}
+
+
+def paid_per_1k(metrics: dict[str, float], env_params) -> float:
+    """What the mode pays per 1k agent steps of the protocol, from its counts: its reward for
+    each food, poison, step and death (the immortal proxy's too, whose agents die here; the
+    handhold mode's shaping toward food is not a count and is left out)."""
+    paid = (metrics["total_food"] * float(env_params.reward_food) + metrics["total_poison"] * float(env_params.reward_poison)
+            + metrics["num_deaths"] * float(env_params.reward_death) + metrics["agent_steps"] * float(env_params.reward_step))
+    return paid * 1000.0 / metrics["agent_steps"]
 
 
 def evaluate_policy(cfg, env, env_params, network, params, key) -> dict[str, float]:

@@ -1,0 +1,122 @@
+"""Evaluation along training (`eval.every_updates`): the policy evaluated as it trains, and how
+far it has moved from where it started.
+
+At update 0 (the initial policy), every `eval.every_updates` updates and at the run's last
+update, each seed's current policy is evaluated by the env's protocols (the episodic
+evaluation and the env's own, e.g. the foraging world's survival protocol) at the sizes of
+`eval.along_*` (`EvalConfig.along_training`), and its KL divergence from the initial policy
+and from the previous evaluation's is measured on held-out states (`ppo.policy_distance`).
+One row per evaluation and seed goes to evals.csv (`rundir.evals`): every `eval/*` metric of
+the protocols, `eval/kl_from_initial`, `eval/kl_from_previous` (blank at update 0: there is
+no previous evaluation) and `eval/distance` = sqrt(KL from the initial policy).
+
+The loop (run/loop.py) evaluates between chunks, which end on evaluation updates
+(`build.chunk_updates`), before a checkpoint: a checkpoint at an evaluation update comes
+after its rows (a failure during one checkpoints nothing: `Session.rows_recorded`), so a
+relaunch after SIGKILL keeps the rows up to its checkpoint and does the later ones again, bit
+for bit: an evaluation's keys are a function of its seed and update (`along_key`), the held-out
+states of its seed and the initial parameters the checkpoint keeps. Off (the default), none of
+this exists: no program, no state, no file.
+
+Compiled once per run: the episodic evaluation, the env's protocols (their own caches), the
+held-out states' program and the distance program are built at the first evaluation and kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from ppo_lab import rundir
+from ppo_lab.ppo.policy_distance import distance_program, held_out_key, held_out_program
+from ppo_lab.ppo.train import env_params_argument
+from ppo_lab.run.evaluate import episode_runner, evaluate_seeds
+
+log = logging.getLogger(__name__)
+
+ALONG_KEY_SALT = 0xA10
+KL_INITIAL, KL_PREVIOUS, DISTANCE = "eval/kl_from_initial", "eval/kl_from_previous", "eval/distance"
+
+
+def along_key(seed: int, update: int) -> jax.Array:
+    """The evaluation key of `seed` after `update` updates."""
+    return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), ALONG_KEY_SALT), update)
+
+
+def replica_of_seed(layout, num_seeds: int) -> list[int]:
+    """Each seed's replica in the stacked state (one seed split over devices: replica 0)."""
+    return list(range(num_seeds)) if layout.mode == "seeds" else [0]
+
+
+class AlongTraining:
+    """One run's evaluations along training (module docstring)."""
+
+    def __init__(self, cfg, comp, run_dir: Path):
+        self.cfg = dataclasses.replace(cfg, eval=cfg.eval.along_training())
+        self.every, self.comp, self.run_dir = cfg.eval.every_updates, comp, Path(run_dir)
+        self.evaluated: set[int] | None = None  # the updates evals.csv holds, read at the first check (after a resume cut it)
+        self.runner = self.held_program = self.distances = None  # built at the first evaluation
+        self.held: dict[int, object] = {}  # seed -> its held-out states
+        self.seconds = 0.0  # spent evaluating in this session
+
+    def due(self, update: int, num_updates: int) -> bool:
+        """Whether the run evaluates after `update` updates (and has not yet)."""
+        if self.evaluated is None:
+            self.evaluated = rundir.evaluated_updates(self.run_dir)
+        return (update % self.every == 0 or update == num_updates) and update not in self.evaluated
+
+    def evaluate(self, state, update: int, wall_s: float, divergence) -> list[dict]:
+        """Evaluate every seed's policy in `state` (this run's replicas) after `update` updates,
+        append the rows to evals.csv and return them."""
+        comp, cfg = self.comp, self.cfg
+        self._build()
+        replicas = replica_of_seed(comp.layout, cfg.num_seeds)
+        per_seed = [jax.tree.map(lambda x, r=r: x[r], (state.params, state.policy_anchors)) for r in replicas]
+        params = [p for p, _ in per_seed]
+        if comp.env.lives_outside_jax:  # host copies, as evaluate_seeds takes them
+            params = jax.device_get(params)
+        results = evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params, run=self.runner,
+                                 keys=[along_key(seed, update) for seed in cfg.seeds])
+        results = {f"eval/{name}": values for name, values in results.items()}
+        results.update(self._distances(per_seed, update))
+        masked = divergence.masked(results)  # a diverged seed's values blank, as in the final evaluation
+        rows = [{"update": update, "seed": seed, "timesteps": update * comp.ppo.batch_size, "wall_s": round(wall_s, 3),
+                 **{name: values[i] for name, values in masked.items()}} for i, seed in enumerate(cfg.seeds)]
+        rundir.evals_file(self.run_dir).append(rows)
+        self.evaluated.add(update)
+        self._say(update, rows)
+        return rows
+
+    def _build(self) -> None:
+        if self.runner is not None:
+            return
+        comp, cfg = self.comp, self.cfg
+        self.runner = episode_runner(cfg, comp.env, comp.env_params, comp.network)
+        self.held_program = held_out_program(comp.env, comp.env_params, comp.network, comp.trainer.dist, cfg.eval.kl_states,
+                                             env_params_argument(comp.env, comp.env_params))
+        self.distances = distance_program(comp.network, comp.trainer.dist, cfg.eval.kl_states)
+
+    def _distances(self, per_seed: list, update: int) -> dict[str, list[float]]:
+        """Per seed: KL from the initial policy and from the previous evaluation's, and d."""
+        out = {KL_INITIAL: [], KL_PREVIOUS: [], DISTANCE: []}
+        for seed, (params, anchors) in zip(self.cfg.seeds, per_seed):
+            if seed not in self.held:  # the initial policy's states: the same in every session
+                self.held[seed] = self.held_program(anchors.initial, held_out_key(seed))
+            initial, previous = (float(x) for x in jax.device_get(self.distances(params, anchors, self.held[seed])))
+            out[KL_INITIAL].append(initial)
+            out[KL_PREVIOUS].append(previous if update > 0 else math.nan)  # update 0: no previous evaluation
+            out[DISTANCE].append(math.sqrt(max(initial, 0.0)))
+        return out
+
+    def _say(self, update: int, rows: list[dict]) -> None:
+        def mean(name):
+            values = [r[name] for r in rows if r.get(name) is not None and not math.isnan(r[name])]
+            return float(np.mean(values)) if values else math.nan
+        log.info("evaluation along training at update %d: eval/episode_return %.4g, KL from the initial policy %.4g "
+                 "(d %.3g), mean over %d seed(s)", update, mean("eval/episode_return"), mean(KL_INITIAL), mean(DISTANCE),
+                 len(rows))
