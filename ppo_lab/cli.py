@@ -10,6 +10,7 @@
     ppo-lab plots RUN_DIR        a PNG panel of one run's training curves
     ppo-lab compare A B ...      compare runs or benchmarks: a table and comparison.png
     ppo-lab zoo-table DIR ...    the zoo's results table (docs/results-zoo.md) and its curves
+    ppo-lab goodhart-report DIR ...  the true objective along training per reward mode: fits, drop heights
     ppo-lab reproduce RUN_DIR    re-run a run's first updates and compare metrics.csv row by row
     ppo-lab benchmark            the performance suite
 
@@ -78,6 +79,11 @@ def _zoo_table(argv):
     return main(argv)
 
 
+def _goodhart_report(argv):
+    from ppo_lab.experiments.goodhart.overoptimisation import main
+    return main(argv)
+
+
 def _reproduce(argv):
     from ppo_lab.run.reproduce import main
     return main(argv)
@@ -100,6 +106,7 @@ SUBCOMMANDS = {
     "plots": (_plots, "a PNG panel of one run's training curves"),
     "compare": (_compare, "compare runs or benchmarks (table and comparison.png)"),
     "zoo-table": (_zoo_table, "the zoo's table per env beside reference returns, between a page's markers"),
+    "goodhart-report": (_goodhart_report, "the true objective along training per reward mode (Gao's fit, drop heights)"),
     "reproduce": (_reproduce, "re-run a run's first updates from its config and compare metrics.csv"),
     "benchmark": (_benchmark, "the performance suite (steps/s and their ratios)"),
 }

@@ -9,7 +9,8 @@ The unit is one value per (run, seed), e.g. the final evaluation return of each 
   known (shares and fractions: [0, 1]; a range an env declares, `env.metrics.bounds`), valid at
   any number of seeds, where t under-covers (seeds at the bound, as CartPole's 500, give t a
   zero spread). The interval of a difference of two groups' means (``difference_interval``):
-  Welch's, or Anderson's for bounded metrics. Welch's t-test, Cohen's d, Bonferroni.
+  Welch's, or Anderson's for bounded metrics. Welch's t-test, a permutation test (for values
+  Welch's t cannot take: groups without spread), Cohen's d, Bonferroni.
 - The interquartile mean and rliable's aggregates (IQM, median, mean, optimality gap), the
   probability of improvement and performance profiles (Agarwal et al., NeurIPS 2021, to the
   letter), with one bootstrap: rliable's stratified resampling of runs within each task, read at
@@ -25,6 +26,7 @@ NaN values (a seed that diverged, a metric a run did not log) are dropped before
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import warnings
@@ -233,6 +235,33 @@ def welch_t_test(a: Iterable[float], b: Iterable[float]) -> tuple[float, float]:
         warnings.simplefilter("ignore", RuntimeWarning)
         res = _st.ttest_ind(x, y, equal_var=False)
     return float(res.statistic), float(res.pvalue)
+
+
+def permutation_test(a: Iterable[float], b: Iterable[float], reps: int = 20000, seed: int = DEFAULT_SEED) -> float:
+    """Two-sided permutation test of mean(a) vs mean(b): the share of the splits of the pooled
+    values into groups of a's and b's sizes whose difference of means is at least as far from 0
+    as the observed one. Exact (every split) when there are at most `reps` splits, else `reps`
+    random ones and the observed, (k + 1) / (reps + 1). It assumes no spread and no shape: where
+    Welch's t has none to work with (a group of equal values, as a drop height of 0 in every
+    seed) it still answers. NaN with no value in a group."""
+    x, _ = finite(a)
+    y, _ = finite(b)
+    if x.size == 0 or y.size == 0:
+        return _NAN
+    pooled, n = np.concatenate([x, y]), x.size
+    observed = abs(x.mean() - y.mean())
+    total = pooled.sum()
+    if math.comb(pooled.size, n) <= reps:
+        picks = np.array(list(itertools.combinations(range(pooled.size), n)))
+        sums = pooled[picks].sum(axis=1)
+        extra = 0
+    else:
+        rng = np.random.default_rng(seed)
+        sums = np.array([pooled[rng.permutation(pooled.size)[:n]].sum() for _ in range(reps)])
+        extra = 1  # the observed split, counted once among reps + 1
+    diffs = np.abs(sums / n - (total - sums) / (pooled.size - n))
+    tol = 1e-12 * max(1.0, float(np.max(np.abs(pooled))))  # equal differences computed in another order
+    return float((np.count_nonzero(diffs >= observed - tol) + extra) / (diffs.size + extra))
 
 
 def cohens_d(a: Iterable[float], b: Iterable[float]) -> float:

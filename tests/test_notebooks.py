@@ -1,8 +1,9 @@
 """Both notebooks run with papermill on a small sweep, without error, and draw their figures.
 
 aggregate_seeds.ipynb runs on a real tiny CartPole sweep (2 jobs x 2 vmapped seeds);
-goodhart_report.ipynb on a hand-written sweep of the five reward modes in the run dir contract
-(training the foraging world for every mode is too slow for this suite).
+goodhart_report.ipynb on a hand-written sweep of the five reward modes in the run dir contract,
+with evaluations along training of known shape (training the foraging world for every mode is
+too slow for this suite).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import pytest
 
 from conftest import ROOT, TINY
-from test_foraging_report import goodhart_sweep
+from test_overoptimisation import goodhart_sweep_along
 
 nbformat = pytest.importorskip("nbformat")
 papermill = pytest.importorskip("papermill")
@@ -51,11 +52,14 @@ def test_aggregate_seeds_notebook_on_a_real_sweep(tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_goodhart_report_notebook(tmp_path):
-    sweep = goodhart_sweep(tmp_path / "goodhart")
+    sweep = goodhart_sweep_along(tmp_path / "goodhart")
     nb = execute("goodhart_report", tmp_path, sweep)
-    assert images(nb) >= 4  # three bar plots and the Goodhart curves
+    assert images(nb) >= 5  # three bar plots, the Goodhart curves, the true objective along training
     for name in ("efficiency_per_life", "food_share", "energy_per_1k", "curves"):
         assert (sweep / f"goodhart_{name}.png").stat().st_size > 1000
+    assert (sweep / "overoptimisation.png").stat().st_size > 1000
+    markdown = "".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "| permutation | 0.100 | 3 + 3 |" in markdown
     html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells for o in c.get("outputs", []))
     assert "reference" in html and "proxy_mortal" in html and "144.6" in html
     assert "efficiency_per_life_greedy" in html and "ground_truth_blind" in html and "cohens_d" in html
