@@ -102,3 +102,19 @@ def test_distances_of_a_continuous_policy():
     initial, _ = distance_program(comp.network, comp.trainer.dist, 64)(wider, PolicyAnchors(params, params), held)
     # Per dimension log(1/2) + 4/2 - 1/2 (std 2s from s, same mean), whatever the state.
     assert float(initial) == pytest.approx(comp.trainer.dist.action_dim * (math.log(0.5) + 1.5), rel=1e-5)
+
+
+def test_distances_of_a_masked_policy_count_valid_actions_only():
+    cfg = run_config(["experiment=rare_actions", "hardware.host_devices=1", "eval.every_updates=4", "eval.kl_states=64"])
+    comp = build(cfg, 1)
+    obs = jnp.zeros((1, *comp.env.observation_space(comp.env_params).shape))
+    params, other = (comp.network.init_params(jax.random.PRNGKey(k), obs) for k in (0, 1))
+    held = held_out_program(comp.env, comp.env_params, comp.network, comp.trainer.dist, 64,
+                            env_params_argument(comp.env, comp.env_params))(params, held_out_key(0))
+    assert held.mask is not None and not bool(held.mask.all()), "some actions masked in the held-out states"
+    initial, _ = distance_program(comp.network, comp.trainer.dist, 64)(other, PolicyAnchors(params, params), held)
+    flat = lambda x: x.reshape((-1, *x.shape[2:]))  # noqa: E731
+    mask = flat(held.mask)
+    p, q = (jax.nn.log_softmax(jnp.where(mask, comp.network.apply(w, flat(held.obs))[0], -jnp.inf)) for w in (other, params))
+    by_hand = jnp.sum(jnp.where(mask, jnp.exp(p) * (p - q), 0.0), -1)
+    assert float(initial) == pytest.approx(float(jnp.mean(by_hand[:64])), rel=1e-4)
