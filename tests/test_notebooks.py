@@ -59,7 +59,7 @@ def test_goodhart_report_notebook(tmp_path):
         assert (sweep / f"goodhart_{name}.png").stat().st_size > 1000
     assert (sweep / "overoptimisation.png").stat().st_size > 1000
     markdown = "".join(o.get("data", {}).get("text/markdown", "") for c in nb.cells for o in c.get("outputs", []))
-    assert "| permutation | 0.100 | 3 + 3 |" in markdown
+    assert "| permutation | 0.100 | 0.400 | 3 + 3 |" in markdown
     html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells for o in c.get("outputs", []))
     assert "reference" in html and "proxy_mortal" in html and "144.6" in html
     assert "efficiency_per_life_greedy" in html and "ground_truth_blind" in html and "cohens_d" in html

@@ -36,7 +36,7 @@ import numpy as np
 from ppo_lab import rundir
 from ppo_lab.analysis.overoptimisation import Drop, GaoFit, Stop, drop_height, gao_fit, gao_gain, plateau_stop
 from ppo_lab.analysis.sweep import collect
-from ppo_lab.estimators import mean_summary, permutation_test, welch_t_test
+from ppo_lab.estimators import bonferroni, mean_summary, permutation_test, welch_t_test
 from ppo_lab.experiments.goodhart.report import MODES, format_cell, mode_of_group
 
 TRUE, PAID, DISTANCE = "eval/energy_per_1k", "eval/paid_per_1k", "eval/distance"
@@ -174,7 +174,8 @@ def stop_rows(paths: list[SeedPath]) -> list[dict]:
 
 def drop_tests(paths: list[SeedPath], reference: str = REFERENCE_MODE) -> list[dict]:
     """Each mode's Normalised Drop Heights against `reference`'s: Welch's t where both groups
-    have spread, else the permutation test; the n of each group."""
+    have spread, else the permutation test; p, and p Bonferroni-corrected over the modes
+    compared; the n of each group."""
     groups = by_mode(paths)
     if reference not in groups:
         return []
@@ -192,6 +193,8 @@ def drop_tests(paths: list[SeedPath], reference: str = REFERENCE_MODE) -> list[d
             p, test = permutation_test(ndh, ref), "permutation"
         rows.append({"mode": mode, "ndh": float(np.mean(ndh)), "reference_ndh": float(np.mean(ref)), "test": test, "p": p,
                      "n": f"{len(ndh)} + {len(ref)}"})
+    for row, adjusted in zip(rows, bonferroni([r["p"] for r in rows])):
+        row["p_bonferroni"] = float(adjusted)
     return rows
 
 
@@ -219,9 +222,9 @@ def markdown(paths: list[SeedPath]) -> str:
                     "J at the end", "J lost by not stopping"],
                    [[r["mode"], str(r["n"]), r["triggered"], r["update_kept"], r["d_kept"], r["true_kept"], r["final"],
                      r["lost"]] for r in stop_rows(paths)])
-    tests = _table(["mode", "NDH (mean)", f"{REFERENCE_MODE} NDH (mean)", "test", "p", "n"],
-                   [[r["mode"], _num(r["ndh"]), _num(r["reference_ndh"]), r["test"], _p(r["p"]), r["n"]]
-                    for r in drop_tests(paths)])
+    tests = _table(["mode", "NDH (mean)", f"{REFERENCE_MODE} NDH (mean)", "test", "p", "p (Bonferroni)", "n"],
+                   [[r["mode"], _num(r["ndh"]), _num(r["reference_ndh"]), r["test"], _p(r["p"]), _p(r["p_bonferroni"]),
+                     r["n"]] for r in drop_tests(paths)])
     return "\n\n".join([fits, drops, stops, tests]) + "\n"
 
 
