@@ -14,9 +14,15 @@ The loop (run/loop.py) evaluates between chunks, which end on evaluation updates
 (`build.chunk_updates`), before a checkpoint: a checkpoint at an evaluation update comes
 after its rows (a failure during one checkpoints nothing: `Session.rows_recorded`), so a
 relaunch after SIGKILL keeps the rows up to its checkpoint and does the later ones again, bit
-for bit: an evaluation's keys are a function of its seed and update (`along_key`), the held-out
-states of its seed and the initial parameters the checkpoint keeps. Off (the default), none of
-this exists: no program, no state, no file.
+for bit: an evaluation's key is a function of its seed (`along_key`), the held-out states of
+its seed and the initial parameters the checkpoint keeps. Off (the default), none of this
+exists: no program, no state, no file.
+
+Every evaluation of a seed plays from the same key: the same worlds and the same random draws
+(common random numbers), so what moves between two evaluations is the policy, not the luck of
+the worlds. Measured on the foraging world's survival protocol at 32 worlds x 512 steps (two
+proxy-trained policies, 10 keys): energy per 1k varies with the key by sd 25-26, their
+difference by sd 38 under independent keys and 10 under a common key.
 
 Compiled once per run: the episodic evaluation, the env's protocols (their own caches), the
 held-out states' program and the distance program are built at the first evaluation and kept.
@@ -43,9 +49,9 @@ ALONG_KEY_SALT = 0xA10
 KL_INITIAL, KL_PREVIOUS, DISTANCE = "eval/kl_from_initial", "eval/kl_from_previous", "eval/distance"
 
 
-def along_key(seed: int, update: int) -> jax.Array:
-    """The evaluation key of `seed` after `update` updates."""
-    return jax.random.fold_in(jax.random.fold_in(jax.random.PRNGKey(seed), ALONG_KEY_SALT), update)
+def along_key(seed: int) -> jax.Array:
+    """The key of every evaluation of `seed` along training (common random numbers)."""
+    return jax.random.fold_in(jax.random.PRNGKey(seed), ALONG_KEY_SALT)
 
 
 def replica_of_seed(layout, num_seeds: int) -> list[int]:
@@ -81,7 +87,7 @@ class AlongTraining:
         if comp.env.lives_outside_jax:  # host copies, as evaluate_seeds takes them
             params = jax.device_get(params)
         results = evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params, run=self.runner,
-                                 keys=[along_key(seed, update) for seed in cfg.seeds])
+                                 keys=[along_key(seed) for seed in cfg.seeds])
         results = {f"eval/{name}": values for name, values in results.items()}
         results.update(self._distances(per_seed, update))
         masked = divergence.masked(results)  # a diverged seed's values blank, as in the final evaluation
