@@ -1,3 +1,3 @@
 """ppo_lab: a Hydra-configured PPO experiment lab in JAX."""
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import sys
 
+from ppo_lab.errors import RunDirFormatError
+
 
 def _train(argv):
     from ppo_lab.launching.train_command import main
@@ -131,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command, _ = SUBCOMMANDS[name]
     sys.argv[0] = f"ppo-lab {name}"  # argparse's prog, so each --help names the real command
-    return int(command(rest) or 0)
+    try:
+        return int(command(rest) or 0)
+    except RunDirFormatError as exc:  # a run dir of another format, from any command: one line (rundir/run_format.py)
+        print(f"ppo-lab {name}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

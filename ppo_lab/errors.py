@@ -1,4 +1,4 @@
-"""The one error type users see for bad configuration."""
+"""The error types users see: bad configuration, and a run dir of a format this lab does not read."""
 
 
 class ConfigError(ValueError):
@@ -15,3 +15,9 @@ class ConfigError(ValueError):
     def __reduce__(self):
         # Picklable with its fields: submitit sends a job's exception back to the launcher.
         return type(self), (self.key, self.value, self.valid)
+
+
+class RunDirFormatError(RuntimeError):
+    """A run dir (or a checkpoint) of a format this lab does not read (ppo_lab/rundir/run_format.py).
+    Its message is one line naming the format, the lab that wrote it and what to do; raised
+    before anything is compiled or written: launch.py and `ppo-lab` print it and exit 2."""

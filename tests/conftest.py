@@ -31,7 +31,7 @@ from ppo_lab.hardware import apply_hardware
 from ppo_lab.launching.command_line import refusal
 from ppo_lab.run.entry import train
 from ppo_lab.run.recorders import make_logger
-from ppo_lab.rundir import RunSummary
+from ppo_lab.rundir import RunSummary, run_format
 
 ROOT = Path(__file__).resolve().parent.parent
 # How long a test waits on a process that does real work (a suite, a peer's training) before
@@ -242,6 +242,14 @@ def ppo_lab(args, cwd: Path, timeout: float = 600, **popen) -> subprocess.Comple
 
 def read_summary(run_dir: Path) -> dict:
     return json.loads((Path(run_dir) / "summary.json").read_text())
+
+
+def stamp_format(run_dir: Path) -> Path:
+    """A hand-made run dir's manifest.json with the fields a run of this lab stamps first (its
+    format and the lab's version: ppo_lab/rundir/run_format.py), so the commands read it."""
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    (Path(run_dir) / "manifest.json").write_text(json.dumps(run_format.stamp()))
+    return Path(run_dir)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import run_cli, stamp_format
 from ppo_lab.analysis.aggregate import run_aggregate
 from ppo_lab.estimators import SUMMARY_KEYS, mean_summary
 
@@ -48,6 +48,7 @@ def make_run(run_dir: Path, overrides: list[str], seeds: list[int], status: str 
             for s in seeds:
                 w.writerow([u, s, u * 64, u * 0.1, value(group_index, s, "r") * u / updates, 0.6])
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"experiment": "toy", "seed": seeds[0], "num_seeds": len(seeds)}))
+    stamp_format(run_dir)
 
 
 def make_sweep(sweep_dir: Path, jobs: list[list[str]], task_overrides: list[str] | None = None,

@@ -1,6 +1,6 @@
 """Faults a long run meets in its checkpoints: a damaged newest one, every one damaged, one of
-an older format (format 1, a real run directory in tests/fixtures/), one of a newer format,
-and a full disk while training (a small tmpfs, where this machine lets root mount one)."""
+another format (a lab before 1.0's, a newer lab's), and a full disk while training (a small
+tmpfs, where this machine lets root mount one)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,15 @@ import os
 import shutil
 from pathlib import Path
 
-import flax.serialization
 import numpy as np
 import pytest
 
-from conftest import ROOT, fill_disk, launch, read_rows, read_summary, train_run
+from conftest import fill_disk, launch, read_rows, read_summary, train_run
 
-from ppo_lab.errors import ConfigError
+from ppo_lab import __version__
+from ppo_lab.errors import ConfigError, RunDirFormatError
 from ppo_lab.rundir.checkpoint_format import (
     DAMAGED,
-    FORMAT_VERSION,
     CheckpointFormatError,
     DamagedCheckpoint,
     NoValidCheckpoint,
@@ -30,9 +29,7 @@ from ppo_lab.rundir.checkpoint_format import (
 )
 from ppo_lab.rundir import checkpoints as checkpoint_files
 from ppo_lab.rundir.checkpoints import list_checkpoints, write_checkpoint
-from ppo_lab.run.checkpoint_migrations import infer_version, migrate
-
-FORMAT1_RUN = ROOT / "tests" / "fixtures" / "format1_run"
+from ppo_lab.rundir.run_format import FORMAT
 # Two checkpoints (updates 24 and 32 of 32): every chunk saves one.
 SMALL = ["env=cartpole", "ppo.num_envs=4", "ppo.num_steps=16", "ppo.num_minibatches=2", "ppo.update_epochs=2",
          "train.chunk_updates=8", "eval.episodes=2", "eval.max_steps=32", "hardware.host_devices=1",
@@ -48,7 +45,8 @@ def _checkpoint(tmp_path: Path, payload: bytes = b"\x81\xa6params\x80", update: 
 def test_a_checkpoint_records_its_format_and_checksums(tmp_path):
     meta_path = _checkpoint(tmp_path)
     meta = json.loads(meta_path.read_text())
-    assert meta["format_version"] == FORMAT_VERSION and meta["payload"]["file"] == "ckpt_5.msgpack"
+    assert meta["format_version"] == FORMAT == "1.0" and meta["lab_version"] == __version__
+    assert meta["payload"]["file"] == "ckpt_5.msgpack"
     assert meta["payload"]["bytes"] == len(b"\x81\xa6params\x80") and len(meta["payload"]["sha256"]) == 64
     got, payload = verify(meta_path, meta_path.with_suffix(".msgpack"))
     assert got == meta and payload == b"\x81\xa6params\x80"
@@ -70,10 +68,37 @@ def test_damage_is_recognised_and_named(tmp_path, damage, reason):
     assert info.value.path == meta_path
 
 
-def test_an_unversioned_checkpoint_verifies_by_its_json_only(tmp_path):
-    (tmp_path / "ckpt_3.json").write_text(json.dumps({"update": 3}))
+def _restamped(meta_path: Path, **fields) -> None:
+    """The checkpoint's meta with `fields` changed and its own checksum made to match: intact,
+    as another lab would have written it."""
+    meta = {**json.loads(meta_path.read_text()), **fields}
+    meta = {k: v for k, v in meta.items() if v is not None and k != "meta_sha256"}
+    meta_path.write_text(json.dumps({**meta, "meta_sha256": sha256(_canonical(meta))}))
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"format_version": 5, "lab_version": None}, "a format before 1.0 (checkpoint format 5), written by a ppo_lab before 1.0"),
+    ({"format_version": "2.0", "lab_version": "2.1.0"}, "format 2.0, written by ppo_lab 2.1.0"),
+])
+def test_a_checkpoint_of_another_format_is_refused_in_one_line(tmp_path, fields, named):
+    meta_path = _checkpoint(tmp_path)
+    _restamped(meta_path, **fields)
+    with pytest.raises(CheckpointFormatError) as info:  # intact: refused, not taken for damaged
+        verify(meta_path, meta_path.with_suffix(".msgpack"))
+    message = str(info.value)
+    assert isinstance(info.value, RunDirFormatError) and "\n" not in message
+    assert f"the checkpoint {meta_path} is of {named}" in message
+    assert f"this ppo_lab {__version__} reads format 1.0 only" in message
+
+
+def test_an_unversioned_checkpoint_is_refused_and_one_with_checksums_but_no_version_is_damaged(tmp_path):
+    (tmp_path / "ckpt_3.json").write_text(json.dumps({"update": 3}))  # as labs before checksums wrote them
     (tmp_path / "ckpt_3.msgpack").write_bytes(b"anything")
-    assert verify(tmp_path / "ckpt_3.json", tmp_path / "ckpt_3.msgpack") == ({"update": 3}, b"anything")
+    with pytest.raises(CheckpointFormatError, match="is of a format before 1.0 \\(unversioned\\)"):
+        verify(tmp_path / "ckpt_3.json", tmp_path / "ckpt_3.msgpack")
+    (tmp_path / "ckpt_3.json").write_text(json.dumps({"update": 3, "meta_sha256": "0" * 64}))
+    with pytest.raises(DamagedCheckpoint, match="checksum fields but no format_version"):
+        verify(tmp_path / "ckpt_3.json", tmp_path / "ckpt_3.msgpack")
 
 
 def test_stamp_hashes_what_a_reader_parses():
@@ -90,39 +115,6 @@ def test_set_aside_keeps_both_files_and_says_why(tmp_path):
     assert len(list(folder.glob("ckpt_5.json*"))) == 2 and len(list(folder.glob("ckpt_5.msgpack*"))) == 2
     assert {p.read_text().split(": ", 1)[1].strip() for p in folder.glob("*.reason.txt")} == {"reason 0", "reason 1"}
     assert list_checkpoints(tmp_path / "checkpoints") == []  # damaged/ is never taken for a checkpoint
-
-
-# --- format versions: migrate or refuse -----------------------------------------------------
-
-def test_a_newer_or_unknown_format_is_refused_naming_both_versions():
-    with pytest.raises(CheckpointFormatError, match=rf"format {FORMAT_VERSION + 1}.*newer.*formats 1 to {FORMAT_VERSION}"):
-        migrate({}, FORMAT_VERSION + 1, {}, "ckpt_9.json")
-    with pytest.raises(CheckpointFormatError, match=rf"format 0.*formats 1 to {FORMAT_VERSION}"):
-        migrate({}, 0, {}, "ckpt_9.json")
-    with pytest.raises(CheckpointFormatError, match="'3b' is not a version number"):
-        migrate({}, "3b", {}, "ckpt_9.json")
-
-
-def test_a_format1_payload_gains_the_schedule_count_and_value_norm():
-    raw = flax.serialization.msgpack_restore((FORMAT1_RUN / "checkpoints" / "ckpt_16.msgpack").read_bytes())
-    assert infer_version(raw) == 1
-    template = {"value_norm": None, "opt_state": {"0": {}, "1": {"count": 0, "hyperparams": {}, "inner_state": {},
-                                                               "hyperparams_states": {"learning_rate": {"count": 0}}}}}
-    out = migrate(raw, 1, template, "ckpt_16.json")
-    assert out["value_norm"] is None and infer_version(out) == 2
-    assert out["opt_state"]["1"]["hyperparams_states"]["learning_rate"]["count"].tolist() == [64]  # 16 updates x 4 steps
-    with pytest.raises(CheckpointFormatError, match="no PopArt statistics.*ppo.value_norm=null"):
-        migrate(raw, 1, {**template, "value_norm": {"mean": 0.0}}, "ckpt_16.json")
-
-
-def test_format_3_and_4_payloads_gain_no_memory_and_no_reward_statistics():
-    raw = {"params": {"w": np.zeros(2)}, "value_norm": None}
-    out = migrate(raw, 3, {"memory": None, "reward_norm": None}, "ckpt_8.json")
-    assert out["memory"] is None and out["reward_norm"] is None and out["params"] is raw["params"]
-    with pytest.raises(CheckpointFormatError, match="format 4, trained without reward normalisation.*normalize_reward=false"):
-        migrate({**raw, "memory": None}, 4, {"memory": None, "reward_norm": {"var": 1.0}}, "ckpt_8.json")
-    with pytest.raises(CheckpointFormatError, match="feed-forward policy.*network.recurrent=null"):
-        migrate(raw, 3, {"memory": {"actor": 0.0}, "reward_norm": None}, "ckpt_8.json")
 
 
 # --- resuming through damage, in-process and through launch.py -----------------------------
@@ -214,25 +206,55 @@ def test_a_bad_if_all_damaged_value_is_a_config_error(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_a_newer_format_checkpoint_is_refused_through_launch(trained, tmp_path):
+def test_a_newer_labs_checkpoint_is_refused_through_launch(trained, tmp_path):
     run_dir = _killed(_copy(trained, tmp_path))
-    for update in (24, 32):  # a newer ppo_lab's checkpoint, intact (its own checksums hold)
-        meta_path = run_dir / "checkpoints" / f"ckpt_{update}.json"
-        meta = json.loads(meta_path.read_text())
-        meta["format_version"] = FORMAT_VERSION + 1
-        payload = meta_path.with_suffix(".msgpack").read_bytes()
-        new = stamp({k: v for k, v in meta.items() if k not in ("payload", "meta_sha256", "format_version")}, payload,
-                    meta_path.with_suffix(".msgpack").name)
-        new["format_version"] = FORMAT_VERSION + 1
-        new["meta_sha256"] = sha256(_canonical(new))
-        meta_path.write_text(json.dumps(new))
+    for update in (24, 32):  # a newer ppo_lab's checkpoints, intact (their own checksums hold)
+        _restamped(run_dir / "checkpoints" / f"ckpt_{update}.json", format_version="2.0", lab_version="2.0.0")
     proc = launch([*SMALL, "ppo.total_timesteps=2048"], run_dir, timeout=120, check=False)
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert f"ckpt_32.json is checkpoint format {FORMAT_VERSION + 1}" in proc.stderr
-    assert f"formats 1 to {FORMAT_VERSION}" in proc.stderr and "Traceback" not in proc.stderr
+    assert f"error: the checkpoint {run_dir / 'checkpoints' / 'ckpt_32.json'} is of format 2.0, written by ppo_lab 2.0.0; " \
+           f"this ppo_lab {__version__} reads format 1.0 only" in proc.stderr
+    assert "Traceback" not in proc.stderr
     assert not (run_dir / "checkpoints" / DAMAGED).exists()  # intact, so not set aside
 
 
+def _as_a_lab_before_1_0_left_it(run_dir: Path) -> Path:
+    """The run dir as ppo_lab 0.1.0 wrote it: its manifest.json names no format (the lab's
+    version only among the packages), its checkpoints are of format 5."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest = {k: v for k, v in manifest.items() if k not in ("format_version", "lab_version")}
+    manifest["packages"]["ppo_lab"] = "0.1.0"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    for meta_path in list_checkpoints(run_dir / "checkpoints"):
+        _restamped(meta_path, format_version=5, lab_version=None)
+    return run_dir
+
+
+def _run_files(run_dir: Path) -> dict:
+    """Every file of the run with its content, Hydra's own (.hydra/, the log) aside."""
+    return {p.relative_to(run_dir): p.read_bytes() for p in sorted(run_dir.rglob("*"))
+            if p.is_file() and ".hydra" not in p.parts and p.suffix != ".log"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_run_dir_of_a_lab_before_1_0_is_refused_by_a_relaunch_and_by_resume(trained, tmp_path):
+    old = _as_a_lab_before_1_0_left_it(_killed(_copy(trained, tmp_path)))
+    commit = json.loads((old / "manifest.json").read_text())["lab"]["commit"]
+    lab = f"ppo_lab 0.1.0 at commit {commit[:12]}" if commit else "ppo_lab 0.1.0"
+    refusal = (f"the run directory {old} is of a format before 1.0 (checkpoint format 5), written by {lab}; this "
+               f"ppo_lab {__version__} reads format 1.0 only: train again in a new run directory, or use {lab} to "
+               f"resume or read it")
+    files = _run_files(old)
+    proc = launch([*SMALL, "ppo.total_timesteps=2048"], old, timeout=120, check=False)  # a relaunch into it
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [f"error: {refusal}"]
+    assert _run_files(old) == files  # nothing written, nothing moved aside
+    fresh = tmp_path / "fresh"
+    proc = launch([*SMALL, "ppo.total_timesteps=4096", f"resume={old}"], fresh, timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [f"error: {refusal}"]
+    assert not fresh.exists() and _run_files(old) == files
 
 
 # --- a full disk ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The run-directory layer: typed metrics.csv, truncation, atomic writes, jobs.json, checkpoints."""
+"""The run-directory layer: typed metrics.csv, truncation, atomic writes, jobs.json, checkpoints,
+and the format every command checks first."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import os
 
 import pytest
 
-from conftest import metric_rows
-
-from ppo_lab import rundir
+from conftest import metric_rows, run_cli, stamp_format
+from ppo_lab import __version__, rundir
+from ppo_lab.errors import RunDirFormatError
 from ppo_lab.analysis.frames import metrics_frame
 from ppo_lab.rundir import slurm_jobs
 from ppo_lab.rundir import checkpoints
@@ -203,8 +204,8 @@ def test_checkpoint_listing_counts_only_complete_checkpoints(tmp_path):
     (ckpt / "ckpt_12.json").write_text("{}")  # its state file never came: not a checkpoint
     assert [p.name for p in rundir.list_checkpoints(ckpt)] == ["ckpt_2.json", "ckpt_4.json", "ckpt_10.json"]
     meta = checkpoints.read_meta(checkpoints.latest_checkpoint(ckpt))  # stamped with its format and checksums
-    assert {k: v for k, v in meta.items() if k not in ("format_version", "payload", "meta_sha256")} == {"update": 10}
-    assert meta["payload"]["bytes"] == 1 and meta["format_version"] >= 3
+    assert {k: v for k, v in meta.items() if k not in ("format_version", "lab_version", "payload", "meta_sha256")} == {"update": 10}
+    assert meta["payload"]["bytes"] == 1 and meta["format_version"] == "1.0"
     checkpoints.prune(ckpt, keep=2)
     assert [p.name for p in rundir.list_checkpoints(ckpt)] == ["ckpt_4.json", "ckpt_10.json"]
     assert not (ckpt / "ckpt_2.msgpack").exists()
@@ -235,6 +236,82 @@ def fake_sacct(tmp_path, monkeypatch):
     (bin_dir / "sacct").write_text(f"#!/bin/sh\ncat <<'END'\n{SACCT_LINES}END\n")
     (bin_dir / "sacct").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+
+
+# --- the run dir's format: one check, every command ---------------------------------------------
+
+OLDER_COMMIT = "1930332f0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f"
+
+
+def _older_run(path, manifest: bool = True, checkpoint_format: int | None = 5):
+    """A run dir as a lab before 1.0 left it: its manifest.json (where it kept one) names no
+    format, only the lab's commit and its version among the packages; its checkpoints' meta has
+    an integer format (from format 3 on) or none."""
+    (path / "checkpoints").mkdir(parents=True)
+    (path / "config.yaml").write_text("experiment: cartpole\nseed: 0\nnum_seeds: 1\nenv: {name: cartpole}\n")
+    (path / "metrics.csv").write_text("update,seed,timesteps,wall_s\n1,0,64,0.1\n")
+    (path / "summary.json").write_text(json.dumps({"status": "completed", "seeds": [0], "eval": {"episode_return": [9.0]}}))
+    if manifest:
+        (path / "manifest.json").write_text(json.dumps({"lab": {"commit": OLDER_COMMIT, "dirty": False},
+                                                        "packages": {"jax": "0.10.2", "ppo_lab": "0.1.0"}}))
+    meta = {"update": 1} if checkpoint_format is None else {"update": 1, "format_version": checkpoint_format}
+    (path / "checkpoints" / "ckpt_1.json").write_text(json.dumps(meta))
+    (path / "checkpoints" / "ckpt_1.msgpack").write_bytes(b"\x81\xa6params\x80")
+    return path
+
+
+def _files(path) -> dict:
+    return {p: p.stat().st_mtime_ns for p in sorted(path.rglob("*"))}
+
+
+def test_a_fresh_dir_or_one_of_this_format_passes_the_check(tmp_path):
+    (tmp_path / "fresh" / ".hydra").mkdir(parents=True)  # what Hydra makes before a run writes anything
+    rundir.check_format(tmp_path / "fresh")
+    rundir.check_format(stamp_format(tmp_path / "ours"))
+    (tmp_path / "ours" / "config.yaml").write_text("seed: 0\n")
+    rundir.check_format(tmp_path / "ours")
+
+
+@pytest.mark.parametrize("older, its_format, lab", [
+    (dict(), "a format before 1.0 (checkpoint format 5)", f"ppo_lab 0.1.0 at commit {OLDER_COMMIT[:12]}"),
+    (dict(manifest=False, checkpoint_format=None), "a format before 1.0 (unversioned checkpoints)", None),
+])
+def test_an_older_run_dir_is_refused_in_one_line_naming_its_format_and_lab(tmp_path, older, its_format, lab):
+    run = _older_run(tmp_path / "old", **older)
+    with pytest.raises(RunDirFormatError) as info:
+        rundir.check_format(run)
+    by = lab or "a ppo_lab before 1.0 (it records no version)"
+    use = lab or "the ppo_lab that wrote it"
+    assert str(info.value) == (f"the run directory {run} is of {its_format}, written by {by}; this ppo_lab {__version__} "
+                               f"reads format 1.0 only: train again in a new run directory, or use {use} to resume or "
+                               f"read it")
+
+
+def test_a_newer_labs_run_dir_is_refused_naming_its_format(tmp_path):
+    run = _older_run(tmp_path / "new")
+    (run / "manifest.json").write_text(json.dumps({"format_version": "2.0", "lab_version": "2.3.0"}))
+    with pytest.raises(RunDirFormatError, match=r"is of format 2\.0, written by ppo_lab 2\.3\.0; .* or use ppo_lab 2\.3\.0 "):
+        rundir.check_format(run)
+    (run / "manifest.json").write_text("{")  # damaged: its format cannot be told
+    with pytest.raises(RunDirFormatError, match="cannot tell the run directory's format"):
+        rundir.check_format(run)
+
+
+@pytest.mark.parametrize("command", [
+    ["evaluate", "{run}"], ["replay", "{run}"], ["reproduce", "{run}", "--updates", "1", "--out", "{tmp}/again"],
+    ["plots", "{run}"], ["watch", "{run}", "--once"], ["watch", "{sweep}", "--once"], ["aggregate", "{sweep}"],
+    ["compare", "{run}", "{run}"], ["zoo-table", "{sweep}", "--out", "{tmp}/page.md"],
+], ids=["evaluate", "replay", "reproduce", "plots", "watch", "watch-a-folder", "aggregate", "compare", "zoo-table"])
+def test_every_command_that_loads_a_run_dir_refuses_an_older_one_in_one_line(tmp_path, capsys, command):
+    run = _older_run(tmp_path / "sweep" / "0")
+    before = _files(tmp_path)
+    proc = run_cli([a.format(run=run, sweep=tmp_path / "sweep", tmp=tmp_path) for a in command], capsys)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"ppo-lab {command[0]}: the run directory {run} is of a format before 1.0 (checkpoint format " \
+                          f"5), written by ppo_lab 0.1.0 at commit {OLDER_COMMIT[:12]}; this ppo_lab {__version__} reads " \
+                          f"format 1.0 only: train again in a new run directory, or use ppo_lab 0.1.0 at commit " \
+                          f"{OLDER_COMMIT[:12]} to resume or read it\n"
+    assert _files(tmp_path) == before  # nothing written
 
 
 def test_slurm_states_through_submitits_watcher(fake_sacct):

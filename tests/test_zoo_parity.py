@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import HANG_S, ROOT
+from cpu_recordings import recording
+
 from ppo_lab.bench import purejaxrl_peer, zoo_parity
 from ppo_lab.bench.configs import compose
 from ppo_lab.bench.purejaxrl_settings import (
@@ -87,7 +89,7 @@ def test_what_purejaxrl_cannot_take_is_refused_by_its_key(overrides, key):
 
 def test_a_finished_lab_run_is_read_as_the_lab_side():
     """--lab-run-dir: the run's own config.yaml is what is mapped; its metrics.csv is scored."""
-    run_dir = ROOT / "tests" / "fixtures" / "reproduce" / "x86_64-GenuineIntel" / "cartpole"
+    run_dir = recording(ROOT / "tests" / "fixtures" / "reproduce", "cartpole")
     cfg, _ = zoo_parity.lab_config(argparse.Namespace(experiment="cartpole", overrides=[], lab_run_dir=run_dir))
     assert peer_config(cfg, continuous=False)["NUM_ENVS"] == cfg["ppo"]["num_envs"]
     lab = zoo_parity.lab_result("lab", run_dir)

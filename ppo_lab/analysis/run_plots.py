@@ -49,6 +49,7 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1, formats: t
     value, or with one value all along, gets no panel, and the caption under the figure says so;
     a sparse one (values in fewer than half the updates) is drawn as points."""
     run_dir = Path(run_dir)
+    rundir.check_format(run_dir)
     df = load_metrics(run_dir)
     try:
         config = rundir.read_config(run_dir)

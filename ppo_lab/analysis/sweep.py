@@ -144,6 +144,7 @@ def _job_num(path: Path) -> int | None:
 
 def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)) -> Run:
     path = Path(path)
+    rundir.check_format(path)  # a run dir of another format is refused, not misread
     overrides = parse_overrides(rundir.read_overrides(path))
     try:
         summary = rundir.read_summary(path)

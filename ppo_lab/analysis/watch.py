@@ -78,6 +78,7 @@ class RunView:
     tail: rundir.MetricsTail | None = None
 
     def __post_init__(self) -> None:
+        rundir.check_format(self.path)  # a run dir of another format is refused, not misread
         self.tail = rundir.MetricsTail(self.path / rundir.METRICS)
 
     @property

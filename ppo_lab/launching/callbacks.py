@@ -34,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab import rundir  # jax-free: safe before the hardware settings are applied
 from ppo_lab.config_keys import use_config_dirs
+from ppo_lab.errors import RunDirFormatError
 from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...}
 from ppo_lab.rundir import slurm_jobs
 
@@ -109,5 +110,7 @@ class SweepCallback(Callback):
             from ppo_lab.analysis.aggregate import run_aggregate
 
             run_aggregate([sweep_dir], out_dir=sweep_dir, curve_metrics=self.curve_metrics)
+        except RunDirFormatError as exc:  # a sweep dir of an older lab's runs: said in one line, as each job said it
+            log.warning("not aggregating %s: %s", sweep_dir, exc)
         except Exception:  # noqa: BLE001 - aggregation must never turn a sweep into an error
             log.exception("aggregation of %s failed; run it by hand: ppo-lab aggregate %s", sweep_dir, sweep_dir)

@@ -5,10 +5,9 @@ files a checkpoint is made of, which checkpoints exist and which is the latest c
 is `ppo_lab.rundir.checkpoints` (jax-free, so start-up code can look before importing jax).
 The newest two are kept.
 
-Loading takes the newest checkpoint that verifies (format version and checksums,
+Loading takes the newest checkpoint that verifies (format and checksums,
 `ppo_lab.rundir.checkpoint_format`); one that does not is skipped with a warning (and, in the
-run's own directory, moved to `checkpoints/damaged/`). A payload of an older format is
-migrated (`ppo_lab.run.checkpoint_migrations`) or refused naming both versions.
+run's own directory, moved to `checkpoints/damaged/`). One of another format is refused.
 """
 
 from __future__ import annotations
@@ -22,18 +21,8 @@ import jax
 import numpy as np
 
 from ppo_lab.rundir import checkpoints as files
-from ppo_lab.rundir.checkpoint_format import (
-    DAMAGED,
-    FORMAT_VERSION,
-    CheckpointError,
-    DamagedCheckpoint,
-    NoValidCheckpoint,
-    set_aside,
-    verify,
-    version_of,
-)
+from ppo_lab.rundir.checkpoint_format import DAMAGED, CheckpointError, DamagedCheckpoint, NoValidCheckpoint, set_aside, verify
 from ppo_lab.rundir.checkpoints import list_checkpoints  # noqa: F401 - callers use checkpoint.list_checkpoints
-from ppo_lab.run.checkpoint_migrations import describe, infer_version, migrate
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +42,12 @@ def save(ckpt_dir: Path, state, meta: dict) -> Path:
 class Loaded:
     state: object  # the learner state, host numpy arrays in the template's structure
     meta: dict
-    version: int  # the format the payload was written in (migrated from, if older)
     damaged: list[DamagedCheckpoint] = field(default_factory=list)  # newer ones skipped, newest first
 
 
-def read_payload(meta_path: Path) -> tuple[dict, dict, int]:
-    """(meta, raw state dict, format version) of a checkpoint that verifies and parses;
-    DamagedCheckpoint otherwise."""
+def read_payload(meta_path: Path) -> tuple[dict, dict]:
+    """(meta, raw state dict) of a checkpoint that verifies and parses; DamagedCheckpoint
+    otherwise (CheckpointFormatError for one of another format)."""
     meta, payload = verify(meta_path, files.state_path(meta_path))
     try:
         raw = flax.serialization.msgpack_restore(payload)
@@ -68,45 +56,38 @@ def read_payload(meta_path: Path) -> tuple[dict, dict, int]:
                                            f"({type(exc).__name__}: {exc})") from exc
     if not isinstance(raw, dict) or "params" not in raw:
         raise DamagedCheckpoint(meta_path, f"{files.state_path(meta_path).name} holds no learner state")
-    version = version_of(meta)
-    return meta, raw, infer_version(raw) if version is None else version
+    return meta, raw
 
 
 def load_verified(ckpt_dir: Path, template, update: int | None = None, *, set_aside_damaged: bool = False) -> Loaded:
-    """The newest checkpoint in `ckpt_dir` (or exactly `update`) that verifies, migrated to
-    this format and restored into `template`'s structure. Damaged ones are skipped with a
-    warning, and moved to `checkpoints/damaged/` with `set_aside_damaged`. None verifies:
-    NoValidCheckpoint. Another format that cannot be carried over, or a state that does not
-    fit this config's: CheckpointError (both before anything is compiled)."""
+    """The newest checkpoint in `ckpt_dir` (or exactly `update`) that verifies, restored into
+    `template`'s structure. Damaged ones are skipped with a warning, and moved to
+    `checkpoints/damaged/` with `set_aside_damaged`. None verifies: NoValidCheckpoint. One of
+    another format, or a state that does not fit this config's: CheckpointError (both before
+    anything is compiled)."""
     ckpt_dir = Path(ckpt_dir)
     candidates = list(reversed(files.list_checkpoints(ckpt_dir))) if update is None else [files.meta_path(ckpt_dir, update)]
     if not candidates:
         raise FileNotFoundError(f"no complete checkpoint in {ckpt_dir}")
     host_template = jax.tree.map(np.asarray, jax.device_get(template))
-    template_dict = flax.serialization.to_state_dict(host_template)
     damaged: list[DamagedCheckpoint] = []
     for path in candidates:
         try:
-            meta, raw, version = read_payload(path)
+            meta, raw = read_payload(path)
         except DamagedCheckpoint as exc:
             damaged.append(exc)
             where = set_aside(path, files.state_path(path), exc.reason) if set_aside_damaged else None
             log.warning("checkpoint %s is damaged: %s; %s", path, exc.reason,
                         f"moved to {where}/" if where else "left in place")
             continue
-        raw = migrate(raw, version, template_dict, path)
         try:
             state = flax.serialization.from_state_dict(host_template, raw)
         except (ValueError, KeyError, TypeError) as exc:
             raise CheckpointError(
-                f"{path} ({describe(version, version_of(meta) is not None)}) holds a learner state this config's does "
-                f"not match: {exc}. A key that changes the state's structure (e.g. ppo.separate_grad_clip, "
-                f"ppo.value_norm, network.*) differs from the run that saved it: use its values, or a new run "
-                f"directory.") from exc
-        if version != version_of(meta):
-            log.warning("checkpoint %s is %s: carried over to format %s", path.name,
-                        describe(version, version_of(meta) is not None), FORMAT_VERSION)
-        return Loaded(state, meta, version, damaged)
+                f"{path} holds a learner state this config's does not match: {exc}. A key that changes the "
+                f"state's structure (e.g. ppo.separate_grad_clip, ppo.value_norm, network.*) differs from the run "
+                f"that saved it: use its values, or a new run directory.") from exc
+        return Loaded(state, meta, damaged)
     raise NoValidCheckpoint(_none_valid(ckpt_dir, damaged, set_aside_damaged))
 
 

@@ -50,7 +50,9 @@ def _multirun() -> bool:
 
 def completed_summary(run_dir: Path, cfg: RunConfig) -> RunSummary | None:
     """The summary of `run_dir` if it already completed with this exact resolved config (a
-    relaunch), else None (train, or resume from a checkpoint)."""
+    relaunch), else None (train, or resume from a checkpoint). A run dir of another format is
+    refused (`rundir.check_format`), completed or not."""
+    rundir.check_format(run_dir)
     if cfg.benchmark and not _multirun():  # a measurement is taken afresh each launch
         return None
     if not ((Path(run_dir) / rundir.SUMMARY).exists() and (Path(run_dir) / rundir.CONFIG).exists()):

@@ -47,7 +47,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab.config import RunConfig, shared_program_key, validate
-from ppo_lab.errors import ConfigError
+from ppo_lab.errors import ConfigError, RunDirFormatError
 from ppo_lab.hardware import HardwareError, process_index_before_start, start_jax
 from ppo_lab.ppo.parallel import choose_layout, make_mesh, put_replicas, replica_sharding, to_host
 from ppo_lab.run import processes, resume
@@ -68,10 +68,12 @@ from ppo_lab.rundir.run_summary import RunSummary
 log = logging.getLogger(__name__)
 
 # ChunkTooLarge comes after compiling, before the first step (summary.json says failed: memory).
-# CheckpointError: no checkpoint verifies, or one of a format that cannot be carried over.
+# CheckpointError: no checkpoint verifies, or one does not fit this config's state.
+# RunDirFormatError: the run dir (or resume=OTHER_RUN) is of another format (rundir/run_format.py).
 # StoreUnreachable: a logger's tracking store did not answer (logger.<name>.on_unreachable=error).
 # RunDirLocked: another live run holds the run dir's lock.
-USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge, CheckpointError, StoreUnreachable, lock.RunDirLocked)
+USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge, CheckpointError, RunDirFormatError, StoreUnreachable,
+               lock.RunDirLocked)
 
 
 def resolve(cfg) -> dict:

@@ -4,7 +4,7 @@ What it takes to get the same numbers again and what may explain different ones:
 commit and whether its tree had uncommitted changes, Python and the versions of the packages
 that compute or feed the numbers, the XLA flags and JAX/XLA variables this process started its
 backend with, the devices (platform, kinds and counts), the layout of seeds and envs on them,
-the process count, the host CPU (`ppo_lab.host_cpu`: XLA:CPU compiles for it, so another CPU
+the process count, the run dir's format and the lab's version (`rundir.run_format`), the host CPU (`ppo_lab.host_cpu`: XLA:CPU compiles for it, so another CPU
 may move the last digits) and the config's hash (`ppo_lab.config.config_hash`). A run with parts
 of the user's own (docs/envs.md) also records where they were found (`user_parts`), which is how
 evaluate, reproduce and replay find them again (`rundir.use_recorded_parts`).
@@ -28,10 +28,11 @@ from ppo_lab.config import config_hash
 from ppo_lab.config_keys import user_config_dirs
 from ppo_lab.hardware import PROJECT_ROOT
 from ppo_lab.host_cpu import cpu_record
+from ppo_lab.rundir.run_format import stamp
 
 # The packages whose versions can move the numbers (the math, the envs, the config).
 PACKAGES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin", "libtpu", "flax", "optax", "numpy", "scipy",
-            "gymnax", "jumanji", "brax", "mujoco", "envpool", "gymnasium", "hydra-core", "omegaconf", "ppo_lab")
+            "gymnax", "jumanji", "brax", "mujoco", "envpool", "gymnasium", "hydra-core", "omegaconf")
 # jax.config options that change what is computed.
 JAX_OPTIONS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl", "jax_threefry_partitionable")
 
@@ -82,6 +83,7 @@ def user_parts(cfg) -> dict:
 def build_manifest(cfg, layout: dict, devices) -> dict:
     """The record of this process's run of `cfg` on `devices` with `layout` (layout.as_dict())."""
     record = {
+        **stamp(),  # format_version and lab_version: what `rundir.check_format` reads first
         "lab": lab_source(),
         "python": platform.python_version(),
         "packages": package_versions(),

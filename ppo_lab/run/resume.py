@@ -1,7 +1,8 @@
 """Resume: find the source, check its config, restore the state, keep the metric rows.
 
     plan(cfg, run_dir)      this run's own checkpoint first (a requeued job), else resume=PATH;
-                            the config compared key by key (jax-free, before anything is written)
+                            either of another format refused (`rundir.check_format`); the
+                            config compared key by key (jax-free, before anything is written)
     restore(plan, ...)      the learner state: fresh, or the newest checkpoint that verifies loaded
                             into a template (damaged ones moved to checkpoints/damaged/; none
                             verifies: exit 2, or checkpoint.if_all_damaged=start_over)
@@ -95,6 +96,7 @@ def plan(cfg, run_dir: Path) -> Plan:
     with checkpoint.if_all_damaged=start_over after a launch that found no checkpoint verified
     (the earlier attempt's files are then moved aside, see `start_over`)."""
     run_dir = Path(run_dir)
+    rundir.check_format(run_dir)  # a run dir of another format is refused, its files untouched
     if cfg.benchmark:
         return Plan(None, False)  # a measurement: always from scratch, never compared
     none_valid = none_valid_note(run_dir / rundir.CHECKPOINTS)
@@ -107,6 +109,7 @@ def plan(cfg, run_dir: Path) -> Plan:
         source, own = run_dir, True
     elif cfg.resume:
         source, own = Path(cfg.resume), False
+        rundir.check_format(source)
         if not rundir.list_checkpoints(source / rundir.CHECKPOINTS):
             raise ResumeError(f"resume={cfg.resume}: no complete checkpoint in {source / rundir.CHECKPOINTS}")
     else:

@@ -45,8 +45,11 @@ def start_session(cfg: RunConfig, comp: Components, run_dir: Path, devices, plan
     run_dir = Path(run_dir)
     if processes.writes():
         run_dir.mkdir(parents=True, exist_ok=True)
-        rundir.write_config(run_dir, cfg.resolved)
+    # manifest.json first: it says the run dir's format, so no run dir of this lab holds a
+    # config.yaml without it (`rundir.check_format`)
     write_run_manifest(run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
+    if processes.writes():
+        rundir.write_config(run_dir, cfg.resolved)
     session = Session(cfg, comp, run_dir, resumed)
     session.population = population
     session.recent.add(processes.kept_rows(lambda: resume.keep_rows(plan, resumed, run_dir, cfg.train.return_window),

@@ -15,7 +15,8 @@ directory": contract):
     run_summary  summary.json (`RunSummary`, the typed record), benchmark.json
     error_file   error.txt
     checkpoints  which checkpoints exist (their pytree (de)serialisation: ppo_lab.run.checkpoint)
-    manifest     manifest.json (the reproducibility record)
+    manifest     manifest.json (the reproducibility record); `check_format`, which every
+                 command that loads a run dir goes through (run_format: the format it checks)
     stop_file    STOP
     lock         run.lock: one training process per run dir, a dead holder's lock taken over
     jobs         jobs.json (the SLURM meaning of its states: ppo_lab.rundir.slurm_jobs)
@@ -73,7 +74,7 @@ from ppo_lab.rundir.paths import (
     SUMMARY,
     has_run_files,
 )
-from ppo_lab.rundir.manifest import manifest_differences, read_manifest, use_recorded_parts, write_manifest
+from ppo_lab.rundir.manifest import check_format, manifest_differences, read_manifest, use_recorded_parts, write_manifest
 from ppo_lab.rundir.stop_file import request_stop, stop_requested
 from ppo_lab.rundir.error_file import read_error, write_error
 from ppo_lab.rundir.run_summary import (
@@ -94,7 +95,7 @@ __all__ = [
     "read_experiment", "read_header", "read_jobs", "read_json", "read_logger_state", "read_metrics", "read_multirun",
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
     "stop_requested", "write_summary", "RunSummary", "write_atomic", "write_benchmark", "write_config", "write_error",
-    "MANIFEST", "manifest_differences", "read_manifest", "use_recorded_parts", "write_manifest",
+    "MANIFEST", "check_format", "manifest_differences", "read_manifest", "use_recorded_parts", "write_manifest",
     "write_failure", "write_jobs", "write_json_atomic", "write_logger_state", "write_table", "write_text_atomic",
     "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",
     "EVALS", "evals_by_seed", "evals_file", "evaluated_updates", "keep_evals", "read_evals",

@@ -1,27 +1,16 @@
-"""A checkpoint's format version and checksums: stamped when written, verified when read.
+"""A checkpoint's format and checksums: stamped when written, verified when read.
 
 A checkpoint is two files (`ppo_lab.rundir.checkpoints`): `ckpt_<N>.msgpack`, the payload
 (the learner state), and `ckpt_<N>.json`, its meta. The meta records
 
-    format_version   FORMAT_VERSION: how the payload is laid out (what a reader must migrate)
+    format_version   the run dir's format (`run_format.FORMAT`): how the payload is laid out
+    lab_version      the ppo_lab that wrote it
     payload          {"file", "bytes", "sha256"} of the msgpack file
     meta_sha256      sha256 of the meta itself (its other keys, canonical JSON)
 
 so a checkpoint whose either file was damaged (a bad disk, a copy cut short, an editor)
-does not verify, and `verify` says which file and why. Checkpoints written before versions
-were recorded have none of these keys: they are "unversioned", their payload is checked
-only by parsing it (`ppo_lab.run.checkpoint`), and their layout is inferred from it.
-
-Format versions (each change of the payload's layout gets a number and, where it can, a
-migration in `ppo_lab.run.checkpoint_migrations`):
-
-    1  (unversioned): Adam under inject_hyperparams with a constant learning rate set
-       by the host, no PopArt statistics in the learner state
-    2  (unversioned): the learning-rate schedule inside inject_hyperparams (its step
-       count in the optimiser state), LearnerState.value_norm
-    3  the payload as in 2, with the version and checksums in the meta
-    4  LearnerState.memory (a recurrent policy's state; None when feed-forward)
-    5  this layout: LearnerState.reward_norm (ppo.normalize_reward's statistics; None without it)
+does not verify, and `verify` says which file and why. One of another format (a lab before
+1.0 wrote an integer version, or none) is refused in one line (`run_format.refusal`).
 
 No jax here: start-up code verifies checkpoints before the hardware settings are applied.
 """
@@ -34,14 +23,15 @@ import shutil
 import time
 from pathlib import Path
 
+from ppo_lab.errors import RunDirFormatError
 from ppo_lab.rundir.atomic import _json_default, write_text_atomic
 from ppo_lab.rundir.paths import CHECKPOINTS, CONFIG_HISTORY, METRICS, SUMMARY
+from ppo_lab.rundir.run_format import FORMAT, refusal
+from ppo_lab.rundir.run_format import stamp as format_stamp
 
-FORMAT_VERSION = 5
-FIRST_VERSIONED = 3  # formats below this were written without a version in the meta
 DAMAGED = "damaged"  # checkpoints/damaged/: where checkpoints that do not verify are moved
 NONE_VALID = "NONE_VALID.txt"  # in checkpoints/damaged/: no checkpoint verified, nothing chosen yet
-_STAMP_KEYS = ("format_version", "payload", "meta_sha256")
+_CHECKSUMS = ("payload", "meta_sha256")
 
 
 class CheckpointError(RuntimeError):
@@ -60,8 +50,8 @@ class DamagedCheckpoint(CheckpointError):
         return type(self), (self.path, self.reason)
 
 
-class CheckpointFormatError(CheckpointError):
-    """A checkpoint of a format version this ppo_lab cannot read (or cannot carry over)."""
+class CheckpointFormatError(CheckpointError, RunDirFormatError):
+    """A checkpoint of a format this ppo_lab does not read."""
 
 
 class NoValidCheckpoint(CheckpointError):
@@ -79,25 +69,18 @@ def _canonical(meta: dict) -> bytes:
 
 
 def stamp(meta: dict, payload: bytes, payload_name: str) -> dict:
-    """`meta` with the format version and the checksums of `payload` and of itself."""
+    """`meta` with the format, the lab's version and the checksums of `payload` and of itself."""
     # Through JSON first, so the hash is of exactly what a reader will parse (numpy scalars
     # become numbers, tuples lists).
     stamped = json.loads(json.dumps(meta, default=_json_default))
-    stamped.update(format_version=FORMAT_VERSION, payload={"file": payload_name, "bytes": len(payload), "sha256": sha256(payload)})
+    stamped.update(**format_stamp(), payload={"file": payload_name, "bytes": len(payload), "sha256": sha256(payload)})
     stamped["meta_sha256"] = sha256(_canonical(stamped))
     return stamped
 
 
-def version_of(meta: dict) -> int | None:
-    """The recorded format version; None for a checkpoint written before versions were recorded."""
-    return meta.get("format_version")
-
-
 def verify(meta_path: Path, state_path: Path) -> tuple[dict, bytes]:
-    """(meta, payload bytes) of a checkpoint whose files verify; DamagedCheckpoint otherwise.
-
-    An unversioned checkpoint has nothing to verify against: only its JSON is checked here,
-    its payload when it is parsed."""
+    """(meta, payload bytes) of a checkpoint of this format whose files verify; DamagedCheckpoint
+    where they do not, CheckpointFormatError for one of another format."""
     meta_path, state_path = Path(meta_path), Path(state_path)
     try:
         text = meta_path.read_bytes()
@@ -113,10 +96,10 @@ def verify(meta_path: Path, state_path: Path) -> tuple[dict, bytes]:
         payload = state_path.read_bytes()
     except OSError as exc:
         raise DamagedCheckpoint(meta_path, f"cannot read {state_path.name} ({exc})") from exc
-    if version_of(meta) is None:
-        if any(k in meta for k in _STAMP_KEYS):
+    if "format_version" not in meta:
+        if any(k in meta for k in _CHECKSUMS):
             raise DamagedCheckpoint(meta_path, "has checksum fields but no format_version")
-        return meta, payload
+        raise CheckpointFormatError(refusal(f"the checkpoint {meta_path}", f"a format before {FORMAT} (unversioned)", None))
     recorded = meta.get("meta_sha256")
     if recorded != sha256(_canonical(meta)):
         raise DamagedCheckpoint(meta_path, "its own checksum (meta_sha256) does not match its content")
@@ -127,6 +110,11 @@ def verify(meta_path: Path, state_path: Path) -> tuple[dict, bytes]:
     if actual != expected.get("sha256"):
         raise DamagedCheckpoint(meta_path, f"sha256 of {state_path.name} is {actual[:16]}..., "
                                            f"the checkpoint recorded {str(expected.get('sha256'))[:16]}...")
+    if meta["format_version"] != FORMAT:  # after the checksums: a damaged meta is damaged, not of another format
+        version = meta["format_version"]
+        its_format = f"format {version}" if isinstance(version, str) else f"a format before {FORMAT} (checkpoint format {version})"
+        lab = meta.get("lab_version")
+        raise CheckpointFormatError(refusal(f"the checkpoint {meta_path}", its_format, f"ppo_lab {lab}" if lab else None))
     return meta, payload
 
 

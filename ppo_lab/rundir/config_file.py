@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from ppo_lab.config import validate
 from ppo_lab.rundir.atomic import write_text_atomic
-from ppo_lab.rundir.manifest import use_recorded_parts
+from ppo_lab.rundir.manifest import check_format, use_recorded_parts
 from ppo_lab.rundir.paths import CONFIG, CONFIG_HISTORY
 
 
@@ -73,7 +73,8 @@ def config_spans(run_dir: Path) -> list[tuple[int, dict]]:
     config.yaml holds the config in force now; each allowed change in config_history.jsonl
     (newest first) is undone to recover the config before it. A span that trained nothing (two
     changes at one update) is left out. The run's own parts are found where it found them
-    (`manifest.use_recorded_parts`), as for `load_run_config`."""
+    (`manifest.use_recorded_parts`), as for `load_run_config`; one of another format is refused."""
+    check_format(run_dir)
     use_recorded_parts(run_dir)
     now = read_config(run_dir)
     spans = [(0, now)]
@@ -96,8 +97,10 @@ def validated_config(raw: dict):
 
 def load_run_config(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
     """The RunConfig a run was trained with, optionally with other evaluation settings. Every
-    command that loads a run comes here: the run's own parts are found where it found them
+    command that loads a run comes here: its format is checked first (`manifest.check_format`:
+    one of another format is refused), then the run's own parts are found where it found them
     (`manifest.use_recorded_parts`) before its check loads one."""
+    check_format(run_dir)
     use_recorded_parts(run_dir)
     raw = read_config(run_dir)
     if eval_episodes is not None:

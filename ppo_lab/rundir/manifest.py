@@ -11,6 +11,9 @@ between the run and its reproduction. Fields: ``lab`` (commit, dirty), ``python`
 (``config_dirs``: the user's config folders on Hydra's search path; ``import_dirs``: each own
 top-level module -> the folder it was imported from), which ``use_recorded_parts`` reads back
 for every command that loads the run (``load_run_config``).
+
+It also says the run dir's format (``format_version``, ``lab_version``: ``run_format.stamp``),
+written before config.yaml; ``check_format`` reads it first whenever a command loads a run dir.
 """
 
 from __future__ import annotations
@@ -19,9 +22,12 @@ from pathlib import Path
 
 from ppo_lab import parts
 from ppo_lab.config_keys import use_config_dirs
+from ppo_lab.errors import RunDirFormatError
 from ppo_lab.rundir.atomic import write_json_atomic
+from ppo_lab.rundir.checkpoints import latest_checkpoint, read_meta
 from ppo_lab.rundir.jsonfile import read_json
-from ppo_lab.rundir.paths import MANIFEST
+from ppo_lab.rundir.paths import CHECKPOINTS, MANIFEST, has_run_files
+from ppo_lab.rundir.run_format import FORMAT, refusal, written_by
 
 # Fields that say when and where, not what was computed: not reported as differences.
 UNCOMPARED = ("written_at", "host", "process_index")
@@ -34,6 +40,36 @@ def write_manifest(run_dir: Path, manifest: dict) -> None:
 def read_manifest(run_dir: Path) -> dict | None:
     """The run's manifest.json, or None for a run written before the lab kept one."""
     return read_json(Path(run_dir) / MANIFEST, default=None)
+
+
+def check_format(run_dir: Path) -> None:
+    """Nothing for a run dir of this lab's format, or a folder with none of a run's files yet
+    (a fresh run dir); RunDirFormatError, in one line, for any other (``run_format``)."""
+    run_dir = Path(run_dir)
+    if not has_run_files(run_dir):
+        return
+    try:
+        manifest = read_manifest(run_dir)
+    except ValueError as exc:  # a manifest.json that does not parse: its format cannot be told
+        raise RunDirFormatError(f"{run_dir}: cannot tell the run directory's format: {exc}") from exc
+    manifest = manifest if isinstance(manifest, dict) else {}
+    if manifest.get("format_version") != FORMAT:
+        raise RunDirFormatError(refusal(f"the run directory {run_dir}", _format_of(run_dir, manifest), written_by(manifest)))
+
+
+def _format_of(run_dir: Path, manifest: dict) -> str:
+    """The format of a run dir not of this one: what its manifest.json records, else (a lab
+    before 1.0 stamped none) that of its newest checkpoint."""
+    if manifest.get("format_version") is not None:
+        return f"format {manifest['format_version']}"
+    newest = latest_checkpoint(Path(run_dir) / CHECKPOINTS)
+    try:
+        version = None if newest is None else read_meta(newest).get("format_version")
+    except (OSError, ValueError):
+        version = None
+    if version is not None:
+        return f"a format before {FORMAT} (checkpoint format {version})"
+    return f"a format before {FORMAT}" + (" (unversioned checkpoints)" if newest is not None else "")
 
 
 def use_recorded_parts(run_dir: Path) -> None:
