@@ -40,6 +40,7 @@ def main(argv=None):
 
     from ppo_lab.config import validate
     from ppo_lab.networks import ActorCritic
+    from ppo_lab.ppo.hypers import Hypers
     from ppo_lab.ppo.train import make_trainer
     from ppo_lab.run.build import build
 
@@ -52,7 +53,8 @@ def main(argv=None):
         n, steps = ppo.num_envs, ppo.num_steps
         trainer = make_trainer(ppo, env, params, comp.network, num_envs=n, chunk_updates=args.updates)
         keys = jax.random.split(jax.random.PRNGKey(0), seeds)
-        states = [jax.jit(trainer.init)(*jax.random.split(k)) for k in keys]
+        hypers, num_updates = Hypers.of(ppo), jnp.int32(trainer.num_updates)  # arguments, as a run's programs take them
+        states = [jax.jit(trainer.init)(*jax.random.split(k), hypers, num_updates) for k in keys]
         state = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
         num_actions = env.action_space(params).n
         row = {"seeds": seeds, "precision": args.precision, "conv": comp.network.conv}
@@ -69,9 +71,9 @@ def main(argv=None):
                 return env_only_rollout(env, params, n, steps, state.env_state, state.obs, state.key).records
             report("env", jax.vmap(env_only), state, env_steps=seeds * n * steps)
         if "rollout" in parts:
-            report("rollout", jax.vmap(lambda s: trainer.rollout(s).records), state, env_steps=seeds * n * steps)
+            report("rollout", jax.vmap(lambda s: trainer.rollout(s, hypers).records), state, env_steps=seeds * n * steps)
         if "chunk" in parts:
-            report("chunk", jax.vmap(trainer.chunk, in_axes=(0, None)), state, jnp.int32(0),
+            report("chunk", jax.vmap(trainer.chunk, in_axes=(0, None, None, None)), state, jnp.int32(0), hypers, num_updates,
                    env_steps=seeds * n * steps * args.updates)
         batch = n * steps
         obs = jnp.zeros((seeds, batch) + state.obs.shape[2:], state.obs.dtype)

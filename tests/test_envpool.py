@@ -14,6 +14,7 @@ from conftest import launch, network_config, ppo_config, read_rows, read_summary
 from ppo_lab.errors import ConfigError
 from ppo_lab.networks import ActorCritic
 from ppo_lab.ppo.rollout import batched_reset, batched_step
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.train import make_trainer
 
 pytest.importorskip("envpool", reason="needs the envpool extra: pip install -e '.[envpool]'")
@@ -87,8 +88,8 @@ def test_trainer_counts_no_reset_step_in_episodes():
     ppo = ppo_config(num_envs=4, num_steps=64, num_minibatches=2, update_epochs=1, total_timesteps=256)
     network = ActorCritic(2, network_config("mlp"))
     trainer = make_trainer(ppo, env, params, network, num_envs=4, chunk_updates=1)
-    state = jax.jit(trainer.init)(*jax.random.split(jax.random.PRNGKey(0)))
-    traj = jax.device_get(jax.jit(trainer.rollout)(state).records)
+    state = jax.jit(trainer.init)(*jax.random.split(jax.random.PRNGKey(0)), Hypers.of(ppo), trainer.num_updates)
+    traj = jax.device_get(jax.jit(trainer.rollout)(state, Hypers.of(ppo)).records)
     weight = traj.weight
     assert (weight[0] == 0).all()  # the pool's first step: resetting
     np.testing.assert_array_equal(weight[1:] == 0, traj.done[:-1])

@@ -24,6 +24,7 @@ from ppo_lab.errors import ConfigError
 from ppo_lab.networks import ActorCritic
 from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.losses import ppo_loss_terms
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.train import make_optimizer
 from ppo_lab.run.build import build
 from ppo_lab.judging.health import HealthWarnings, obs_cast_message
@@ -104,8 +105,9 @@ def test_bad_dtype_fails_before_compiling_naming_the_valid_values():
 def _rollout(overrides):
     cfg = run_config(SMALL_FORAGING + overrides)
     comp = build(cfg, 1)
-    state = comp.trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
-    return jax.jit(comp.trainer.rollout)(state).records
+    hypers = comp.hypers.replica(0)
+    state = comp.trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1), hypers, comp.trainer.num_updates)
+    return jax.jit(comp.trainer.rollout)(state, hypers).records
 
 
 @pytest.mark.slow
@@ -169,7 +171,7 @@ def test_value_loss_max_of_means_against_a_hand_case():
 
 def test_adam_eps_reaches_the_optimiser():
     cfg = run_config(SMALL_FORAGING + ["ppo.adam_eps=1e-8"])
-    state = make_optimizer(cfg.ppo, 4).init({"w": jnp.zeros(3)})
+    state = make_optimizer(cfg.ppo, 4, Hypers.of(cfg.ppo)).init({"w": jnp.zeros(3)})
     eps = optax.tree.get(state, "eps")
     assert float(eps) == pytest.approx(1e-8)
 

@@ -140,6 +140,7 @@ def test_a_long_masked_rollout_takes_no_invalid_action():
 def test_trainer_logs_zero_invalid_actions_and_masked_entropy():
     from ppo_lab.config import NetworkConfig
     from ppo_lab.networks import ActorCritic
+    from ppo_lab.ppo.hypers import Hypers
     from ppo_lab.ppo.train import make_trainer
     from test_ppo_math import _ppo
 
@@ -147,8 +148,9 @@ def test_trainer_logs_zero_invalid_actions_and_masked_entropy():
     network = ActorCritic(env.num_actions, network_config(kind="mlp", activation="tanh"))
     ppo = _ppo(num_envs=16, num_steps=128, total_timesteps=16 * 128 * 3, update_epochs=1, num_minibatches=2)
     trainer = make_trainer(ppo, env, params, network, num_envs=16, chunk_updates=3)
-    state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
-    _, metrics = jax.jit(trainer.chunk)(state, 0)
+    hypers = Hypers.of(ppo)
+    state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1), hypers, trainer.num_updates)
+    _, metrics = jax.jit(trainer.chunk)(state, 0, hypers, trainer.num_updates)
     np.testing.assert_array_equal(metrics["actions/invalid_frac"], [0.0, 0.0, 0.0])
     # Entropy over valid actions: at most log 8, and below log 8 since programs are mostly masked.
     assert np.all(np.asarray(metrics["train/entropy"]) < np.log(8) - 0.3)

@@ -12,6 +12,7 @@ from ppo_lab.ppo.autoscale import apply_auto_scale, scaled_minibatches_and_epoch
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo.losses import categorical_entropy, categorical_log_prob, explained_variance, ppo_loss_terms
 from ppo_lab.ppo.schedules import learning_rate, schedule_values
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.train import current_learning_rate, make_optimizer
 
 from conftest import ppo_config
@@ -126,13 +127,14 @@ def _ppo(**kw):
 
 def test_schedules_are_linear_in_updates():
     ppo = _ppo()
-    start, mid = schedule_values(ppo, 0, 100), schedule_values(ppo, 50, 100)
+    hypers = Hypers.of(ppo)
+    start, mid = schedule_values(ppo, 0, 100, hypers), schedule_values(ppo, 50, 100, hypers)
     assert start == pytest.approx({"ent_coef": 0.1, "clip_eps": 0.2})
     assert mid["ent_coef"] == pytest.approx(0.0505)
     assert mid["clip_eps"] == pytest.approx(0.15)
-    assert learning_rate(ppo, 0, 100) == pytest.approx(1e-3)
-    assert learning_rate(ppo, 50, 100) == pytest.approx(5.5e-4)
-    assert learning_rate(_ppo(anneal_lr=False), 50, 100) == pytest.approx(1e-3)
+    assert learning_rate(ppo, 0, 100, hypers) == pytest.approx(1e-3)
+    assert learning_rate(ppo, 50, 100, hypers) == pytest.approx(5.5e-4)
+    assert learning_rate(_ppo(anneal_lr=False), 50, 100, hypers) == pytest.approx(1e-3)
 
 
 def test_optimizer_steps_at_the_scheduled_learning_rate():
@@ -143,7 +145,7 @@ def test_optimizer_steps_at_the_scheduled_learning_rate():
     import optax
 
     ppo = _ppo(update_epochs=2, num_minibatches=2)
-    tx = make_optimizer(ppo, num_updates=10)
+    tx = make_optimizer(ppo, 10, Hypers.of(ppo))
     params = {"w": jnp.zeros(3)}
     state = tx.init(params)
     grads = {"w": jnp.array([1.0, -2.0, 0.5])}

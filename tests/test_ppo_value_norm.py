@@ -9,6 +9,7 @@ import optax
 import pytest
 
 from ppo_lab.ppo import grad_clip, value_norm as vn
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.envs.gymnax_envs import GymnaxEnv
 
 from conftest import network_config, ppo_config
@@ -111,9 +112,10 @@ def test_trainer_with_popart_and_separate_clipping_runs_and_tracks_returns():
                     separate_grad_clip=True)
     net = ActorCritic(2, network_config(kind="mlp", activation="tanh", hidden_sizes=(16,)))
     trainer = make_trainer(ppo, env, env_params, net, num_envs=4, chunk_updates=3)
-    state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
+    hypers = Hypers.of(ppo)
+    state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1), hypers, trainer.num_updates)
     assert int(state.value_norm.count) == 0
-    state, metrics = jax.jit(trainer.chunk)(state, 0)
+    state, metrics = jax.jit(trainer.chunk)(state, 0, hypers, trainer.num_updates)
     assert int(state.value_norm.count) == 3
     # CartPole pays +1 a step: the discounted returns of the first rollouts are well above 0 and
     # the statistics followed them (the first batch sets them outright).

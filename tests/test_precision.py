@@ -45,9 +45,10 @@ def test_a_short_bf16_run_stays_close_to_fp32():
         cfg = validate(compose(["env=cartpole", "ppo.num_envs=8", "ppo.num_steps=32", "ppo.num_minibatches=2",
                                 "ppo.update_epochs=2", "ppo.total_timesteps=1024", "hardware.host_devices=1",
                                 f"hardware.precision={precision}"]))
-        trainer = build(cfg, 1).trainer
-        start = jax.jit(trainer.init)(*jax.random.split(jax.random.PRNGKey(0)))
-        end, metrics = jax.jit(trainer.chunk)(start, jnp.int32(0))
+        comp = build(cfg, 1)
+        trainer, hypers = comp.trainer, comp.hypers.replica(0)
+        start = jax.jit(trainer.init)(*jax.random.split(jax.random.PRNGKey(0)), hypers, trainer.num_updates)
+        end, metrics = jax.jit(trainer.chunk)(start, jnp.int32(0), hypers, trainer.num_updates)
         runs[precision] = (start, end, metrics)
     (start, end32, m32), (_, end16, m16) = runs["fp32"], runs["bf16"]
     assert {x.dtype for x in jax.tree.leaves((end16.params, end16.opt_state)) if jnp.issubdtype(x.dtype, jnp.floating)} == {jnp.dtype("float32")}

@@ -17,6 +17,7 @@ from ppo_lab.networks import ActorCritic
 from ppo_lab.ppo import grad_clip
 from ppo_lab.ppo.distributions import categorical_log_prob
 from ppo_lab.ppo.rollout import initial_memory
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.run.build import build
 from ppo_lab.envs.gymnax_envs import GymnaxEnv
@@ -140,18 +141,18 @@ def _trainer(num_minibatches=2, lr=1e-3, cell="gru", shared=False, bootstrap=Tru
     ppo = ppo_config(num_envs=6, num_steps=20, total_timesteps=6 * 20 * 4, update_epochs=1, num_minibatches=num_minibatches,
                      lr=lr, lr_final=0.0, anneal_lr=False, auto_scale=False, bootstrap_truncation=bootstrap)
     net = _network(cell, shared, action_dim=2)
-    return make_trainer(ppo, env, env_params, net, num_envs=6, chunk_updates=1), net
+    return make_trainer(ppo, env, env_params, net, num_envs=6, chunk_updates=1), net, Hypers.of(ppo)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cell,shared", [("gru", False), ("lstm", True)])
 def test_sequence_minibatches_reproduce_the_rollouts_log_probs_and_values(cell, shared):
-    trainer, net = _trainer(cell=cell, shared=shared)
-    state = jax.jit(trainer.init)(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
+    trainer, net, hypers = _trainer(cell=cell, shared=shared)
+    state = jax.jit(trainer.init)(jax.random.PRNGKey(0), jax.random.PRNGKey(1), hypers, trainer.num_updates)
     assert jax.tree.all(jax.tree.map(lambda c: not np.asarray(c).any(), state.memory[0]))  # zeros at the start
-    state, _ = jax.jit(trainer.chunk)(state, 0)  # a state mid-run: memory not zero
+    state, _ = jax.jit(trainer.chunk)(state, 0, hypers, trainer.num_updates)  # a state mid-run: memory not zero
     assert jax.tree.reduce(lambda acc, c: acc or bool(np.asarray(c).any()), state.memory[0], False)
-    out = jax.jit(trainer.rollout)(state)
+    out = jax.jit(trainer.rollout)(state, hypers)
     traj = out.records
     # Each step records whether the state was zeroed before it: the previous step's done.
     assert traj.done.sum() >= 6  # episodes of at most 7 steps in 20
@@ -175,11 +176,11 @@ def test_sequence_minibatches_reproduce_the_rollouts_log_probs_and_values(cell, 
 def test_the_first_minibatch_of_an_update_has_ratio_one():
     """Through the trainer: with a learning rate too small to move anything, every sequence
     minibatch re-runs the rollout's own policy (approx_kl and clip_frac are 0)."""
-    trainer, _ = _trainer(num_minibatches=3, lr=1e-12)
-    state = jax.jit(trainer.init)(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
+    trainer, _, hypers = _trainer(num_minibatches=3, lr=1e-12)
+    state = jax.jit(trainer.init)(jax.random.PRNGKey(0), jax.random.PRNGKey(1), hypers, trainer.num_updates)
     chunk = jax.jit(trainer.chunk)
-    state, _ = chunk(state, 0)
-    state, metrics = chunk(state, 1)
+    state, _ = chunk(state, 0, hypers, trainer.num_updates)
+    state, metrics = chunk(state, 1, hypers, trainer.num_updates)
     assert abs(float(metrics["train/approx_kl"][0])) < 1e-6 and float(metrics["train/clip_frac"][0]) == 0.0
     assert np.isfinite(float(metrics["train/mean_episode_return"][0]))
 
@@ -189,10 +190,10 @@ def test_a_feed_forward_network_has_no_memory():
     assert initial_memory(ActorCritic(2, network_config()), 3) is None
     env, env_params = gymnax.make("CartPole-v1")
     env = GymnaxEnv(env)  # under the lab's env contract (envs/base.py)
-    ff = make_trainer(ppo_config(num_envs=2, num_steps=4, total_timesteps=16, auto_scale=False, num_minibatches=2), env,
-                      env_params, ActorCritic(2, network_config()), num_envs=2, chunk_updates=1)
-    state = jax.jit(ff.init)(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
-    assert state.memory is None and jax.jit(ff.rollout)(state).records.reset is None
+    ppo = ppo_config(num_envs=2, num_steps=4, total_timesteps=16, auto_scale=False, num_minibatches=2)
+    ff = make_trainer(ppo, env, env_params, ActorCritic(2, network_config()), num_envs=2, chunk_updates=1)
+    state = jax.jit(ff.init)(jax.random.PRNGKey(0), jax.random.PRNGKey(1), Hypers.of(ppo), ff.num_updates)
+    assert state.memory is None and jax.jit(ff.rollout)(state, Hypers.of(ppo)).records.reset is None
 
 
 def test_bf16_compute_keeps_the_carried_state_in_float32():

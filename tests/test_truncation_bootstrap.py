@@ -12,6 +12,7 @@ from ppo_lab.networks import ActorCritic
 from ppo_lab.ppo import value_norm as vn
 from ppo_lab.ppo.distributions import sample_action
 from ppo_lab.ppo.rollout import batched_step, rollout
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.envs.gymnax_envs import GymnaxEnv
 
@@ -56,11 +57,12 @@ def test_bootstrap_in_the_next_forward_pass_matches_the_two_call_version(shared_
     ppo = _ppo(value_norm="popart" if popart else None, popart_beta_min=0.001)
     network = ActorCritic(2, network_config(kind="mlp", activation="tanh", hidden_sizes=(16, 16), shared_torso=shared_torso))
     trainer = make_trainer(ppo, env, env_params, network, num_envs=ppo.num_envs, chunk_updates=1)
-    state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
+    hypers = Hypers.of(ppo)
+    state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1), hypers, trainer.num_updates)
     if popart:  # statistics away from (0, 1), so a value read in the wrong units would show
         state = state.replace(value_norm=state.value_norm.replace(mean=jnp.float32(3.0), std=jnp.float32(2.0)))
 
-    traj = jax.jit(trainer.rollout)(state).records
+    traj = jax.jit(trainer.rollout)(state, hypers).records
     expected, cut_short = jax.jit(lambda params, state: _reference_rewards(
         network, params, env, env_params, state, ppo.num_steps, state.value_norm))(state.params, state)
 
@@ -81,7 +83,8 @@ def test_bootstrap_off_leaves_rewards_as_the_env_pays():
     ppo = _ppo(bootstrap_truncation=False)
     network = ActorCritic(2, network_config(kind="mlp", activation="tanh", hidden_sizes=(16,)))
     trainer = make_trainer(ppo, env, env_params, network, num_envs=ppo.num_envs, chunk_updates=1)
-    state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1))
-    traj = jax.jit(trainer.rollout)(state).records
+    hypers = Hypers.of(ppo)
+    state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1), hypers, trainer.num_updates)
+    traj = jax.jit(trainer.rollout)(state, hypers).records
     assert set(np.unique(np.asarray(traj.reward))) <= {0.0, 1.0}
     assert traj.obs.shape == (ppo.num_steps, ppo.num_envs, 4)

@@ -7,8 +7,6 @@ import csv
 import json
 import logging
 
-import jax
-import numpy as np
 import pytest
 
 from conftest import TINY, compose_config, read_summary, train_run
@@ -16,8 +14,6 @@ from test_sweeps import multirun
 from ppo_lab.config import shared_program_key, validate
 from ppo_lab.errors import ConfigError
 from ppo_lab.launching.vmap_groups import announce, check_max_replicas, plan_groups
-from ppo_lab.ppo.hypers import Hypers
-from ppo_lab.run.build import build
 
 VMAP = ["hydra/launcher=vmap", *TINY, "num_seeds=2"]
 
@@ -25,27 +21,6 @@ VMAP = ["hydra/launcher=vmap", *TINY, "num_seeds=2"]
 def rows(run_dir, update: int) -> list[dict]:
     with (run_dir / "metrics.csv").open(newline="") as f:
         return [r for r in csv.DictReader(f) if int(r["update"]) == update]
-
-
-@pytest.mark.slow
-def test_traced_hyperparameters_train_as_the_constants_did():
-    """The chunk with the config's hyperparameters as arguments computes what it computed
-    with them as constants (annealed lr, entropy and clip schedules, an entropy floor). With
-    the update count an argument too (a run's program), the same bits as with the count a
-    constant: XLA turned `update / count` into `update * (1 / count)` then, which
-    `Hypers.scheduled` writes out (3 updates: 1/3 is inexact)."""
-    overrides = [*TINY, "ppo.total_timesteps=192", "ppo.ent_coef_final=0.0", "ppo.clip_eps_final=0.1",
-                 "ppo.lr_final=1e-4", "ppo.entropy_floor=0.6", "ppo.gamma=0.97"]
-    cfg = validate(compose_config(overrides))
-    trainer = build(cfg, 1).trainer
-    assert trainer.num_updates == 3
-    state = jax.jit(trainer.init)(*jax.random.split(jax.random.PRNGKey(0)))
-    _, constants = jax.jit(trainer.chunk)(state, 0)
-    _, traced = jax.jit(trainer.chunk)(state, 0, Hypers.of(cfg.ppo))
-    _, counted = jax.jit(trainer.chunk)(state, 0, Hypers.of(cfg.ppo), np.int32(3))
-    for name in constants:
-        np.testing.assert_allclose(traced[name], constants[name], rtol=1e-5, atol=1e-7, err_msg=name)
-        np.testing.assert_array_equal(counted[name], traced[name], err_msg=name)
 
 
 def test_what_may_differ_within_one_program():

@@ -105,7 +105,7 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
         calls += 1
     elapsed = time.perf_counter() - t0
     row["sps"] = calls * updates * ppo.batch_size * seeds / elapsed
-    obs = jax.eval_shape(trainer.init, *jax.random.split(jax.random.PRNGKey(0))).obs
+    obs = jax.eval_shape(trainer.init, *jax.random.split(jax.random.PRNGKey(0)), Hypers.of(ppo), total, env_params).obs
     row["forward_flops"] = forward_flops(comp.network, jnp.zeros(obs.shape, obs.dtype))
     row["flops_per_step"] = row["forward_flops"] * (1 + 3 * ppo.update_epochs)
     return {**row, "status": "ok"}

@@ -66,6 +66,7 @@ from ppo_lab.config import validate
 from ppo_lab.hardware import PROJECT_ROOT, host_core_count, start_jax  # PROJECT_ROOT: where its processes run
 from ppo_lab.host_cpu import cpu_record
 from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
+from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.run.build import build
 from ppo_lab.rundir import read_benchmark
@@ -150,17 +151,19 @@ def measure_env(name: str, extra: list[str], size: dict, with_rollout: bool = Tr
 
     k = size["train_chunk"]
     trainer = make_trainer(ppo, env, params, network, num_envs=n, chunk_updates=k)
-    learner = jax.jit(trainer.init)(*jax.random.split(key))
+    # The traced hyperparameters and the update count as arguments, as a run's programs take them.
+    hypers, num_updates = Hypers.of(ppo), jnp.asarray(trainer.num_updates, jnp.int32)
+    learner = jax.jit(trainer.init)(*jax.random.split(key), hypers, num_updates)
     start = jnp.asarray(0, jnp.int32)
     if trainer.num_updates < k:
         raise ValueError(f"{name}: ppo.total_timesteps gives {trainer.num_updates} updates, fewer than {k}")
 
     env_compile, env_sps = timed_calls(env_only, (env_state, obs, key), n * steps, size["min_s"])
-    train_compile, train_sps = timed_calls(trainer.chunk, (learner, start), k * ppo.batch_size, size["min_s"])
+    train_compile, train_sps = timed_calls(trainer.chunk, (learner, start, hypers, num_updates), k * ppo.batch_size, size["min_s"])
     if not with_rollout:
         return {"overrides": overrides, "env_sps": env_sps, "train_sps": train_sps,
                 "compile_s": {"env": env_compile, "train_chunk": train_compile}}
-    roll_compile, rollout_sps = timed_calls(trainer.rollout, (learner,), n * steps, size["min_s"])
+    roll_compile, rollout_sps = timed_calls(trainer.rollout, (learner, hypers), n * steps, size["min_s"])
     t_env, t_roll, t_train = 1 / env_sps, 1 / rollout_sps, 1 / train_sps
     return {
         "overrides": overrides,

@@ -6,17 +6,14 @@ import jax
 import jax.numpy as jnp
 
 
-def compute_gae(rewards, values, dones, last_value, gamma, gae_lambda, gamma_lambda=None):
+def compute_gae(rewards, values, dones, last_value, gamma, gae_lambda):
     """Advantages and returns for a rollout of T steps.
 
     rewards, values, dones: [T, ...]; last_value: [...] (value of the observation after the
     last step). `dones[t]` is 1 when the transition at t ended an episode: the next
     observation belongs to a new episode, so neither bootstrapping nor the GAE trace crosses it.
-    `gamma_lambda`: the trace's decay `gamma * gae_lambda` where the caller has it rounded once
-    from float64 (traced hyperparameters, ppo/hypers.py: the bits of the product of two floats).
     """
-    if gamma_lambda is None:
-        gamma_lambda = gamma * gae_lambda
+    gamma_lambda = gamma * gae_lambda  # the trace's decay, once
     dones = dones.astype(values.dtype)
 
     def backward(carry, step):

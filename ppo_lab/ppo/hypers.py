@@ -10,11 +10,6 @@ reads them by name (`hypers.vf_coef`); a scheduled one (`<name>_final` beside `<
     Hypers.from_values({"lr": 3e-4, ...})   any replica's values (a member of a population)
     Hypers.stack([...]), .replicated(...)  [replicas] per field, the chunk's argument
     StaticPPO.of(ppo)                     the rest of the section: the trainer's constants
-
-Two derived values are worked out on the host in float64 and rounded once to float32, so a run
-trains to the bits it trained to when these were Python constants: each schedule's span
-`end - start` (`spans`) and GAE's `gamma * gae_lambda` (`gamma_lambda`). They are not config
-keys and are never set by hand: the constructors compute them.
 """
 
 from __future__ import annotations
@@ -47,15 +42,13 @@ SCHEDULES = schedules(traced_keys())
 
 @flax.struct.dataclass
 class Hypers:
-    """A replica's traced hyperparameters (or stacked replicas'): one value per traced key,
-    read by name (`hypers.vf_coef`), plus the derived `spans` and `gamma_lambda` (see the
-    module's docstring). The keys are the current PPOConfig's (`config.traced_keys()`), so a
-    key added there is here too; they are the struct's static part, the values its leaves."""
+    """A replica's traced hyperparameters (or stacked replicas'): one float32 value per traced
+    key, read by name (`hypers.vf_coef`). The keys are the current PPOConfig's
+    (`config.traced_keys()`), so a key added there is here too; they are the struct's static
+    part, the values its leaves."""
 
     names: tuple[str, ...] = flax.struct.field(pytree_node=False)
     values: tuple
-    spans: dict
-    gamma_lambda: Any
 
     def __getattr__(self, name: str):
         if name.startswith("__") or name in ("names", "values"):
@@ -71,13 +64,11 @@ class Hypers:
         """`name`'s value at update `update` (0-based): linear from its start at 0 to its end at
         `num_updates`, e.g. `scheduled("ent_coef", ...)` from ent_coef_initial to ent_coef_final.
 
-        `num_updates` is a program argument or a constant. The fraction is `update x (1 /
-        num_updates)` in float32 either way: what XLA made of `update / num_updates` when the
-        count was a constant (it rewrites a division by a constant into a multiplication by the
-        constant's reciprocal), so a run trains to the bits it trained to then."""
-        start, _ = schedules(self.names)[name]
-        per_update = jnp.float32(1) / jnp.asarray(num_updates, jnp.float32)
-        return self.as_dict()[start] + self.spans[name] * (jnp.asarray(update, jnp.float32) * per_update)
+        `num_updates` is the program's argument (`Trainer.chunk`); all in float32."""
+        start, end = schedules(self.names)[name]
+        values = self.as_dict()
+        progress = jnp.asarray(update, jnp.float32) / jnp.asarray(num_updates, jnp.float32)
+        return values[start] + (values[end] - values[start]) * progress
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], names: tuple[str, ...] | None = None):
@@ -86,9 +77,7 @@ class Hypers:
         names = traced_keys() if names is None else names
         nullable = nullable_traced_keys()
         values = {k: 0.0 if k in nullable and values[k] is None else float(values[k]) for k in names}
-        spans = {name: np.float32(values[end] - values[start]) for name, (start, end) in schedules(names).items()}
-        return cls(names=names, values=tuple(np.float32(values[k]) for k in names), spans=spans,
-                   gamma_lambda=np.float32(values["gamma"] * values["gae_lambda"]))
+        return cls(names=names, values=tuple(np.float32(values[k]) for k in names))
 
     @classmethod
     def of(cls, ppo: PPOConfig):
@@ -112,7 +101,6 @@ class Hypers:
     def sharded(self, sharding):
         """Stacked structs on the devices, laid out as the replicas' state is."""
         return put_replicas(self, sharding)
-
 
 
 @dataclasses.dataclass(frozen=True)

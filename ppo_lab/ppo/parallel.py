@@ -200,35 +200,34 @@ def replica_keys(layout: Layout, seeds: list[int]):
     return pairs
 
 
-def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers=None, num_updates: int | None = None,
-                  env_params=None):
+def init_replicas(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers, num_updates: int, env_params):
     """Initialise each replica on its own, then stack and shard. `hypers`: the replicas'
-    stacked traced hyperparameters (`Hypers`; None: the config's own); `num_updates` and
-    `env_params`: the run's update count and the env's params as arguments of the program
-    (None: the config's, constants).
+    stacked traced hyperparameters (`Hypers`); `num_updates`: the run's update count;
+    `env_params`: the env's params when they are data (`ppo.train.env_params_argument`; None for
+    an env whose params are constants): arguments of the program, as `Trainer.init` takes them.
 
     Not `vmap(init)`: a batched orthogonal initialiser (a batched QR) can deadlock the 2-thread
     XLA CPU pool (docs/toolchain.md). One jitted init per replica keeps the QR unbatched.
     """
     init_one = jax.jit(init_fn)
-    row = lambda r: None if hypers is None else hypers.replica(r)  # noqa: E731
-    updates = None if num_updates is None else start_update_arg(num_updates)
-    states = [jax.device_get(init_one(pk, ek, row(r), updates, env_params))
+    updates = start_update_arg(num_updates)
+    states = [jax.device_get(init_one(pk, ek, hypers.replica(r), updates, env_params))
               for r, (pk, ek) in enumerate(replica_keys(layout, seeds))]
     stacked = jax.tree.map(lambda *xs: np.stack(xs), *states)
     return put_replicas(stacked, replica_sharding(mesh))
 
 
-def replica_template(init_fn, layout: Layout, seeds: list[int], mesh: Mesh):
+def replica_template(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hypers, num_updates: int, env_params):
     """The replica-stacked state's structure, shapes and dtypes (zeros), for restoring a
-    checkpoint into. Traced with `jax.eval_shape`: nothing is compiled or run (~0.5 s instead
-    of a jitted init per replica); falls back to a real init if a leaf is not a numpy dtype."""
+    checkpoint into; the arguments after `mesh` as `init_replicas` takes them. Traced with
+    `jax.eval_shape`: nothing is compiled or run (~0.5 s instead of a jitted init per replica);
+    falls back to a real init if a leaf is not a numpy dtype."""
     param_key, env_key = replica_keys(layout, seeds)[0]
-    shapes = jax.eval_shape(init_fn, param_key, env_key)
+    shapes = jax.eval_shape(init_fn, param_key, env_key, hypers.replica(0), start_update_arg(num_updates), env_params)
     try:
         return jax.tree.map(lambda s: np.zeros((layout.num_replicas, *s.shape), s.dtype), shapes)
     except TypeError:  # e.g. typed PRNG keys
-        return init_replicas(init_fn, layout, seeds, mesh)
+        return init_replicas(init_fn, layout, seeds, mesh, hypers, num_updates, env_params)
 
 
 def global_scalar(mesh: Mesh, update: int):

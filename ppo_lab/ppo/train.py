@@ -96,12 +96,10 @@ class Transition(NamedTuple):
     previous_final_value: jax.Array | None = None
 
 
-def make_optimizer(ppo: PPOConfig | StaticPPO, num_updates: int, hypers: Hypers | None = None) -> optax.GradientTransformation:
+def make_optimizer(ppo: PPOConfig | StaticPPO, num_updates, hypers: Hypers) -> optax.GradientTransformation:
     """Adam with clipping and the learning-rate schedule; `hypers`: a replica's traced
-    hyperparameters (ppo/hypers.py; None: a whole `PPOConfig`'s own, as constants). Pure
-    functions either way: built inside the chunk, it closes over that replica's values; the
-    state's structure never depends on them."""
-    hypers = Hypers.of(ppo) if hypers is None else hypers
+    hyperparameters (ppo/hypers.py). Pure functions: built inside the chunk, it closes over that
+    replica's values; the state's structure never depends on them."""
     # inject_hyperparams keeps the scheduled learning rate in the optimiser state, by name.
     steps_per_update = ppo.update_epochs * ppo.num_minibatches
     schedule = learning_rate_schedule(ppo, num_updates, steps_per_update, hypers)
@@ -153,9 +151,9 @@ class Minibatch(NamedTuple):
 class Trainer:
     """The per-replica PPO functions: the static parts of one replica's training, and its
     methods in calling order: `init`; `chunk` -> `update` -> `collect` (the rollout) ->
-    `advantages` -> `epoch` -> `minibatch` (-> `loss`). Each takes a last, optional `hypers`:
-    the replica's traced hyperparameters (`ppo.hypers.Hypers`; None: the config's own, as
-    constants of the program). Built by `make_trainer`.
+    `advantages` -> `epoch` -> `minibatch` (-> `loss`). Each takes `hypers`, the replica's
+    traced hyperparameters (`ppo.hypers.Hypers`): arguments of the program, never constants.
+    Built by `make_trainer`.
 
     `ppo` is the config's static part (`StaticPPO.of(ppo)`): it has no traced key, so a value
     that differs between the cells of a grid or the members of a population can only be read
@@ -171,7 +169,6 @@ class Trainer:
     dist: policies.ActionDistribution  # categorical or diagonal Gaussian, by the env's action space
     env_step: Callable  # batched, given the env's form of the policy's action
     env_mask: Callable | None  # the batch's valid actions (None: the env has no mask)
-    own_hypers: Hypers
     keeps_policy_anchors: bool = False  # the state holds `policy_anchors` (evaluation along training)
 
     @property
@@ -191,15 +188,13 @@ class Trainer:
         """This trainer stepping envs of `env_params` (a program argument: `env_params_argument`)."""
         return dataclasses.replace(self, env_params=env_params, **env_functions(self.env, env_params, self.num_envs, self.dist))
 
-    def init(self, param_key, env_key, hypers=None, num_updates=None, env_params=None) -> LearnerState:
+    def init(self, param_key, env_key, hypers: Hypers, num_updates, env_params=None) -> LearnerState:
         """One replica's state at update 0. `num_updates`: the run's updates, as the program's
-        argument (None: `ppo`'s, as a constant; see `chunk`); `env_params`: the env's params as
-        an argument (None: the trainer's, as constants)."""
+        argument (see `chunk`); `env_params`: the env's params as an argument for an env whose
+        params are data (`env_params_argument`), None for one whose params are constants."""
         if env_params is not None:
             return self.for_env_params(env_params).init(param_key, env_key, hypers, num_updates)
         ppo, num_envs = self.ppo, self.num_envs
-        hypers = self.own_hypers if hypers is None else hypers
-        num_updates = self.num_updates if num_updates is None else num_updates
         obs, env_state = batched_reset(self.env, self.env_params, env_key, num_envs)
         params = self.network.init_params(param_key, obs[:1])
         zeros = jnp.zeros((num_envs,), jnp.float32)
@@ -217,7 +212,7 @@ class Trainer:
             policy_anchors=PolicyAnchors(params, params) if self.keeps_policy_anchors else None,
         )
 
-    def chunk(self, state: LearnerState, start_update, hypers=None, num_updates=None, env_params=None):
+    def chunk(self, state: LearnerState, start_update, hypers: Hypers, num_updates, env_params=None):
         """K updates in one scan: `(state, metrics[K])`; updates past `num_updates` are skipped
         (a cheap cond: `start_update` and `num_updates` are the same for every replica, so the
         predicate is not batched).
@@ -225,14 +220,10 @@ class Trainer:
         `num_updates` (the run's, which the schedules anneal over) is an argument of the lab's
         programs, not a constant: runs that differ only in `ppo.total_timesteps` (a resumed run
         given a larger budget, a test's shorter run) are one program, which the persistent
-        compilation cache serves. The same bits either way: the schedules compute the
-        multiplication by `1 / num_updates` that XLA made of a division by the constant
-        (`Hypers.scheduled`). `env_params`, for an env whose params are data
-        (`Env.params_are_data`), likewise."""
+        compilation cache serves. `env_params`, for an env whose params are data
+        (`Env.params_are_data`), likewise (None: the env's params are constants)."""
         if env_params is not None:
             return self.for_env_params(env_params).chunk(state, start_update, hypers, num_updates)
-        hypers = self.own_hypers if hypers is None else hypers
-        num_updates = self.num_updates if num_updates is None else num_updates
 
         def body(state, offset):
             index = start_update + offset
@@ -280,7 +271,7 @@ class Trainer:
         metrics[NONFINITE] = nonfinite_code(terms, grads_finite, new_state, self.grad_axis)
         return new_state, metrics
 
-    def collect(self, state: LearnerState, hypers=None) -> Rollout:
+    def collect(self, state: LearnerState, hypers: Hypers) -> Rollout:
         """One rollout of `ppo.num_steps` steps with the sampled policy: the transitions
         (`Rollout.records`), and the running episode counters carried over (`RolloutStats`).
 
@@ -291,7 +282,6 @@ class Trainer:
         reward after the loop; the last step's comes from one extra pass. One network call per
         step instead of two: the second call was 11% of a CartPole update at 4 envs on a CPU,
         and 36% of the reference CNN's rollout on an H100 (docs/performance.md)."""
-        hypers = self.own_hypers if hypers is None else hypers
         bootstrap = self.ppo.bootstrap_truncation
         stats = RolloutStats(state.episode_return, state.episode_length)
         env_step = self.step_keeping_final_observation if bootstrap else self.env_step
@@ -375,8 +365,7 @@ class Trainer:
         """GAE's advantages and returns of the rollout, bootstrapped from its last observation's value."""
         traj = out.records
         last_value = vn.read(state.value_norm, value_of(self.network, state.params, out.obs, out.memory))
-        return compute_gae(traj.reward, traj.value, traj.done, last_value, hypers.gamma, None,
-                           gamma_lambda=hypers.gamma_lambda)
+        return compute_gae(traj.reward, traj.value, traj.done, last_value, hypers.gamma, hypers.gae_lambda)
 
     def value_targets(self, state: LearnerState, returns, values):
         """The value loss's targets: returns and old values as they are, or, with PopArt, in the
@@ -476,8 +465,7 @@ def make_trainer(ppo: PPOConfig, env, env_params, network, *, num_envs: int, chu
     `keeps_policy_anchors`: its state holds the policy's anchors (evaluation along training)."""
     dist = policies.for_env(env, env_params, network.cfg.squash)
     return Trainer(ppo=StaticPPO.of(ppo), env=env, env_params=env_params, network=network, num_envs=num_envs,
-                   chunk_updates=chunk_updates, grad_axis=grad_axis, dist=dist,
-                   own_hypers=Hypers.of(ppo), keeps_policy_anchors=keeps_policy_anchors,
+                   chunk_updates=chunk_updates, grad_axis=grad_axis, dist=dist, keeps_policy_anchors=keeps_policy_anchors,
                    **env_functions(env, env_params, num_envs, dist))
 
 

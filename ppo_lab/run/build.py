@@ -20,7 +20,7 @@ from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.autoscale import apply_auto_scale
 from ppo_lab.ppo.parallel import AXIS, Layout, choose_layout
 from ppo_lab.ppo.policies import for_env
-from ppo_lab.ppo.train import Trainer, make_trainer
+from ppo_lab.ppo.train import Trainer, env_params_argument, make_trainer
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,12 @@ class Components:
     # The replicas' traced hyperparameters (`Hypers`, [replicas] per field): this config's,
     # or, for a group of grid cells sharing the program, each cell's for its own replicas.
     hypers: Hypers
+
+    def init_arguments(self) -> tuple:
+        """What `parallel.init_replicas` and `replica_template` take after the mesh, as the
+        trainer's programs take them: the replicas' hyperparameters, the run's update count and
+        the env's params when they are data (`env_params_argument`)."""
+        return self.hypers, self.trainer.num_updates, env_params_argument(self.env, self.env_params)
 
 
 def build_env_and_network(cfg: RunConfig):

@@ -27,7 +27,6 @@ from omegaconf import OmegaConf
 from ppo_lab import rundir
 from ppo_lab.config import FIXED, FREE, on_resume
 from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
-from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run import checkpoint, processes
 from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
 
@@ -148,15 +147,14 @@ def start_over(run_dir: Path, why: str) -> None:
 def fresh_state(comp, cfg, mesh):
     """The replicas' state at update 0, from programs that take the update count and the env's
     params as arguments (`Trainer.init`), as the chunk does."""
-    return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, comp.hypers, comp.trainer.num_updates,
-                         env_params_argument(comp.env, comp.env_params))
+    return init_replicas(comp.trainer.init, comp.layout, cfg.seeds, mesh, *comp.init_arguments())
 
 
 def restore(p: Plan, comp, cfg, mesh):
     """(state, Resumed): a fresh init, or the source's latest checkpoint on this mesh."""
     if p.source is None:
         return fresh_state(comp, cfg, mesh), Resumed()
-    template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh)
+    template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh, *comp.init_arguments())
     try:  # the newest checkpoint that verifies; damaged ones of this run's own dir are moved aside
         # process 0 alone moves damaged ones aside (one writer per run dir)
         loaded = checkpoint.load_verified(p.source / rundir.CHECKPOINTS, template, set_aside_damaged=p.own and processes.writes())

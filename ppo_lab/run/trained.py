@@ -33,5 +33,6 @@ def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic:
         raise FileNotFoundError(f"no complete checkpoint in {run_dir / rundir.CHECKPOINTS}")
     comp = build(cfg, len(devices))
     mesh = make_mesh(comp.layout, devices)
-    state, meta = checkpoint.load(run_dir / rundir.CHECKPOINTS, replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh))
+    template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh, *comp.init_arguments())
+    state, meta = checkpoint.load(run_dir / rundir.CHECKPOINTS, template)
     return cfg, comp, state, meta
