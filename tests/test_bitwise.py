@@ -1,6 +1,8 @@
 """Nothing changes for users, bit for bit: five tiny configs train to the metrics.csv and final
-evaluation recorded in tests/fixtures/bitwise/<cpu_id>/ (first recorded before the core
-refactor), one set per CPU (tests/cpu_recordings.py: another CPU moves the last digits).
+evaluation recorded in tests/fixtures/bitwise/<cpu_id>/, one set per CPU (tests/cpu_recordings.py:
+another CPU moves the last digits). The recordings are 1.0's, made on one CPU (an AMD EPYC with
+AVX-512); on any other CPU the test takes cpu_recordings' fallback (within RTOL/ATOL of that
+set, with a warning) until that CPU records its own set.
 
 Every column of every row is compared exactly, except the wall-clock ones. To record this CPU's
 set (a new CPU; or anew, only when a change of numbers is intended and explained):
