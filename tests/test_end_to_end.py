@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 import yaml
 
-from conftest import ROOT, launch, read_rows, read_summary, run_cli, start_launch, train_run, wait_for_rows
+from conftest import ROOT, launch, read_rows, read_summary, run_cli, stamp_format, start_launch, train_run, wait_for_rows
 from ppo_lab.config import config_hash
 
 pytestmark = pytest.mark.slow
@@ -170,6 +170,7 @@ def test_launch_into_a_run_dir_locked_from_another_host_changes_nothing(tmp_path
                                                   "slurm_job_id": "1234", "token": "t"}))
     (run_dir / "config.yaml").write_text("theirs: 1\n")
     (run_dir / "metrics.csv").write_text("update,seed,timesteps,wall_s\n1,0,64,0.1\n")
+    stamp_format(run_dir)  # a run dir of this lab's format: the lock, not the format, is what refuses it
     before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
     proc = launch(tiny, run_dir, check=False, timeout=60)
     assert proc.returncode == 2, proc.stderr[-2000:]
