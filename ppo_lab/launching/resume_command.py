@@ -29,7 +29,7 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from ppo_lab import config_keys
+from ppo_lab import config_keys, rundir
 from ppo_lab.launching.command_line import fail
 
 RUN_RECORD = Path(".hydra") / "hydra.yaml"  # Hydra's record of the command that launched a run dir
@@ -92,6 +92,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("overrides", nargs="*", help="KEY=VALUE overrides replacing the recorded ones")
     args = parser.parse_args(argv)
     target = args.dir.resolve()
+    rundir.check_format(target)  # a run dir of another format: refused in one line before anything is said or run
     try:
         launch = recorded_launch(target)
     except ValueError as exc:

@@ -7,9 +7,10 @@ so a run dir that holds any of a run's files says which format they are in; each
 meta carries it too (`checkpoint_format.stamp`).
 
 `manifest.check_format(run_dir)` is the one check every command that loads a run dir goes
-through: a relaunch into it and `resume=OTHER_RUN` (`ppo_lab.run.resume`, `ppo_lab.run.completed`),
-evaluate, replay and reproduce (`config_file.load_run_config`, `config_spans`), and the readers
-of the analysis (aggregate, compare, zoo-table, plots, watch). A run dir of another format is
+through: a relaunch into it (`ppo-lab resume`, or `train` into its dir) and `resume=OTHER_RUN`
+(`ppo_lab.run.resume`, `ppo_lab.run.completed`), evaluate, replay and reproduce
+(`config_file.load_run_config`, `config_spans`), and the readers of the analysis (aggregate,
+compare, zoo-table, plots, watch). A run dir of another format is
 refused in one line (`refusal`): this lab carries no older layout over.
 """
 
