@@ -301,8 +301,9 @@ def test_a_newer_labs_run_dir_is_refused_naming_its_format(tmp_path):
     ["evaluate", "{run}"], ["replay", "{run}"], ["reproduce", "{run}", "--updates", "1", "--out", "{tmp}/again"],
     ["plots", "{run}"], ["watch", "{run}", "--once"], ["watch", "{sweep}", "--once"], ["aggregate", "{sweep}"],
     ["compare", "{run}", "{run}"], ["zoo-table", "{sweep}", "--out", "{tmp}/page.md"], ["resume", "{run}"],
+    ["goodhart-report", "{sweep}", "--out", "{tmp}/report"],
 ], ids=["evaluate", "replay", "reproduce", "plots", "watch", "watch-a-folder", "aggregate", "compare", "zoo-table",
-        "resume"])
+        "resume", "goodhart-report"])
 def test_every_command_that_loads_a_run_dir_refuses_an_older_one_in_one_line(tmp_path, capsys, command):
     run = _older_run(tmp_path / "sweep" / "0")
     before = _files(tmp_path)
