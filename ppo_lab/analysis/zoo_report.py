@@ -283,7 +283,8 @@ def render(dirs: Sequence[Path], out: Path, figure: Path | None, command: str, i
     rows = zt.zoo_rows(col)
     link, notes = None, zt.jobs_without_env(col)
     if figure is not None:
-        curves = zt.learning_curves(col)
+        found = zt.learning_curves(col)
+        curves = {task: found[task] for task in dict.fromkeys(r.task for r in rows) if task in found}  # the table's order
         notes += [f"{r.name}: no curve in the figure: no training episode ended" for r in rows
                   if r.seeds and r.name not in curves.get(r.task, {})]
         bounds = {task_of(run.env): declared_bounds(run.env) for run in col.runs if run.env}
