@@ -57,6 +57,17 @@ Bounds = Mapping[str, tuple]  # metric -> (low, high), an end None when open (`e
 UNIT_RANGE = re.compile(r"(share|_frac|frac_|fraction|efficiency)|^actions/(?!(mean|std)_\d+$)")
 # Metrics that cannot be negative, with no upper bound the name tells.
 NON_NEGATIVE = re.compile(r"(episode_length|survival_mean|^actions/std_\d+$)")
+# The evaluation's two plays, said by a metric's suffix (`episode_return_sampled`,
+# `efficiency_per_life_greedy`): a play's metric has its metric's bounds and words.
+PLAY_SUFFIXES = ("_sampled", "_greedy")
+
+
+def play_of(leaf: str) -> tuple[str, str | None]:
+    """`episode_return_greedy` -> ("episode_return", "greedy"); a leaf without a play's suffix -> (leaf, None)."""
+    for suffix in PLAY_SUFFIXES:
+        if leaf.endswith(suffix):
+            return leaf.removesuffix(suffix), suffix[1:]
+    return leaf, None
 
 
 # ----------------------------------------------------------------------------- values
@@ -73,11 +84,12 @@ def count_nan(values: Iterable[float] | np.ndarray) -> int:
 
 
 def _declared(metric: str, bounds: Bounds) -> tuple | None:
-    """The declared range of `metric` (`eval/episode_return`, `eval/episode_return_greedy` and
-    `train/mean_episode_return` all answer to `episode_return`), or None."""
+    """The declared range of `metric` (`eval/episode_return`, `eval/episode_return_greedy`,
+    `eval/episode_return_sampled` and `train/mean_episode_return` all answer to
+    `episode_return`), or None."""
     if metric in bounds:
         return bounds[metric]
-    leaf = metric.rsplit("/", 1)[-1].removesuffix("_greedy").removeprefix("mean_")
+    leaf = play_of(metric.rsplit("/", 1)[-1])[0].removeprefix("mean_")
     return bounds.get(leaf, bounds.get(f"eval/{leaf}"))
 
 

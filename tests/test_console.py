@@ -33,7 +33,8 @@ def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
     summary = RunSummary(
         status="stopped", stop_reason="signal SIGINT", seeds=[0, 1, 2], updates=10, total_updates=40, timesteps=20480,
         wall_s=12.0, sps=5120.0, compile_s=3.0, eval_s=1.5,
-        eval={"episode_return": [10.0, 12.0, 14.0], "episode_length": [1, 2, 3], "food_share": [0.9, 0.95, 1.0]},
+        eval={"episode_return": [10.0, 12.0, 14.0], "episode_length": [1, 2, 3], "food_share": [0.9, 0.95, 1.0],
+              "episode_return_greedy": [10.0, 12.0, 14.0], "episode_return_sampled": [20.0, 22.0, 24.0]},
         final={"train/mean_episode_return": [9.0, 11.0, 13.0]})
     lines = closing_lines(summary, tmp_path, eval_mode="greedy", resume_command="ppo-lab resume D")
     text = "\n".join(lines)
@@ -42,6 +43,10 @@ def test_closing_summary_says_what_was_learned_and_how_to_go_on(tmp_path):
     # 12 -/+ t_{0.975, 2} * 2 / sqrt(3) = 12 -/+ 4.97; a share: Anderson's, in [0, 1]
     assert "results, mean [95% interval] across 3 seeds:" in lines
     assert "episode_return (greedy)          12.0 [7.0, 17.0] (Student t)" in text and "episode_length" not in text
+    # the evaluation's other play right after the headline's
+    shown = [line.strip() for line in lines]
+    assert shown[shown.index("episode_return (greedy)          12.0 [7.0, 17.0] (Student t)") + 1] == \
+        "episode_return (sampled)         22.0 [17.0, 27.0] (Student t)"
     assert "food_share (sampled)" in text and "(Anderson, in [0, 1])" in text
     assert "WARNING n=3 < 5: too few seeds to tell settings apart (wide intervals; docs/statistics.md)" in lines
     assert "5,120 steps/s" in text and "evaluation 1.5 s" in text and f"run dir: {tmp_path}" in text

@@ -65,7 +65,10 @@ def test_run_directory_contract(tmp_path, tiny, caplog, capsys):
         assert key in s
     assert s["resumed_from"] is None and s["slurm_job_id"] is None
     assert {"jax", "flax", "optax"} <= set(s["versions"])
-    assert len(s["eval"]["episode_return"]) == 2 and len(s["eval"]["episode_length"]) == 2
+    # Both plays, and the headline as eval.deterministic names it (greedy by default).
+    assert set(s["eval"]) == {f"episode_{m}{play}" for m in ("return", "length") for play in ("", "_sampled", "_greedy")}
+    assert all(len(values) == 2 for values in s["eval"].values())
+    assert s["eval"]["episode_return"] == s["eval"]["episode_return_greedy"]
     assert len(s["final"]["train/entropy"]) == 2
     manifest = json.loads((run_dir / "manifest.json").read_text())  # the reproducibility record
     assert manifest["config_hash"] == config_hash(yaml.safe_load((run_dir / "config.yaml").read_text()))
@@ -325,6 +328,14 @@ def test_deterministic_evaluation_repeats_bit_for_bit(tmp_path, tiny):
     proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "evaluate", str(run_dir)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout)["eval"] == read_summary(run_dir)["eval"]
+    # --sampled names the other play as the headline; the plays themselves are the same numbers.
+    proc = subprocess.run([sys.executable, "-m", "ppo_lab.cli", "evaluate", str(run_dir), "--sampled"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sampled, recorded = json.loads(proc.stdout)["eval"], read_summary(run_dir)["eval"]
+    assert sampled["episode_return"] == recorded["episode_return_sampled"]
+    plays = lambda evaluation: {k: v for k, v in evaluation.items() if k.endswith(("_sampled", "_greedy"))}  # noqa: E731
+    assert plays(sampled) == plays(recorded) and len(plays(recorded)) == 4
 
 
 @pytest.mark.timeout(300)

@@ -1,17 +1,20 @@
-"""The zoo's results page: a table per env beside the reference returns, rliable's aggregates
-across envs, and the learning curves.
+"""The zoo's results page: a table per preset beside the reference returns, each changed preset
+beside gymnax-blines' config, rliable's aggregates across envs, and the learning curves.
 
     ppo-lab zoo-table DIR [DIR ...] --out docs/results-zoo.md [--figure docs/results-zoo.png]
+                      [--parity docs/zoo_parity_*.json]
 
-Reads every run under the DIRs (sweep dirs of `sweeps/zoo.yaml`, on one machine or several:
-some envs on a CPU, others on a GPU) and writes the generated block between the markers
+Reads every run under the DIRs (the records of docs/records/zoo/, `ppo-lab record`; or run and
+sweep dirs of `sweeps/zoo.yaml`) and writes the generated block between the markers
 `<!-- zoo-table:start -->` and `<!-- zoo-table:end -->` of OUT; what the page holds outside
 them stays as it is (a page without the markers gets them at its end, a missing page is made).
 The numbers are `ppo_lab/analysis/zoo_table.py`'s. The figure: one panel per env, the training
-return (`train/mean_episode_return`) against env steps per seed, the mean across seeds with a
-95% band (the interval of the mean the table gives, `estimators.mean_interval`), fewer than 5
-seeds marked in its title. The block ends with the commands that produced it: each sweep's own
-command (from its multirun.yaml) and this one.
+return (`train/mean_episode_return`) against env steps per seed of each of its presets, the
+mean across seeds with a 95% band (the interval of the mean the table gives,
+`estimators.mean_interval`), fewer than 5 seeds marked in its title. The block ends with the
+commands that produced it: each sweep's own command (from its multirun.yaml) and this one.
+With --parity, the table beside PureJaxRL is rendered from `python -m ppo_lab.bench.zoo_parity`
+records between the markers `<!-- zoo-parity:start -->` and `<!-- zoo-parity:end -->`.
 """
 
 from __future__ import annotations
@@ -29,13 +32,23 @@ from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis import zoo_table as zt
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.rliable_report import estimate_text, task_of
-from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE, metric_range, small_sample_warning
-from ppo_lab.judging.headline import TRAIN_RETURN, declared_bounds
+from ppo_lab.estimators import (BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE, difference_interval, metric_range,
+                                small_sample_warning, welch_t_test)
+from ppo_lab.judging.headline import RETURN, TRAIN_RETURN, declared_bounds
 
 START = "<!-- zoo-table:start -->"
 END = "<!-- zoo-table:end -->"
-COLUMNS = ("env", "return: mean [95% CI]", "IQM [95% CI]", "seeds", "steps per seed", "wall time", "hardware",
-           "reference (source)", "reached?")
+PARITY_START = "<!-- zoo-parity:start -->"
+PARITY_END = "<!-- zoo-parity:end -->"
+# The cases of a `python -m ppo_lab.bench.zoo_parity` record, in the parity table's columns.
+PARITY_CASES = ("purejaxrl", "lab", "lab_at_peer_network")
+COLUMNS = ("env", "preset", "protocol", "seeds", "steps per seed (reference's)", "sampled: mean [95% CI]",
+           "sampled: IQM [95% CI]", "greedy: mean [95% CI]", "reference (source)", "reached? sampled / greedy",
+           "wall time")
+HARDWARE = "hardware"
+# Steps per seed within this share of the reference's are its budget: the lab rounds a budget
+# down to whole batches (CartPole: 149,760 of 150,000).
+SAME_BUDGET = 0.01
 
 
 def _num(x: float) -> str:
@@ -46,40 +59,249 @@ def _interval(point: float, low: float, high: float) -> str:
     return _num(point) + ("" if math.isnan(low) else f" [{_num(low)}, {_num(high)}]")
 
 
-def _steps(values: Sequence[int]) -> str:
-    return ", ".join(f"{v / 1e6:.3g}M" if v >= 1e6 else f"{v:,}" for v in values) or "-"
+def _steps(value: int) -> str:
+    return f"{value / 1e6:.3g}M" if value >= 1e6 else f"{value:,}"
+
+
+def _budget(row: zt.ZooRow) -> str:
+    """The steps per seed against the reference's: `5M (10M: fewer)`, `150,000 (as theirs)`."""
+    ours = ", ".join(map(_steps, row.steps_per_seed)) or "-"
+    theirs = row.ref.steps if row.ref else None
+    if theirs is None or not row.steps_per_seed:
+        return ours
+    if all(abs(steps - theirs) <= SAME_BUDGET * theirs for steps in row.steps_per_seed):
+        return f"{ours} (the same)"
+    word = "fewer" if min(row.steps_per_seed) < theirs else "more"
+    return f"{ours} ({_steps(theirs)}: {word})"
+
+
+def _seed_text(seeds: Sequence[int]) -> str:
+    """`100-107`, or the seeds listed where they are not one run of consecutive numbers."""
+    s = sorted(seeds)
+    if not s:
+        return "-"
+    return f"{s[0]}-{s[-1]}" if len(s) > 1 and s == list(range(s[0], s[-1] + 1)) else ", ".join(map(str, s))
 
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds else "-"
 
 
-def table_lines(rows: Sequence[zt.EnvRow]) -> list[str]:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
+def _verdict(row: zt.ZooRow) -> str:
+    words = {True: "yes", False: "no", None: "-"}
+    return f"{words[row.reached('sampled')]} / {words[row.reached('greedy')]}"
+
+
+def one_hardware(rows: Sequence[zt.ZooRow]) -> str | None:
+    """The hardware every row trained on, where it is one; None where rows differ."""
+    kinds = {h for r in rows for h in r.hardware}
+    return next(iter(kinds)) if len(kinds) == 1 else None
+
+
+def table_lines(rows: Sequence[zt.ZooRow]) -> list[str]:
+    columns = COLUMNS + (() if one_hardware(rows) else (HARDWARE,))
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
     for r in rows:
-        s = r.stats
-        reference = "-" if r.reference is None else f"{_num(r.reference)} ({r.source})"
-        reached = {True: "yes", False: "no", None: "-"}[r.reached]
-        cells = [r.task, _interval(s["mean"], s["ci_low"], s["ci_high"]), _interval(s["iqm"], s["iqm_ci_low"], s["iqm_ci_high"]),
-                 str(len(r.returns)), _steps(r.steps_per_seed), _minutes(r.wall_s), "; ".join(r.hardware) or "-",
-                 reference, reached]
+        sampled, greedy = r.stats["sampled"], r.stats["greedy"]
+        seeds = _seed_text(r.seeds) + (f"; tuned on {r.tuned_on}" if r.tuned_on else "")
+        reference = "-" if r.ref is None else f"{_num(r.ref.reference)} ({r.ref.source})"
+        cells = [r.task, r.name if r.name != r.task else "-", r.protocol or "-", seeds, _budget(r),
+                 _interval(sampled["mean"], sampled["ci_low"], sampled["ci_high"]),
+                 _interval(sampled["iqm"], sampled["iqm_ci_low"], sampled["iqm_ci_high"]),
+                 _interval(greedy["mean"], greedy["ci_low"], greedy["ci_high"]), reference, _verdict(r),
+                 _minutes(r.wall_s)]
+        if len(columns) > len(COLUMNS):
+            cells.append("; ".join(r.hardware) or "-")
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def aggregate_lines(agg: dict) -> list[str]:
-    if not agg["tasks"]:
-        return ["No env has a reference return (`scores:` in its env YAML): no aggregate across envs."]
-    a = agg["aggregates"]
-    lines = [f"Across {len(agg['tasks'])} envs, on scores normalised as (return - random) / (reference - random) "
-             "(the env YAML's `scores:`): "
-             f"IQM {estimate_text(a['iqm'])}, optimality gap {estimate_text(a['optimality_gap'])} "
-             f"(rliable's estimators; {int(agg['confidence'] * 100)}% stratified bootstrap intervals at the expanded "
-             f"percentiles, none below {BOOTSTRAP_MIN_RUNS} seeds per env, {agg['reps']} replicates from seed "
-             f"{agg['seed']}; {agg['runs_per_task']} seeds per env)."]
-    if agg["left_out"]:
-        lines.append(f"Not in the aggregate (no reference return or no used seed): {', '.join(agg['left_out'])}.")
+def headline_lines(rows: Sequence[zt.ZooRow]) -> list[str]:
+    """How many envs reach their reference by the mean, in each play, over the presets."""
+    compared = [r for r in zt.compared_rows(rows) if r.reached() is not None]
+    if not compared:
+        return []
+    counts = {play: sum(bool(r.reached(play)) for r in compared) for play in zt.PLAYS}
+    return [f"Reached by the mean, over the {len(compared)} envs' presets: {counts['sampled']} of {len(compared)} "
+            f"sampled (the reference's protocol), {counts['greedy']} of {len(compared)} greedy."]
+
+
+def missing_translations(rows: Sequence[zt.ZooRow]) -> list[str]:
+    """The straight translations a preset names that have no row (not measured)."""
+    names = {r.name for r in rows}
+    return [f"{r.straight_translation} (gymnax-blines' config beside {r.name}): not measured, no record"
+            for r in rows if r.straight_translation and r.straight_translation not in names]
+
+
+def comparison_lines(rows: Sequence[zt.ZooRow]) -> list[str]:
+    """Each changed preset against the straight translation beside it, sampled play: the
+    difference of means with Welch's interval and p."""
+    by_name = {r.name: r for r in rows}
+    pairs = [(r, by_name[r.straight_translation]) for r in rows if r.straight_translation in by_name]
+    if not pairs:
+        return []
+    lines = ["| env | preset - straight translation, sampled: difference of means [95% CI] | Welch's p | seeds |",
+             "| --- | --- | --- | --- |"]
+    for preset, blines in pairs:
+        a, b = preset.returns["sampled"], blines.returns["sampled"]
+        low, high, _ = difference_interval(a, b)
+        diff = preset.stats["sampled"]["mean"] - blines.stats["sampled"]["mean"]
+        _, p = welch_t_test(a, b)
+        lines.append(f"| {preset.task} | {_interval(diff, low, high)} | {_num(p)} | {len(a)} + {len(b)} |")
     return lines
+
+
+def _aggregate_row(agg: dict, play: str, label: str) -> str:
+    a = agg["aggregates"]
+    return f"| {label} | {play} | {estimate_text(a['iqm'])} | {estimate_text(a['optimality_gap'])} |"
+
+
+def aggregate_lines(rows: Sequence[zt.ZooRow], reps: int, seed: int) -> list[str]:
+    """rliable's IQM and optimality gap across envs in both plays, with every env and without
+    those whose reference says nothing (`zoo_table.left_out`)."""
+    compared = zt.compared_rows(rows)
+    leave = zt.left_out(compared)
+    runs = {(play, bool(out)): zt.normalised_aggregates(rows, play, tuple(leave) if out else (), reps, seed)
+            for out in (False, True) for play in zt.PLAYS}
+    every = runs[("sampled", False)]
+    if not every["tasks"]:
+        return ["No env has a reference return (`scores:` in its env YAML): no aggregate across envs."]
+    lines = ["| envs | play | IQM [95% CI] | optimality gap [95% CI] |", "| --- | --- | --- | --- |"]
+    for out in (False, True):
+        for play in zt.PLAYS:
+            agg = runs[(play, out)]
+            if agg["tasks"]:
+                lines.append(_aggregate_row(agg, play, f"{len(agg['tasks'])}" + (" (without those below)" if out else "")))
+    lines += ["", f"Scores normalised as (return - random) / (reference - random) (the env YAML's `scores:`), one "
+              "preset per env (not the straight translations); rliable's estimators, "
+              f"{int(every['confidence'] * 100)}% stratified bootstrap intervals at the expanded percentiles, none below "
+              f"{BOOTSTRAP_MIN_RUNS} seeds per env, {every['reps']} replicates from seed {every['seed']}; "
+              f"{every['runs_per_task']} seeds per env."]
+    if leave:
+        lines.append("Left out of the rows without them: " + "; ".join(f"{task}: {why}" for task, why in leave.items()) + ".")
+    if every["unscored"]:
+        lines.append(f"Not in the aggregate (no reference return or no used seed): {', '.join(every['unscored'])}.")
+    return lines
+
+
+def block(rows: Sequence[zt.ZooRow], commands: Sequence[str], figure: str | None, more_notes: Sequence[str] = (),
+          reps: int = zt.es.DEFAULT_REPS, seed: int = zt.es.DEFAULT_SEED) -> str:
+    """The generated part of the page, markers included."""
+    hardware = one_hardware(rows)
+    lines = [START, "", "Generated by `ppo-lab zoo-table`; edit outside the markers. Per seed, the final evaluation's "
+             "return in two plays from the same starts: actions sampled from the policy "
+             f"(`{RETURN}_sampled`, gymnax-blines' protocol: the verdict's) and greedy (`{RETURN}_greedy`). "
+             "Reached: the mean at or above the reference. Wall time: training, compilation and evaluation of all "
+             "of a preset's seeds" + (f", on {hardware}." if hardware else "."), ""]
+    lines += table_lines(rows) + [""] + headline_lines(rows)
+    if comparison := comparison_lines(rows):
+        lines += ["", "Each changed preset beside gymnax-blines' config as the lab runs it:", "", *comparison]
+    lines += ["", "Across envs:", "", *aggregate_lines(rows, reps, seed)]
+    notes = missing_translations(rows)
+    notes += [f"{r.name}: {w}" for r in rows if (w := small_sample_warning(len(r.seeds)))]
+    notes += [f"{r.name}: not used: {', '.join(r.not_used)}" for r in rows if r.not_used]
+    notes += list(more_notes)
+    if notes:
+        lines += [""] + [f"- {n}" for n in notes]
+    if figure:
+        lines += ["", f"![Training return against env steps per seed, per env and preset: mean across seeds, 95% band]"
+                      f"({figure})"]
+    lines += ["", "Made by:", "```bash", *commands, "```", "", END]
+    return "\n".join(lines) + "\n"
+
+
+def parity_block(records: Sequence[Path], command: str) -> str:
+    """The side by side with PureJaxRL from `python -m ppo_lab.bench.zoo_parity` records: per
+    env, each case's mean over seeds of its score with the record's 95% interval, and where it ran."""
+    lines = [PARITY_START, "", "Generated by `ppo-lab zoo-table --parity`; edit outside the markers.", "",
+             "| env (steps per seed) | PureJaxRL | lab, preset | lab at PureJaxRL's network | where | record |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    notes = []
+    for path in records:
+        record = rundir.read_json(path)
+        cases = {c["label"]: c for c in record["cases"]}
+        settings = record["settings"]
+        env = (settings.get("purejaxrl") or {}).get("ENV_NAME") or settings["experiment"]
+        steps = _steps(next(iter(cases.values()))["timesteps"])
+        cells = [_interval(cases[c]["mean"], cases[c]["ci_low"], cases[c]["ci_high"]) if c in cases else "(the same network)"
+                 for c in PARITY_CASES]
+        where = "CPU" if record.get("backend") == "cpu" else record.get("device") or "-"
+        lines.append(f"| {env} ({steps}) | {' | '.join(cells)} | {where} | `{path.name}` |")
+        if record.get("note"):
+            notes.append(f"`{path.name}`: {record['note']}")
+    lines += ["", *[f"- {n}" for n in notes], "", "Made by:", "```bash", command, "```", "", PARITY_END]
+    return "\n".join(lines) + "\n"
+
+
+def splice(page: str, generated: str, start: str = START, end: str = END) -> str:
+    """`page` with the text between its markers `start` and `end` replaced by `generated`
+    (markers included); a page without them gets the block at its end."""
+    if start in page and end in page and page.index(start) < page.index(end):
+        head, rest = page.split(start, 1)
+        tail = rest.split(end, 1)[1]
+        return head + generated.rstrip("\n") + tail
+    return page + ("\n" if page and not page.endswith("\n") else "") + generated
+
+
+def plot_learning_curves(curves: dict, path: Path, references: dict | None = None, confidence: float = 0.95,
+                         bounds: dict | None = None):
+    """One panel per env: per preset (task -> preset -> series), the mean across seeds of the
+    training return with the band of the interval of the mean (within the env's declared
+    `bounds`, task -> its `metrics.bounds`), and the env's reference return (dashed) where it
+    has one; returns the figure's path, or None when no env has a curve (nothing is written then)."""
+    tasks = [t for t, presets in curves.items() if any(presets.values())]
+    if not tasks:
+        return None
+    cols = min(4, len(tasks))
+    rows = math.ceil(len(tasks) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 3.0 * rows), squeeze=False)
+    for ax, task in zip(axes.flat, tasks):
+        fewest = min(len(series) for series in curves[task].values())
+        for name, series in curves[task].items():
+            x, mean, low, high, _ = sw.mean_curve(series, confidence,
+                                                  *metric_range(TRAIN_RETURN, (bounds or {}).get(task, {})))
+            line, = ax.plot(x, mean, lw=1.5, label=name)
+            ax.fill_between(x, low, high, alpha=0.25, lw=0, color=line.get_color())
+        if (references or {}).get(task) is not None:
+            ax.axhline(references[task], color="0.4", ls="--", lw=1, label="reference")
+        ax.legend(fontsize=6, loc="best")
+        ax.set_title(f"{task} ({fewest} seeds{f' < {SMALL_SAMPLE}' if fewest < SMALL_SAMPLE else ''})", fontsize=9)
+        ax.set_xlabel("env steps per seed", fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(tasks):]:
+        ax.set_visible(False)
+    axes[0][0].set_ylabel("training return", fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path, close=True)
+
+
+def render(dirs: Sequence[Path], out: Path, figure: Path | None, command: str, include_stopped: bool = False,
+           parity: Sequence[Path] = ()) -> str:
+    """Read the runs, write the block into `out` (and the parity block from the `parity`
+    records) and the figure; returns the blocks."""
+    col = sw.collect(dirs, include_stopped=include_stopped)
+    rows = zt.zoo_rows(col)
+    link, notes = None, zt.jobs_without_env(col)
+    if figure is not None:
+        found = zt.learning_curves(col)
+        curves = {task: found[task] for task in dict.fromkeys(r.task for r in rows) if task in found}  # the table's order
+        notes += [f"{r.name}: no curve in the figure: no training episode ended" for r in rows
+                  if r.seeds and r.name not in curves.get(r.task, {})]
+        bounds = {task_of(run.env): declared_bounds(run.env) for run in col.runs if run.env}
+        references = {r.task: r.ref.reference for r in rows if r.ref}
+        if plot_learning_curves(curves, figure, references, bounds=bounds) is not None:
+            link = os.path.relpath(figure, out.parent)
+    roots = [root for d in dirs for root in rundir.find_sweep_roots(Path(d))]
+    commands = [c for c in dict.fromkeys(sweep_command(r) for r in roots) if c] + [command]
+    generated = block(rows, commands, link, notes)
+    page = splice(out.read_text() if out.exists() else "", generated)
+    if parity:
+        side = parity_block(parity, command)
+        page = splice(page, side, PARITY_START, PARITY_END)
+        generated += "\n" + side
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rundir.write_text_atomic(out, page)
+    return generated
 
 
 def sweep_command(sweep_dir: Path) -> str | None:
@@ -96,103 +318,31 @@ def sweep_command(sweep_dir: Path) -> str | None:
     return shlex.join(head + overrides)
 
 
-def block(rows: Sequence[zt.EnvRow], agg: dict, commands: Sequence[str], figure: str | None,
-          more_notes: Sequence[str] = ()) -> str:
-    """The generated part of the page, markers included."""
-    lines = [START, "", "Generated by `ppo-lab zoo-table`; edit outside the markers. Returns are the final greedy "
-             "evaluation (`eval/episode_return`) per seed; wall time is training, compilation and evaluation of all "
-             "of an env's seeds; reached: the mean is at or above the reference.", ""]
-    lines += table_lines(rows) + [""] + aggregate_lines(agg)
-    notes = [f"{r.task}: {w}" for r in rows if (w := small_sample_warning(len(r.returns)))]
-    notes += [f"{r.task}: not used: {', '.join(r.not_used)}" for r in rows if r.not_used]
-    notes += list(more_notes)
-    if notes:
-        lines += [""] + [f"- {n}" for n in notes]
-    if figure:
-        lines += ["", f"![Training return against env steps per seed, per env: mean across seeds, 95% band]({figure})"]
-    lines += ["", "Made by:", "```bash", *commands, "```", "", END]
-    return "\n".join(lines) + "\n"
-
-
-def splice(page: str, generated: str) -> str:
-    """`page` with the text between its markers replaced by `generated` (markers included);
-    a page without them gets the block at its end."""
-    if START in page and END in page and page.index(START) < page.index(END):
-        head, rest = page.split(START, 1)
-        tail = rest.split(END, 1)[1]
-        return head + generated.rstrip("\n") + tail
-    return page + ("\n" if page and not page.endswith("\n") else "") + generated
-
-
-def plot_learning_curves(curves: dict, path: Path, references: dict | None = None, confidence: float = 0.95,
-                         bounds: dict | None = None):
-    """One panel per env: the mean across seeds of the training return with the band of the
-    interval of the mean (within the env's declared `bounds`, task -> its `metrics.bounds`), and
-    the env's reference return (dashed) where it has one; returns the figure's path, or None
-    when no env has a curve (nothing is written then)."""
-    tasks = [t for t, series in curves.items() if series]
-    if not tasks:
-        return None
-    cols = min(4, len(tasks))
-    rows = math.ceil(len(tasks) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 3.0 * rows), squeeze=False)
-    for ax, task in zip(axes.flat, tasks):
-        x, mean, low, high, _ = sw.mean_curve(curves[task], confidence,
-                                              *metric_range(TRAIN_RETURN, (bounds or {}).get(task, {})))
-        ax.plot(x, mean, lw=1.5)
-        ax.fill_between(x, low, high, alpha=0.25, lw=0)
-        if (references or {}).get(task) is not None:
-            ax.axhline(references[task], color="0.4", ls="--", lw=1, label="reference")
-            ax.legend(fontsize=7, loc="best")
-        n = len(curves[task])
-        ax.set_title(f"{task} ({n} seeds{f' < {SMALL_SAMPLE}' if n < SMALL_SAMPLE else ''})", fontsize=9)
-        ax.set_xlabel("env steps per seed", fontsize=8)
-        ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(tasks):]:
-        ax.set_visible(False)
-    axes[0][0].set_ylabel("training return", fontsize=8)
-    fig.tight_layout()
-    return save_figure(fig, path, close=True)
-
-
-def render(dirs: Sequence[Path], out: Path, figure: Path | None, command: str, include_stopped: bool = False) -> str:
-    """Read the runs, write the block into `out` and the figure; returns the block."""
-    col = sw.collect(dirs, include_stopped=include_stopped)
-    rows = zt.env_rows(col)
-    agg = zt.normalised_aggregates(rows)
-    link, notes = None, zt.jobs_without_env(col)
-    if figure is not None:
-        curves = zt.learning_curves(col)
-        notes += [f"{r.task}: no panel in the figure: no training episode ended" for r in rows if r.returns and not curves.get(r.task)]
-        bounds = {task_of(run.env): declared_bounds(run.env) for run in col.runs if run.env}
-        if plot_learning_curves(curves, figure, {r.task: r.reference for r in rows}, bounds=bounds) is not None:
-            link = os.path.relpath(figure, out.parent)
-    roots = [root for d in dirs for root in rundir.find_sweep_roots(Path(d))]
-    commands = [c for c in dict.fromkeys(sweep_command(r) for r in roots) if c] + [command]
-    generated = block(rows, agg, commands, link, notes)
-    page = out.read_text() if out.exists() else ""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rundir.write_text_atomic(out, splice(page, generated))
-    return generated
+def command_line(dirs: Sequence[Path], out: Path, figure: Path | None, include_stopped: bool = False,
+                 parity: Sequence[Path] = ()) -> str:
+    """The `ppo-lab zoo-table` command that renders `out` from `dirs`, as the block names it."""
+    return shlex.join(["ppo-lab", "zoo-table", *map(str, dirs), "--out", str(out)]
+                      + (["--figure", str(figure)] if figure else []) + (["--include-stopped"] if include_stopped else [])
+                      + (["--parity", *map(str, parity)] if parity else []))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=sys.argv[0], description="The zoo's results table between markers of a page, "
                                      "and its learning-curve figure.")
-    parser.add_argument("dirs", nargs="+", type=Path, help="sweep dirs (or run dirs, or folders of them)")
+    parser.add_argument("dirs", nargs="+", type=Path, help="record, run or sweep dirs (e.g. docs/records/zoo)")
     parser.add_argument("--out", type=Path, required=True, help="the page (e.g. docs/results-zoo.md)")
     parser.add_argument("--figure", type=Path, default=None, help="the learning curves' PNG (e.g. docs/results-zoo.png)")
     parser.add_argument("--include-stopped", action="store_true", help="count seeds of stopped runs too")
+    parser.add_argument("--parity", type=Path, nargs="+", default=[], help="python -m ppo_lab.bench.zoo_parity records "
+                        "(docs/zoo_parity_*.json) for the table beside PureJaxRL, between its own markers")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    for d in args.dirs:
+    for d in [*args.dirs, *args.parity]:
         if not d.exists():
             print(f"ppo-lab zoo-table: {d} does not exist", file=sys.stderr)
             return 2
-    command = shlex.join(["ppo-lab", "zoo-table", *map(str, args.dirs), "--out", str(args.out)]
-                         + (["--figure", str(args.figure)] if args.figure else [])
-                         + (["--include-stopped"] if args.include_stopped else []))
+    command = command_line(args.dirs, args.out, args.figure, args.include_stopped, args.parity)
     try:
-        generated = render(args.dirs, args.out, args.figure, command, args.include_stopped)
+        generated = render(args.dirs, args.out, args.figure, command, args.include_stopped, args.parity)
     except ValueError as exc:
         print(f"ppo-lab zoo-table: {exc}", file=sys.stderr)
         return 2

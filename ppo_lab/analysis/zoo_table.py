@@ -1,16 +1,22 @@
-"""The zoo table's numbers: one row per env (task) from the runs under some sweep dirs, and
-rliable's aggregates across the envs on normalised scores.
+"""The zoo table's numbers: one row per preset from the runs (or their records) under some dirs,
+and rliable's aggregates across envs on normalised scores.
 
-A task is the env id a run's config names (`rliable_report.task_of`), whatever sweep dir or
-job its seeds came from: one env's seeds may be split over jobs, and envs over dirs (some
-trained on a CPU, others on a GPU). A row holds the final greedy evaluation return
-(`eval/episode_return`) over the task's used seeds: its mean with the interval
-`estimators.mean_summary` gives, its IQM with a bootstrap interval; the steps per seed; the
-wall time (training + compile + evaluation, summed over the task's runs); the hardware from
-each run's manifest.json; the reference return and where it comes from (the env YAML's
-`scores:` entry: `reference`, and `source` where the entry names one, else the YAML), and
-whether the reference was reached: the mean is at or above it (the interval, which holds the
-mean 95% of the time and so reaches far at few seeds, is beside it).
+A row is one preset, the `experiment` a run's config names (`zoo/pendulum`; a run without one:
+its env id, `rliable_report.task_of`: `row_name`), whatever dir or job its seeds came from. It holds the
+final evaluation return per seed in both plays (`run/evaluate.py`): sampled from the policy,
+gymnax-blines' protocol and so the verdict's (`episode_return_sampled`), and greedy beside it
+(`episode_return_greedy`), each as its mean with the interval `estimators.mean_summary` gives
+and its IQM; the seeds; the steps per seed against the reference's; the wall time (training +
+compile + evaluation, summed over the row's runs); the hardware from each run's manifest.json;
+the reference (the env YAML's `scores:` entry, `Reference`); whether it was reached: the mean
+is at or above the reference; and what the preset says of itself under `tags.zoo`: its
+`protocol` (`as gymnax-blines`, or `changed: ...` and how), the seeds that chose its settings
+(`tuned_on`) and the preset that runs gymnax-blines' config beside it (`straight_translation`).
+
+Across envs, one row per env counts: the preset, not the straight translation beside it. An
+env whose reference is at its ceiling (the `max` its scores entry declares: nothing can pass
+it) or at random play's return (within 1% of the way from random to the max) says nothing of
+the lab against the reference; the aggregates are given with and without those envs.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -26,31 +32,72 @@ from ppo_lab import estimators as es
 from ppo_lab import rundir
 from ppo_lab.analysis import rliable_report as rr
 from ppo_lab.analysis import sweep as sw
-from ppo_lab.analysis.rliable_report import refs_from_env, task_of
+from ppo_lab.analysis.rliable_report import task_of
 from ppo_lab.judging.headline import RETURN, TRAIN_RETURN, declared_bounds
 from ppo_lab.rundir.run_summary import RunSummary
 
+# The evaluation's plays (run/evaluate.py), the verdict's first: gymnax-blines sampled the policy.
+PLAYS = ("sampled", "greedy")
+VERDICT_PLAY = PLAYS[0]
+# A reference closer than this share of the way from random play to the max return is at random.
+AT_RANDOM = 0.01
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A task's entry in its env YAML's `scores:`: random play's return, the reference's return,
+    where that comes from, the reference's env steps per seed and the largest return a policy can
+    expect (each None where the entry does not say)."""
+    random: float
+    reference: float
+    source: str
+    steps: int | None = None
+    max: float | None = None
+
+    @classmethod
+    def of(cls, env: Mapping, task: str) -> "Reference | None":
+        entry = (env.get("scores") or {}).get(task)
+        if rr.refs_from_env(env, task) is None:
+            return None
+        steps, top = entry.get("reference_steps"), entry.get("max")
+        return cls(float(entry["random"]), float(entry["reference"]), entry.get("source") or f"conf/env/{env.get('name')}.yaml",
+                   None if steps is None else int(steps), None if top is None else float(top))
+
+    @property
+    def uninformative(self) -> str | None:
+        """Why a score against this reference says nothing (it is at the ceiling, or at random
+        play's return), or None."""
+        if self.max is None:
+            return None
+        if self.reference >= self.max:
+            return f"reference at the ceiling ({self.reference:g}, the max)"
+        if abs(self.reference - self.random) <= AT_RANDOM * (self.max - self.random):
+            return f"reference at random play's return ({self.reference:g} vs {self.random:g})"
+        return None
+
 
 @dataclass
-class EnvRow:
+class ZooRow:
+    name: str                          # the preset (the runs' experiment), or the env id
     task: str
-    seeds: list[int]
-    returns: list[float]
-    stats: dict                       # mean_summary of `returns`: mean, ci_low/high, iqm, iqm_ci_low/high
-    steps_per_seed: list[int]         # distinct values over the task's runs
-    wall_s: float                     # training + compile + evaluation, summed over the task's runs
-    hardware: list[str]               # distinct, over the task's runs
-    random: float | None
-    reference: float | None
-    source: str | None
+    seeds: list[int] = field(default_factory=list)
+    returns: dict[str, list[float]] = field(default_factory=lambda: {play: [] for play in PLAYS})
+    stats: dict[str, dict] = field(default_factory=dict)  # play -> mean_summary of its returns
+    steps_per_seed: list[int] = field(default_factory=list)  # distinct values over the row's runs
+    wall_s: float = 0.0                # training + compile + evaluation, summed over the row's runs
+    hardware: list[str] = field(default_factory=list)  # distinct, over the row's runs
+    ref: Reference | None = None
+    protocol: str | None = None        # tags.zoo.protocol: "as gymnax-blines" or "changed: ..."
+    tuned_on: str | None = None        # tags.zoo.tuned_on: the seeds (and grids) that chose its settings
+    straight_translation: str | None = None  # tags.zoo.straight_translation: the preset beside it
     runs: list[Path] = field(default_factory=list)
     not_used: list[str] = field(default_factory=list)  # "seed S: status (reason)" of seeds left out
 
-    @property
-    def reached(self) -> bool | None:
-        if self.reference is None or not self.returns:
+    def reached(self, play: str = VERDICT_PLAY) -> bool | None:
+        """The mean of `play`'s returns at or above the reference; None without either."""
+        if self.ref is None or not self.returns[play]:
             return None
-        return bool(self.stats["mean"] >= self.reference)
+        return bool(self.stats[play]["mean"] >= self.ref.reference)
 
 
 def hardware_of(run_dir: Path) -> str:
@@ -69,25 +116,41 @@ def _run_seconds(summary: RunSummary) -> float:
     return sum(float(seconds or 0.0) for seconds in (summary.wall_s, summary.compile_s, summary.eval_s))
 
 
-def _scores_entry(env: dict, task: str) -> tuple[float | None, float | None, str | None]:
-    """(random, reference, source) of `task` in the env's `scores:`; the source defaults to the YAML."""
-    refs = refs_from_env(env, task)
-    if refs is None:
-        return None, None, None
-    return (*refs, env["scores"][task].get("source") or f"conf/env/{env.get('name')}.yaml")
+def _zoo_tags(run_dir: Path) -> dict:
+    """`tags.zoo` of a run's config.yaml ({} without one)."""
+    try:
+        config = rundir.read_config(run_dir)
+    except Exception:  # noqa: BLE001 - a run without a readable config has no tags to say
+        return {}
+    return dict(((config or {}).get("tags") or {}).get("zoo") or {})
 
 
-def env_rows(col: sw.Collection) -> list[EnvRow]:
-    """One row per task of `col`, in the order tasks first appear. A seed of a task found in two
-    runs (the same env trained twice into different dirs) is refused: the table would count it twice."""
-    rows: dict[str, EnvRow] = {}
+def row_name(run: sw.Run) -> str:
+    """The preset a run trained (its `experiment`), or its env id where it names none beyond its
+    env's (`experiment` defaults to `env.name`)."""
+    task = task_of(run.env)
+    return run.experiment if run.experiment and run.experiment != run.env.get("name") else task
+
+
+def _new_row(run: sw.Run, name: str) -> ZooRow:
+    task = task_of(run.env)
+    tags = _zoo_tags(run.path)
+    return ZooRow(name, task, ref=Reference.of(run.env, task), protocol=tags.get("protocol"),
+                  tuned_on=tags.get("tuned_on"), straight_translation=tags.get("straight_translation"))
+
+
+def zoo_rows(col: sw.Collection) -> list[ZooRow]:
+    """One row per preset of `col`, each env's rows in the order of its env YAML's `scores:`, a
+    preset before the straight translation beside it. A seed of a preset found in two runs (the
+    same preset trained twice into different dirs) is refused: the table would count it twice."""
+    rows: dict[str, ZooRow] = {}
     for run in col.runs:
         if not run.env:
             continue  # a job that left no config: named by `jobs_without_env`
-        task = task_of(run.env)
-        if task not in rows:
-            rows[task] = EnvRow(task, [], [], {}, [], 0.0, [], *_scores_entry(run.env, task))
-        row = rows[task]
+        name = row_name(run)
+        if name not in rows:
+            rows[name] = _new_row(run, name)
+        row = rows[name]
         row.runs.append(run.path)
         if run.status in sw.USED_STATUSES:
             row.wall_s += _run_seconds(run.summary)
@@ -99,23 +162,68 @@ def env_rows(col: sw.Collection) -> list[EnvRow]:
     for u in col.units:
         if not u.run.env:
             continue
-        task = task_of(u.run.env)
-        row = rows[task]
+        row = rows[row_name(u.run)]
         if not u.used:
             row.not_used.append(f"seed {u.seed}: {u.status}" + (f" ({u.reason})" if u.reason else ""))
             continue
-        if (task, u.seed) in seen:
-            raise ValueError(f"{task} seed {u.seed} is in both {seen[(task, u.seed)]} and {u.run.path}: give the "
-                             "dirs of one training of each env")
-        seen[(task, u.seed)] = u.run.path
-        value = u.values.get(RETURN, math.nan)
-        if not math.isnan(value):
-            row.seeds.append(u.seed)
-            row.returns.append(value)
-    for task, row in rows.items():
-        env = next(r.env for r in col.runs if r.env and task_of(r.env) == task)
-        row.stats = es.mean_summary(row.returns, RETURN, bounds=declared_bounds(env))
-    return list(rows.values())
+        if (row.name, u.seed) in seen:
+            raise ValueError(f"{row.name} seed {u.seed} is in both {seen[(row.name, u.seed)]} and {u.run.path}: give "
+                             "the dirs of one training of each preset")
+        seen[(row.name, u.seed)] = u.run.path
+        row.seeds.append(u.seed)
+        for play in PLAYS:
+            row.returns[play].append(u.values.get(f"{RETURN}_{play}", math.nan))
+    for row in rows.values():
+        env = next(r.env for r in col.runs if r.env and row_name(r) == row.name)
+        for play in PLAYS:
+            row.returns[play] = [v for v in row.returns[play] if not math.isnan(v)]
+            row.stats[play] = es.mean_summary(row.returns[play], f"{RETURN}_{play}", bounds=declared_bounds(env))
+    return _in_table_order(list(rows.values()), col)
+
+
+def _in_table_order(rows: list[ZooRow], col: sw.Collection) -> list[ZooRow]:
+    order = {}
+    for run in col.runs:
+        for task in (run.env.get("scores") or {}) if run.env else ():
+            order.setdefault(task, len(order))
+    translations = {r.straight_translation for r in rows}
+    first_seen = {r.name: i for i, r in enumerate(rows)}
+    return sorted(rows, key=lambda r: (order.get(r.task, len(order)), r.name in translations, first_seen[r.name]))
+
+
+def compared_rows(rows: Sequence[ZooRow]) -> list[ZooRow]:
+    """The rows that stand for their env across envs: every row but the straight translations
+    beside a preset. Two such rows of one env are refused (which would stand for it?)."""
+    translations = {r.straight_translation for r in rows if r.straight_translation}
+    kept = [r for r in rows if r.name not in translations]
+    by_task: dict[str, str] = {}
+    for r in kept:
+        if r.task in by_task:
+            raise ValueError(f"{r.task} has two presets, {by_task[r.task]} and {r.name}: give one of them (or name "
+                             "the other as its tags.zoo.straight_translation)")
+        by_task[r.task] = r.name
+    return kept
+
+
+def left_out(rows: Sequence[ZooRow]) -> dict[str, str]:
+    """task -> why its reference says nothing (`Reference.uninformative`), for the rows that have one."""
+    return {r.task: why for r in rows if r.ref is not None and (why := r.ref.uninformative)}
+
+
+def normalised_aggregates(rows: Sequence[ZooRow], play: str = VERDICT_PLAY, leave_out: Sequence[str] = (),
+                          reps: int = es.DEFAULT_REPS, seed: int = es.DEFAULT_SEED, confidence: float = 0.95) -> dict:
+    """rliable's IQM and optimality gap across envs (`rliable_report.across_tasks`) of the
+    scores (return - random) / (reference - random) of `play`'s returns, one row per env
+    (`compared_rows`), the tasks in `leave_out` left out; the tasks that could not count (no
+    reference, or no used seed) are named under `unscored`."""
+    rows = [r for r in compared_rows(rows) if r.task not in leave_out]
+    scored, _ = rr.normalised({r.task: r.returns[play] for r in rows if r.returns[play]},
+                              {r.task: (r.ref.random, r.ref.reference) if r.ref else None for r in rows})
+    unscored = [r.task for r in rows if r.task not in scored]
+    if not scored:
+        return {"tasks": [], "unscored": unscored, "aggregates": {}, "runs_per_task": 0}
+    return {**rr.across_tasks(scored, ("iqm", "optimality_gap"), reps, seed, confidence), "unscored": unscored,
+            "reps": reps, "seed": seed, "confidence": confidence}
 
 
 def jobs_without_env(col: sw.Collection) -> list[str]:
@@ -135,34 +243,22 @@ def jobs_without_env(col: sw.Collection) -> list[str]:
     return notes
 
 
-def normalised_aggregates(rows: Sequence[EnvRow], reps: int = es.DEFAULT_REPS, seed: int = es.DEFAULT_SEED,
-                          confidence: float = 0.95) -> dict:
-    """rliable's IQM and optimality gap across envs (`rliable_report.across_tasks`) of the scores
-    (return - random) / (reference - random) of every row with a reference; the tasks left
-    out (no `scores:` entry, or no used seed) are named."""
-    scored, _ = rr.normalised({r.task: r.returns for r in rows if r.returns},
-                              {r.task: (r.random, r.reference) if r.reference is not None else None for r in rows})
-    left_out = [r.task for r in rows if r.task not in scored]
-    if not scored:
-        return {"tasks": [], "left_out": left_out, "aggregates": {}, "runs_per_task": 0}
-    return {**rr.across_tasks(scored, ("iqm", "optimality_gap"), reps, seed, confidence), "left_out": left_out,
-            "reps": reps, "seed": seed, "confidence": confidence}
-
-
-def learning_curves(col: sw.Collection, metric: str = TRAIN_RETURN) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
-    """task -> the (timesteps, values) series of `metric`, one per used seed, the updates where
-    it holds no value (no episode ended) left out."""
-    out: dict[str, list] = {}
+def learning_curves(col: sw.Collection, metric: str = TRAIN_RETURN) -> dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]]:
+    """task -> row name -> the (timesteps, values) series of `metric`, one per used seed, the
+    updates where it holds no value (no episode ended) left out."""
+    out: dict[str, dict[str, list]] = {}
     cache: dict[Path, dict] = {}
     for u in col.units:
         if not u.used or not u.run.env:
             continue
         path = u.run.path / rundir.METRICS
         if path not in cache:
-            cache[path] = rundir.columns_by_seed(path)
+            cache[path] = rundir.columns_by_seed(path) if path.exists() else {}
         series = cache[path].get(u.seed, {})
         if metric in series:
             kept = ~np.isnan(series[metric])
             if kept.any():
-                out.setdefault(task_of(u.run.env), []).append((series["timesteps"][kept], series[metric][kept]))
+                task = task_of(u.run.env)
+                out.setdefault(task, {}).setdefault(row_name(u.run), []).append(
+                    (series["timesteps"][kept], series[metric][kept]))
     return out

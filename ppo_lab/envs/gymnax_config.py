@@ -8,7 +8,8 @@ from typing import Mapping
 from ppo_lab.errors import ConfigError
 
 
-KEYS = ("gymnax_id", "params")  # params: overrides of the env's EnvParams fields (null: none)
+# kwargs: the env's constructor arguments; params: overrides of its EnvParams fields (null: none)
+KEYS = ("gymnax_id", "kwargs", "params")
 
 
 def check_gymnax(env_cfg: Mapping, reward_cfg: Mapping) -> None:
@@ -20,6 +21,10 @@ def check_gymnax(env_cfg: Mapping, reward_cfg: Mapping) -> None:
         raise ConfigError("env.gymnax_id", env_id, "a gymnax environment id such as 'CartPole-v1'")
     if reward_cfg.get("name", "default") != "default":
         raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_id} has no reward modes)")
+    kwargs = env_cfg.get("kwargs")
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise ConfigError("env.kwargs", kwargs, f"a mapping of {env_id}'s constructor arguments to values, e.g. "
+                          "{use_visual_obs: true}")
     overrides = env_cfg.get("params")
     if overrides is not None and not isinstance(overrides, Mapping):
         raise ConfigError("env.params", overrides, f"a mapping of {env_id}'s EnvParams fields to values")

@@ -8,6 +8,7 @@ gymnax's registry here, when the env is built.
 
 from __future__ import annotations
 
+import inspect
 from typing import Mapping
 
 from ppo_lab.envs import cartpole_frames
@@ -23,6 +24,9 @@ def _make_gymnax(env_cfg: Mapping, reward_cfg: Mapping):
     if env_id not in gymnax.registered_envs:
         raise ConfigError("env.gymnax_id", env_id, f"a gymnax environment id, one of {sorted(gymnax.registered_envs)}")
     env, params = gymnax.make(env_id)
+    if kwargs := dict(env_cfg.get("kwargs") or {}):
+        _check_constructor_arguments(env_id, type(env), kwargs)
+        env, params = gymnax.make(env_id, **kwargs)
     env = GymnaxEnv(env)
     overrides = dict(env_cfg.get("params") or {})
     if overrides:
@@ -31,6 +35,15 @@ def _make_gymnax(env_cfg: Mapping, reward_cfg: Mapping):
             raise ConfigError(f"env.params.{unknown[0]}", overrides[unknown[0]], f"a field of {type(params).__name__}: {sorted(params.__dataclass_fields__)}")
         params = params.replace(**overrides)
     return env, params
+
+
+def _check_constructor_arguments(env_id: str, env_class: type, kwargs: Mapping) -> None:
+    """`env.kwargs` against the env class's constructor (gymnax-blines' `env_kwargs`, such as
+    FourRooms' `use_visual_obs`): an unknown one refused by name, with the ones it takes."""
+    accepted = [name for name in inspect.signature(env_class.__init__).parameters if name != "self"]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise ConfigError(f"env.kwargs.{unknown[0]}", kwargs[unknown[0]], f"an argument of {env_id}'s constructor: {accepted}")
 
 
 class GymnaxEnv(Env):

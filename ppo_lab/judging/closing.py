@@ -116,6 +116,10 @@ def _evaluation_lines(summary: RunSummary, env: Mapping | None, eval_mode: str, 
     # its sampled play (the reference's protocol; `<name>_greedy` in summary.json).
     lines = [row(f"{name} ({eval_mode if name == HEADLINE_EVAL[0] else SURVIVAL_PLAY})", evaluated[name], f"eval/{name}")
              for name in shown]
+    # The episodes' other play beside the headline's (run/evaluate.py plays both).
+    other = "sampled" if eval_mode == "greedy" else "greedy"
+    if shown[:1] == [HEADLINE_EVAL[0]] and (values := _values(summary, f"{RETURN}_{other}")):
+        lines.insert(1, row(f"{HEADLINE_EVAL[0]} ({other})", values, f"{RETURN}_{other}"))
     if final := _values(summary, TRAIN_RETURN):
         lines.append(row("training return (last updates)", final, TRAIN_RETURN))
     return lines

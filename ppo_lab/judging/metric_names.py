@@ -9,10 +9,13 @@ say where a value came from (`train/`: the training rollouts, `eval/`: the final
 `true/`: the objective an env's reward stands for, `reward/`: what a reward function paid), the
 leaf says what it is. Known leaves have their own words below; any other leaf reads as its
 words, with the unit its suffix says (`_per_1k`: per 1k agent steps, `_frac`/`_share`: a
-fraction). `_greedy` (argmax play in the evaluation) is said after the label.
+fraction). The evaluation's play (`_greedy`: argmax; `_sampled`: actions sampled from the
+policy) is said after the label.
 """
 
 from __future__ import annotations
+
+from ppo_lab.estimators import play_of
 
 # leaf -> (label, unit or None)
 KNOWN = {
@@ -46,8 +49,7 @@ def _words(leaf: str) -> str:
 def label_and_unit(metric: str) -> tuple[str, str | None]:
     """(label, unit) of `metric`: `eval/episode_length` -> ("episode length", "steps")."""
     family, _, leaf = metric.rpartition("/")
-    greedy = leaf.endswith("_greedy")
-    leaf = leaf.removesuffix("_greedy")
+    leaf, play = play_of(leaf)
     if family == "actions":  # one action's share of the rollout
         label, unit = KNOWN.get(leaf, (f"action {leaf}", "share of actions"))
     elif leaf in KNOWN:
@@ -61,8 +63,8 @@ def label_and_unit(metric: str) -> tuple[str, str | None]:
     words = FAMILY_WORDS.get(family.split("/")[0])
     if words and not label.startswith(words):
         label = f"{words} {label}"
-    if greedy:
-        label += " (greedy play)"
+    if play:
+        label += f" ({play} play)"
     return label, unit
 
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 import json
 from typing import Iterable, Mapping
 
+from ppo_lab.estimators import play_of
+
 RETURN_LEAVES = ("episode_return", "mean_episode_return")
 
 
 def is_paid_return(metric: str) -> bool:
     """Whether `metric` is an episode return (training's, or the evaluation's sampled or greedy)."""
-    return metric.rsplit("/", 1)[-1].removesuffix("_greedy") in RETURN_LEAVES
+    return play_of(metric.rsplit("/", 1)[-1])[0] in RETURN_LEAVES
 
 
 def reward_function(reward_section: Mapping | None) -> str:

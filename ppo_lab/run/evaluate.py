@@ -1,11 +1,15 @@
 """Final evaluation of trained policies, and `ppo-lab evaluate RUN_DIR`.
 
 Episodic evaluation: `eval.episodes` envs per seed run until each finishes its first
-episode (or `eval.max_steps`), greedy (argmax) by default. The evaluation key depends only on
-the seed, so evaluating the same checkpoint twice on the same device layout gives
-bit-identical numbers. Envs that define an extra protocol (a survival evaluation, say)
-name it under `evaluations` in their `conf/env/*.yaml`; its metrics join the
-episodic ones. One that cannot be loaded stops the run (a PartError), never drops silently.
+episode (or `eval.max_steps`), played twice from the same resets: sampling actions from the
+policy (gymnax-blines' protocol, and PureJaxRL's) under `episode_return_sampled` /
+`episode_length_sampled`, and greedy (argmax, or a Gaussian's mean) under `episode_return_greedy`
+/ `episode_length_greedy`; `episode_return` / `episode_length`, the run's headline, are the play
+`eval.deterministic` names (greedy by default). One compiled program plays both: the choice is
+its argument. The evaluation key depends only on the seed, so evaluating the same checkpoint
+twice on the same device layout gives bit-identical numbers. Envs that define an extra protocol
+(a survival evaluation, say) name it under `evaluations` in their `conf/env/*.yaml`; its metrics
+join the episodic ones. One that cannot be loaded stops the run (a PartError), never drops silently.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ log = logging.getLogger(__name__)
 
 
 EVAL_KEY_SALT = 0x5EED
+# The plays of the episodic evaluation, by the suffix of their metrics (`metric_names.PLAYS`).
+PLAYS = {"sampled": False, "greedy": True}  # play -> the policy's `deterministic`
+EPISODIC = ("episode_return", "episode_length")
 
 
 def episodic_returns(env, env_params, policy, key, episodes: int, max_steps: int, memory=None):
@@ -74,7 +81,8 @@ def episode_cap(cfg, env, env_params) -> int:
 
 
 def episode_runner(cfg, env, env_params, network):
-    """The jitted episodic evaluation of one seed's parameters: `(params, key) -> metrics`. An
+    """The jitted episodic evaluation of one seed's parameters: `(params, key, greedy) -> metrics`,
+    `greedy` a traced bool (`jnp.bool_`: sampled and greedy play share the program). An
     env whose envs live outside JAX (EnvPool) evaluates on envs of its own (`env.for_evaluation()`).
     An env whose params are data takes them as the program's argument (every reward mode of
     such an env is one program, as in training: `env_params_argument`)."""
@@ -83,12 +91,28 @@ def episode_runner(cfg, env, env_params, network):
     dist = for_env(env, env_params, cfg.network.squash)  # greedy: argmax, or the Gaussian's mean
     argument = env_params_argument(env, env_params)
 
-    def episodes(params, key, env_params=env_params):
-        policy = action_policy(network, params, cfg.eval.deterministic, dist)
+    def episodes(params, key, greedy, env_params=env_params):
+        policy = action_policy(network, params, greedy, dist)
         return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, cap,
                                 memory=initial_memory(network, cfg.eval.episodes))
 
     return jax.jit(episodes) if argument is None else partial(jax.jit(episodes), env_params=argument)
+
+
+def episodic_plays(run, params, key, deterministic: bool) -> dict[str, float]:
+    """Both plays of one seed from the same key: the headline `<name>` as the play
+    `deterministic` names, then each play's metrics under `<name>_<play>`."""
+    plays = {play: jax.device_get(run(params, key, jnp.bool_(greedy))) for play, greedy in PLAYS.items()}
+    headline = plays["greedy" if deterministic else "sampled"]
+    metrics = {name: float(headline[name]) for name in EPISODIC}
+    for play, values in plays.items():
+        metrics.update({f"{name}_{play}": float(values[name]) for name in EPISODIC})
+    return metrics
+
+
+def unevaluated(num_seeds: int) -> dict[str, list]:
+    """The episodic metrics of seeds with nothing to evaluate (every seed diverged): None each."""
+    return {name: [None] * num_seeds for name in (*EPISODIC, *(f"{n}_{p}" for n in EPISODIC for p in PLAYS))}
 
 
 def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=None, keys=None) -> dict[str, list[float]]:
@@ -103,7 +127,7 @@ def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=Non
     for seed, params, key in zip(cfg.seeds, params_per_seed, keys):
         if outside_jax:  # host copies: a slice of a device-sharded state would make XLA partition the env's call
             params = jax.device_get(params)
-        metrics = {k: float(v) for k, v in jax.device_get(run(params, key)).items()}
+        metrics = episodic_plays(run, params, key, cfg.eval.deterministic)
         for extra in extras:  # each `evaluate(cfg, env, env_params, network, params, key) -> {metric: value}`
             metrics.update(extra(cfg, env, env_params, network, params, key))
         for name, value in metrics.items():
@@ -121,7 +145,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Re-evaluate a saved run from its latest checkpoint.")
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--episodes", type=int, default=None, help="episodes per seed (default: the run's eval.episodes)")
-    parser.add_argument("--sampled", action="store_true", help="sample actions instead of argmax")
+    parser.add_argument("--sampled", action="store_true", help="episode_return from sampled play, not argmax (both "
+                        "plays are reported anyway, as episode_return_sampled and episode_return_greedy)")
     parser.add_argument("--write", action="store_true", help="also write the result into summary.json's eval")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] %(message)s")

@@ -27,7 +27,7 @@ from ppo_lab.run import checkpoint, divergence, failure, processes, resume
 from ppo_lab.run.along import AlongTraining
 from ppo_lab.run.build import Components
 from ppo_lab.run.divergence import Divergence
-from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed
+from ppo_lab.run.evaluate import evaluate_seeds, params_per_seed, unevaluated
 from ppo_lab.run.population import Population
 from ppo_lab.run.recorders.console import ProgressRecorder, print_closing_summary
 from ppo_lab.run.stopping import EarlyStopping, RecentReturns, StopConditions, StopSignals
@@ -265,8 +265,9 @@ class Session:
         if not processes.writes():  # process 0 evaluates every seed; the others only gathered the state
             return {}
         if self.divergence.everyone:  # nothing that counts to evaluate
-            return {"episode_return": [None] * cfg.num_seeds, "episode_length": [None] * cfg.num_seeds}
-        log.info("evaluating (%s, %d episodes per seed)", "deterministic" if cfg.eval.deterministic else "sampled", cfg.eval.episodes)
+            return unevaluated(cfg.num_seeds)
+        log.info("evaluating (sampled and greedy, %d episodes per seed each; episode_return: %s)", cfg.eval.episodes,
+                 "greedy" if cfg.eval.deterministic else "sampled")
         return self.divergence.masked(evaluate_seeds(cfg, comp.env, comp.env_params, comp.network,
                                                      params_per_seed(state, comp.layout, cfg.num_seeds), run=self.eval_runner))
 
