@@ -13,6 +13,7 @@
     ppo-lab goodhart-report DIR ...  the true objective along training per reward mode: fits, drop heights
     ppo-lab reproduce RUN_DIR    re-run a run's first updates and compare metrics.csv row by row
     ppo-lab benchmark            the performance suite
+    ppo-lab docs [--check]       the docs pages' figures, re-rendered from their committed records
 
 Each subcommand is a module with a `main(argv) -> int`, imported when that command runs (in
 its function below): `ppo-lab --help` and `ppo-lab watch` need neither jax nor the plotting and
@@ -89,6 +90,11 @@ def _reproduce(argv):
     return main(argv)
 
 
+def _docs(argv):
+    from ppo_lab.pages.command import main
+    return main(argv)
+
+
 def _benchmark(argv):
     from ppo_lab.bench.suite import main
     return main(argv)
@@ -109,6 +115,7 @@ SUBCOMMANDS = {
     "goodhart-report": (_goodhart_report, "the true objective along training per reward mode (Gao's fit, drop heights)"),
     "reproduce": (_reproduce, "re-run a run's first updates from its config and compare metrics.csv"),
     "benchmark": (_benchmark, "the performance suite (steps/s and their ratios)"),
+    "docs": (_docs, "re-render the docs pages' figures from the records committed beside them"),
 }
 
 

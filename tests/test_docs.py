@@ -12,10 +12,12 @@ import shlex
 
 import pytest
 
-from ppo_lab.analysis import coverage
+from ppo_lab.analysis import coverage, page_blocks
 from ppo_lab.bench import markdown
 from ppo_lab.cli import SUBCOMMANDS
 from ppo_lab.launching.command_line import check_overrides, config_source
+from ppo_lab.pages.command import check_markers
+from ppo_lab.pages.registry import BLOCKS
 
 from conftest import ROOT, run_config
 
@@ -95,14 +97,6 @@ def test_every_ppo_lab_command_in_the_docs_parses(page, command, monkeypatch):
         command(args[1:])
 
 
-@pytest.mark.parametrize("path", sorted(DOCS.glob("benchmark_*.json")), ids=lambda p: p.name)
-def test_tables_rendered_from_a_benchmark_json_match_it(path):
-    page = (DOCS / "performance.md").read_text()
-    assert f"docs/{path.name}" in page, f"docs/performance.md does not name {path.name}"
-    for table in markdown.render_file(path).strip().split("\n\n"):
-        assert table in page, f"docs/performance.md no longer holds this table of {path.name}:\n{table}"
-
-
 def test_a_file_that_is_not_a_benchmark_is_refused_naming_what_is_valid(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"rows": [{"seeds": 1}]}')
@@ -110,15 +104,21 @@ def test_a_file_that_is_not_a_benchmark_is_refused_naming_what_is_valid(tmp_path
         markdown.render_file(bad)
 
 
-def test_the_coverage_tables_are_what_their_record_renders():
-    """docs/statistics.md's measured coverage: rendered from docs/statistics_coverage.json by the
-    command the page names."""
-    page = (DOCS / "statistics.md").read_text()
-    assert "python -m ppo_lab.analysis.coverage --render" in page and f"docs/{coverage.RECORD.name}" in page
+def test_the_coverage_record_holds_every_family_at_every_n():
+    """docs/statistics.md's coverage block (rendered by the test below) holds what the check asserts."""
     record = json.loads(coverage.RECORD.read_text())
-    assert coverage.render(record).strip() in page
-    assert coverage.splice(page, coverage.render(record)) == page
-    # the record holds every family the page names, at every n the check asserts
     assert record["families"] == [f.name for f in coverage.FAMILIES]
     means = {(r["family"], r["n"]) for r in record["rows"] if r["estimate"] == "mean"}
     assert means == {(f.name, n) for f in coverage.FAMILIES for n in coverage.NS}
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.name)
+def test_every_rendered_block_is_what_its_records_render(block):
+    """Each figure a page shows of a measurement is rendered from records committed beside it:
+    the page holds exactly what `ppo-lab docs` renders from them today."""
+    held = page_blocks.current((ROOT / block.page).read_text(), block.name)
+    assert held == block.text(ROOT), f"{block.page}: block {block.name!r} is not what its records render: run ppo-lab docs"
+
+
+def test_every_marked_block_has_a_renderer_and_every_renderer_its_block():
+    check_markers(ROOT)
