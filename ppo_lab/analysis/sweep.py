@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -321,6 +321,19 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
                               logged=_logged_shares(history.get(seed, {}))))
     metrics = sorted({m for u in units for m in u.values}, key=_metric_order)
     return Collection(runs=runs, units=units, groups=groups, swept_keys=swept, group_keys=group_keys, metrics=metrics)
+
+
+def collect_groups(groups: Mapping[str, Sequence[Path]], include_stopped: bool = False) -> Collection:
+    """The runs under each label's dirs as one group of that label, whatever their overrides (the
+    arms of a comparison kept in folders of their own, e.g. a page's records)."""
+    parts = {label: collect(dirs, include_stopped) for label, dirs in groups.items()}
+    for label, col in parts.items():
+        for unit in col.units:
+            unit.group = label
+    units = [u for col in parts.values() for u in col.units]
+    return Collection(runs=[r for col in parts.values() for r in col.runs], units=units, groups=list(groups),
+                      swept_keys=[], group_keys={label: {} for label in groups},
+                      metrics=sorted({m for u in units for m in u.values}, key=_metric_order))
 
 
 def _logged_shares(columns: dict) -> dict[str, float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ppo_lab.pages import performance, results
+from ppo_lab.pages import goodhart, pbt, performance, rare_actions, readme, results
 from ppo_lab.pages.block import Block
 
 
@@ -20,8 +20,13 @@ def _coverage(root: Path) -> str:
 
 BLOCKS: tuple[Block, ...] = (
     Block("coverage", "docs/statistics.md", (COVERAGE_RECORD,), _coverage, whole=True),
-    *performance.BLOCKS,
+    *readme.BLOCKS,
     *results.BLOCKS,
+    *rare_actions.RESULTS_BLOCKS,
+    *goodhart.BLOCKS,
+    *pbt.BLOCKS,
+    *performance.BLOCKS,
+    *rare_actions.PERFORMANCE_BLOCKS,
 )
 NAMES = {b.name: b for b in BLOCKS}
 assert len(NAMES) == len(BLOCKS), "two blocks of one name"

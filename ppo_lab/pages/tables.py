@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 from ppo_lab import estimators as es
 from ppo_lab.bench.markdown import table
 
-__all__ = ["table", "decimals", "num", "signed", "interval", "mean_ci", "per_seed", "welch", "count"]
+__all__ = ["table", "decimals", "num", "signed", "interval", "mean_ci", "per_seed", "welch", "pvalue", "probability", "count"]
 
 MAX_DECIMALS = 4
 
@@ -35,12 +35,13 @@ def signed(x: float | None, digits: int = 3) -> str:
 
 
 def interval(point: float, low: float, high: float, digits: int = 3) -> str:
-    """`point [low, high]`, the ends at the point's decimals; the point alone without an interval."""
+    """`point [low, high]`, all three at the decimals that show the largest of them to `digits`
+    significant digits; the point alone without an interval."""
     if point is None or (isinstance(point, float) and math.isnan(point)):
         return "-"
-    places = decimals(point, digits)
     if low is None or math.isnan(low):
-        return num(point, places=places)
+        return num(point, digits)
+    places = decimals(max(abs(point), abs(low), abs(high)), digits)
     return f"{num(point, places=places)} [{num(low, places=places)}, {num(high, places=places)}]"
 
 
@@ -65,6 +66,12 @@ def pvalue(p: float) -> str:
     if math.isnan(p):
         return "-"
     return f"{p:.2g}" if p < 0.001 else f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
+
+
+def probability(p: dict) -> str:
+    """P(A > B) as `estimators.probability_of_improvement_interval` gives it, to 2 decimals."""
+    text = num(p["point"], places=2)
+    return text if math.isnan(p["ci_low"]) else f"{text} [{num(p['ci_low'], places=2)}, {num(p['ci_high'], places=2)}]"
 
 
 def count(values: Iterable[bool]) -> str:
