@@ -1,7 +1,8 @@
 """The pages under docs/ hold commands users copy and figures users quote: every `python launch.py`
 command shown there names real keys (and a single run composes and validates), every `ppo-lab`
-command's arguments parse, and every table rendered from a benchmark JSON is what
-`ppo-lab benchmark --markdown` renders from it today. All in-process: no command is run."""
+command's arguments parse, and every figure a page shows of a measurement is in a block that
+holds exactly what `ppo-lab docs` renders from the records it names. All in-process: no command
+is run."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import argparse
 import json
 import re
 import shlex
+import shutil
 
 import pytest
 
@@ -16,6 +18,8 @@ from ppo_lab.analysis import coverage, page_blocks
 from ppo_lab.bench import markdown
 from ppo_lab.cli import SUBCOMMANDS
 from ppo_lab.launching.command_line import check_overrides, config_source
+from ppo_lab.pages import command as docs_command
+from ppo_lab.pages import tables
 from ppo_lab.pages.command import check_markers
 from ppo_lab.pages.registry import BLOCKS
 
@@ -122,3 +126,45 @@ def test_every_rendered_block_is_what_its_records_render(block):
 
 def test_every_marked_block_has_a_renderer_and_every_renderer_its_block():
     check_markers(ROOT)
+
+
+def test_ppo_lab_docs_names_a_stale_block_renders_it_and_refuses_a_block_it_cannot(tmp_path, capsys):
+    """On a copy of the pages and their records: `--check` names the block a hand edit made stale
+    and writes nothing; a plain run puts back what the records render; a block no renderer
+    knows is refused before anything is written."""
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    page = tmp_path / "docs" / "results.md"
+    rendered = page.read_text()
+    block = page_blocks.current(rendered, "pendulum-parity")
+    page.write_text(rendered.replace(block, block.replace("| PureJaxRL | 8 |", "| PureJaxRL | 9 |")))
+    assert docs_command.main(["--check", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "stale: docs/results.md block 'pendulum-parity'" in out and "-| PureJaxRL | 9 |" in out
+    assert "| PureJaxRL | 9 |" in page.read_text()
+    assert docs_command.main(["--root", str(tmp_path)]) == 0
+    assert page.read_text() == rendered
+    assert docs_command.main(["--check", "--root", str(tmp_path)]) == 0
+    page.write_text(rendered + "\n<!-- made-up:start -->\n<!-- made-up:end -->\n")
+    assert docs_command.main(["--root", str(tmp_path)]) == 2
+    assert "docs/results.md: block 'made-up' has no renderer" in capsys.readouterr().err
+    assert page.read_text().endswith("<!-- made-up:end -->\n")
+
+
+def test_a_block_whose_markers_do_not_pair_is_named():
+    with pytest.raises(ValueError, match="block 'a' starts but never ends"):
+        page_blocks.block_names("<!-- a:start -->\ntext\n")
+    with pytest.raises(ValueError, match="block 'b' starts inside block 'a'"):
+        page_blocks.block_names("<!-- a:start -->\n<!-- b:start -->\n<!-- b:end -->\n<!-- a:end -->\n")
+    with pytest.raises(ValueError, match="block 'a' appears twice"):
+        page_blocks.block_names("<!-- a:start -->\n<!-- a:end -->\n<!-- a:start -->\n<!-- a:end -->\n")
+
+
+def test_figures_are_written_to_their_significant_digits():
+    assert tables.num(328.4) == "328" and tables.num(0.9854) == "0.985" and tables.num(-11.94) == "-11.9"
+    assert tables.num(36672.0) == "36,672" and tables.signed(9.74) == "+9.74" and tables.num(float("nan")) == "-"
+    # an interval at the decimals of its largest figure: the point is not given more digits than its ends
+    assert tables.interval(0.0598, -5.4855, 5.6051) == "0.06 [-5.49, 5.61]"
+    assert tables.interval(9.74, 9.59, 9.86) == "9.74 [9.59, 9.86]"
+    assert tables.interval(500.0, float("nan"), float("nan")) == "500"
+    assert tables.pvalue(0.0005) == "0.0005" and tables.pvalue(0.004) == "0.004" and tables.pvalue(0.26) == "0.26"
