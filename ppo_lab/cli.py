@@ -11,6 +11,7 @@
     ppo-lab compare A B ...      compare runs or benchmarks: a table and comparison.png
     ppo-lab zoo-table DIR ...    the zoo's results table (docs/results-zoo.md) and its curves
     ppo-lab goodhart-report DIR ...  the true objective along training per reward mode: fits, drop heights
+    ppo-lab record DIR ... --into RECORDS   the small files of finished runs a docs page is rendered from
     ppo-lab reproduce RUN_DIR    re-run a run's first updates and compare metrics.csv row by row
     ppo-lab benchmark            the performance suite
     ppo-lab docs [--check]       the docs pages' figures, re-rendered from their committed records
@@ -85,6 +86,11 @@ def _goodhart_report(argv):
     return main(argv)
 
 
+def _record(argv):
+    from ppo_lab.analysis.records import main
+    return main(argv)
+
+
 def _reproduce(argv):
     from ppo_lab.run.reproduce import main
     return main(argv)
@@ -113,6 +119,7 @@ SUBCOMMANDS = {
     "compare": (_compare, "compare runs or benchmarks (table and comparison.png)"),
     "zoo-table": (_zoo_table, "the zoo's table per env beside reference returns, between a page's markers"),
     "goodhart-report": (_goodhart_report, "the true objective along training per reward mode (Gao's fit, drop heights)"),
+    "record": (_record, "keep the small records of finished runs (config, manifest, summary, a cut metrics.csv)"),
     "reproduce": (_reproduce, "re-run a run's first updates from its config and compare metrics.csv"),
     "benchmark": (_benchmark, "the performance suite (steps/s and their ratios)"),
     "docs": (_docs, "re-render the docs pages' figures from the records committed beside them"),

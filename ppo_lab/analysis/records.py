@@ -1,0 +1,83 @@
+"""`ppo-lab record`: keep the records of finished runs, the small files a docs page is rendered
+from (`rundir.record`: config.yaml, manifest.json, summary.json, a cut metrics.csv).
+
+    ppo-lab record DIR [DIR ...] --into docs/records/zoo [--column train/mean_episode_return] [--points 60]
+
+DIR: run dirs, or folders of them (a sweep dir). Each record is named by its run's experiment,
+the part after its last `/` (`zoo/pendulum` -> docs/records/zoo/pendulum), or by the run dir's
+name where it names none beyond its env's; a record of that name already there is replaced. A run that did not
+complete, a run dir of another format, and two runs that would take one name are refused
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ppo_lab import rundir
+from ppo_lab.judging.headline import TRAIN_RETURN
+
+DEFAULT_POINTS = 60
+
+
+def record_name(run_dir: Path) -> str:
+    """The run's experiment, its part after the last `/`; the run dir's name where the run
+    names no experiment beyond its env's (`experiment` defaults to `env.name`)."""
+    config = rundir.read_config(run_dir) or {}
+    experiment = config.get("experiment")
+    if not experiment or experiment == (config.get("env") or {}).get("name"):
+        return Path(run_dir).name
+    return str(experiment).rsplit("/", 1)[-1]
+
+
+def planned(dirs: Sequence[Path]) -> dict[str, Path]:
+    """record name -> run dir, for every run under `dirs`; ValueError naming the first run that
+    cannot be recorded (not completed, another format) or two runs of one name."""
+    names: dict[str, Path] = {}
+    for d in dirs:
+        for run_dir in rundir.find_run_dirs(Path(d)):
+            status = (rundir.read_summary(run_dir) or {}).get("status")
+            if status != "completed":
+                raise ValueError(f"{run_dir}: {status or 'no summary.json'}: only a completed run is recorded")
+            name = record_name(run_dir)
+            if name in names:
+                raise ValueError(f"{names[name]} and {run_dir} would both be recorded as {name!r}: record them apart")
+            names[name] = run_dir
+    if not names:
+        raise ValueError(f"no run dir under {', '.join(map(str, dirs))}")
+    return names
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=sys.argv[0], description="Keep the small records of finished runs that a "
+                                     "docs page is rendered from.")
+    parser.add_argument("dirs", nargs="+", type=Path, help="run dirs, or folders of them")
+    parser.add_argument("--into", type=Path, required=True, help="where the records go (e.g. docs/records/zoo)")
+    parser.add_argument("--column", action="append", default=None,
+                        help=f"a metrics.csv column the record keeps (repeatable; default {TRAIN_RETURN})")
+    parser.add_argument("--points", type=int, default=DEFAULT_POINTS, help="updates per seed kept of metrics.csv")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.points < 2:
+        print(f"ppo-lab record: --points {args.points}: give 2 or more (the first and last update at least)", file=sys.stderr)
+        return 2
+    try:
+        for d in args.dirs:
+            if not d.exists():
+                raise ValueError(f"{d} does not exist")
+        plan = planned(args.dirs)
+        columns = args.column or [TRAIN_RETURN]
+        for run_dir in plan.values():  # every run checked before any record is written
+            header = rundir.read_header(run_dir / rundir.METRICS) or []
+            if absent := [c for c in columns if c not in header]:
+                raise ValueError(f"{run_dir / rundir.METRICS} has no column {absent[0]!r}")
+        for name, run_dir in plan.items():
+            record = rundir.write_record(run_dir, args.into / name, columns, args.points)
+            print(f"{args.into / name}: from {run_dir} ({record['updates_per_seed']} of "
+                  f"{record['updates_per_seed_in_run']} updates per seed in metrics.csv)")
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"ppo-lab record: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,64 @@
+"""A record: a run directory cut to the small files a docs page is rendered from, to keep in the
+repository (docs/records/...).
+
+config.yaml (the resolved config), manifest.json (the reproducibility record, the run-dir
+format) and summary.json (per seed: the evaluation in both plays, the last updates' metrics,
+the times) are copied as they are; metrics.csv is cut to some columns at no more than `points`
+updates per seed, the first and the last kept and the rest evenly spaced (enough for a
+figure's curves, a few kB where the run's is megabytes). `record.json` says where the record
+came from and how its metrics.csv was cut. Any reader of run dirs reads a record as one.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ppo_lab.rundir.atomic import write_atomic, write_json_atomic
+from ppo_lab.rundir.metrics import read_header, read_metrics
+from ppo_lab.rundir.paths import CONFIG, INT_COLUMNS, MANIFEST, METRICS, SUMMARY
+from ppo_lab.rundir.sweep_files import write_table
+
+RECORD = "record.json"
+COPIED = (CONFIG, MANIFEST, SUMMARY)
+
+
+def kept_updates(updates: Sequence[int], points: int) -> set[int]:
+    """At most `points` of `updates`: the first, the last and evenly spaced ones between."""
+    ordered = sorted(set(updates))
+    if len(ordered) <= points:
+        return set(ordered)
+    picks = np.unique(np.round(np.linspace(0, len(ordered) - 1, points)).astype(int))
+    return {ordered[i] for i in picks}
+
+
+def write_record(run_dir: Path, target: Path, columns: Sequence[str], points: int) -> dict:
+    """Write `run_dir`'s record into `target` (replacing one there) and return its record.json
+    content. Raises FileNotFoundError naming a file the run dir lacks, ValueError for a column
+    its metrics.csv lacks; nothing is written then."""
+    run_dir, target = Path(run_dir), Path(target)
+    missing = [name for name in (*COPIED, METRICS) if not (run_dir / name).exists()]
+    if missing:
+        raise FileNotFoundError(f"{run_dir} has no {', '.join(missing)}: not a finished run dir")
+    header = read_header(run_dir / METRICS) or []
+    absent = [c for c in columns if c not in header]
+    if absent:
+        raise ValueError(f"{run_dir / METRICS} has no column {absent[0]!r}; its columns: {', '.join(header)}")
+    rows = read_metrics(run_dir / METRICS)
+    kept = kept_updates([r["update"] for r in rows], points)
+    keys = [*INT_COLUMNS, *columns]
+    cut = [{k: r[k] for k in keys} for r in rows if r["update"] in kept]
+    staging = target.with_name(f".{target.name}.staging")
+    shutil.rmtree(staging, ignore_errors=True)
+    for name in COPIED:
+        write_atomic(staging / name, (run_dir / name).read_bytes())
+    write_table(staging / METRICS, cut, keys)
+    record = {"from": str(run_dir.resolve()), "metrics_columns": keys, "updates_per_seed": len(kept),
+              "updates_per_seed_in_run": len({r["update"] for r in rows})}
+    write_json_atomic(staging / RECORD, record)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return record
