@@ -17,6 +17,7 @@ import yaml
 
 from conftest import run_cli
 from ppo_lab.analysis.aggregate import run_aggregate
+from ppo_lab.analysis.sweep import collect
 from ppo_lab.estimators import SUMMARY_KEYS, mean_summary
 
 CONTRACT_TAIL = ["metric", *SUMMARY_KEYS]
@@ -201,3 +202,29 @@ def test_scaled_resolver_and_expected_jobs(tmp_path):
     assert jobs == [["ppo.lr=0.002", "seed=0", "env=cartpole"], ["ppo.lr=0.002", "seed=4", "env=cartpole"],
                     ["ppo.lr=0.001", "seed=0", "env=cartpole"], ["ppo.lr=0.001", "seed=4", "env=cartpole"]]
     assert math.isclose(float(jobs[2][0].split("=")[1]), 0.001)
+
+
+def test_a_sweeps_records_aggregate_as_its_runs_criteria_from_the_whole_history(tmp_path, capsys):
+    """`ppo-lab record --name-by-dir` keeps a sweep's jobs with their overrides (so they group as
+    the jobs did) and each seed's criteria from the whole metrics.csv, of which the record keeps a
+    few rows: every unit's values, the criteria included, are the runs' own."""
+    jobs = [[f"ppo.lr={lr}", f"seed={s}"] for lr in (1, 2) for s in (0, 1)]
+    sweep = make_sweep(tmp_path / "sweep", jobs, group_of=lambda o: int(o[0][-1]))
+    for run_dir in sorted(p for p in sweep.iterdir() if p.is_dir()):
+        make_run(run_dir, yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text()),
+                 [int(run_dir.name) % 2], group_index=int(run_dir.name) // 2, updates=50)
+        (run_dir / "manifest.json").write_text(json.dumps({"format": "1.0"}))
+    records = tmp_path / "records"
+    proc = run_cli(["record", sweep, "--into", records, "--name-by-dir", "--points", "5"], capsys)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in records.iterdir()) == ["0", "1", "2", "3"]
+    assert len((records / "0" / "metrics.csv").read_text().splitlines()) == 1 + 5  # a header and 5 of 50 updates
+
+    def units(d):
+        col = collect([d])
+        return col.groups, sorted((u.group, u.seed, tuple(sorted(u.values.items()))) for u in col.units)
+
+    assert units(records) == units(sweep)
+    groups, found = units(records)
+    assert groups == ["ppo.lr=1", "ppo.lr=2"]
+    assert all(dict(values)["criteria/final_return"] > 0 for _, _, values in found)

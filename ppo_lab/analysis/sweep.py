@@ -302,9 +302,11 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
         used = run.status in used_statuses
         final = run.summary.final if run.summary is not None else {}
         evals = run.summary.eval if run.summary is not None else {}
-        # The criteria need each seed's whole history, not just its final values.
+        # The criteria need each seed's whole history, not just its final values: a record keeps
+        # them from the whole metrics.csv, of which it keeps only some rows.
         history = rundir.columns_by_seed(run.path / rundir.METRICS) if used else {}
-        env_criteria = declared_criteria(run.env) if used else None
+        recorded = rundir.recorded_criteria(run.path) if used else None
+        env_criteria = declared_criteria(run.env) if used and recorded is None else None
         diverged = {e.get("seed"): e for e in (run.summary.diverged if run.summary is not None else [])}
         for i, seed in enumerate(run.seeds or [None]):
             values = {}
@@ -316,7 +318,8 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
                     values[f"eval/{name}"] = _at(per_seed, i)
                 for name, per_seed in final.items():
                     values[name] = _at(per_seed, i)
-                values.update(seed_criteria(history.get(seed, {}), env_criteria))
+                values.update(recorded.get(seed, {}) if recorded is not None
+                              else seed_criteria(history.get(seed, {}), env_criteria))
             units.append(Unit(run=run, seed=seed, group=label, values=values, used=used,
                               logged=_logged_shares(history.get(seed, {}))))
     metrics = sorted({m for u in units for m in u.values}, key=_metric_order)
