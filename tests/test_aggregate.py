@@ -228,3 +228,20 @@ def test_a_sweeps_records_aggregate_as_its_runs_criteria_from_the_whole_history(
     groups, found = units(records)
     assert groups == ["ppo.lr=1", "ppo.lr=2"]
     assert all(dict(values)["criteria/final_return"] > 0 for _, _, values in found)
+
+
+def test_a_benchmark_run_is_recorded_whole_and_a_run_that_did_not_complete_is_refused(tmp_path, capsys):
+    run = tmp_path / "bench"
+    run.mkdir()
+    for name, content in (("config.yaml", "experiment: toy\n"), ("manifest.json", "{}"),
+                          ("benchmark.json", json.dumps({"status": "completed", "sps": 1234.5}))):
+        (run / name).write_text(content)
+    proc = run_cli(["record", run, "--into", tmp_path / "records", "--name-by-dir"], capsys)
+    assert proc.returncode == 0, proc.stderr
+    kept = tmp_path / "records" / "bench"
+    assert sorted(p.name for p in kept.iterdir()) == ["benchmark.json", "config.yaml", "manifest.json", "record.json"]
+    assert json.loads((kept / "benchmark.json").read_text())["sps"] == 1234.5
+    (run / "benchmark.json").write_text(json.dumps({"status": "stopped"}))
+    proc = run_cli(["record", run, "--into", tmp_path / "again"], capsys)
+    assert proc.returncode == 2 and "stopped: only a completed run is recorded" in proc.stderr
+    assert not (tmp_path / "again").exists()

@@ -43,8 +43,11 @@ def planned(dirs: Sequence[Path], by_dir: bool = False) -> dict[str, Path]:
     names: dict[str, Path] = {}
     for d in dirs:
         for run_dir in rundir.find_run_dirs(Path(d)):
-            summary = rundir.read_summary(run_dir)
-            status = summary.status if summary is not None else None
+            if rundir.is_benchmark_run(run_dir):
+                status = rundir.read_benchmark(run_dir).get("status")
+            else:
+                summary = rundir.read_summary(run_dir)
+                status = summary.status if summary is not None else None
             if status != "completed":
                 raise ValueError(f"{run_dir}: {status or 'no summary.json'}: only a completed run is recorded")
             name = (str(run_dir.relative_to(d)) if run_dir != Path(d) else Path(d).name) if by_dir else record_name(run_dir)
@@ -87,13 +90,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = planned(args.dirs, args.name_by_dir)
         columns = args.column or [TRAIN_RETURN]
         for run_dir in plan.values():  # every run checked before any record is written
+            if rundir.is_benchmark_run(run_dir):
+                continue
             header = rundir.read_header(run_dir / rundir.METRICS) or []
             if absent := [c for c in columns if c not in header]:
                 raise ValueError(f"{run_dir / rundir.METRICS} has no column {absent[0]!r}")
         for name, run_dir in plan.items():
-            record = rundir.write_record(run_dir, args.into / name, columns, args.points, criteria_by_seed(run_dir))
-            print(f"{args.into / name}: from {run_dir} ({record['updates_per_seed']} of "
-                  f"{record['updates_per_seed_in_run']} updates per seed in metrics.csv)")
+            benchmark = rundir.is_benchmark_run(run_dir)
+            record = rundir.write_record(run_dir, args.into / name, columns, args.points,
+                                         None if benchmark else criteria_by_seed(run_dir))
+            kept = "benchmark.json" if benchmark else (f"{record['updates_per_seed']} of {record['updates_per_seed_in_run']} "
+                                                        "updates per seed in metrics.csv")
+            print(f"{args.into / name}: from {run_dir} ({kept})")
     except (ValueError, FileNotFoundError) as exc:
         print(f"ppo-lab record: {exc}", file=sys.stderr)
         return 2

@@ -46,10 +46,18 @@ def _rounds(root: Path, name: str) -> list[dict]:
     return [json.loads((root / SUITE / f"{name}_round{r}.json").read_text()) for r in range(1, ROUNDS + 1)]
 
 
-def _spread(values: list[float], scale: float = 1.0, spec: str = ",.0f") -> str:
+def _spread(values: list[float], spec: str = ",.0f") -> str:
     """The median of the rounds, and their range: `61,440 (58,113-62,002)`."""
-    values = [v * scale for v in values]
     return f"{format(statistics.median(values), spec)} ({format(min(values), spec)}-{format(max(values), spec)})"
+
+
+def _ratio(values: list[float]) -> str:
+    """The median of per-round ratios, and their range: `1.06x (0.76-1.18)`."""
+    return f"{statistics.median(values):.2f}x ({min(values):.2f}-{max(values):.2f})"
+
+
+def _thousands(values: list[float]) -> str:
+    return ", ".join(f"{v / 1e3:.0f}k" for v in values)
 
 
 def gru_cost(root: Path) -> str:
@@ -62,7 +70,7 @@ def gru_cost(root: Path) -> str:
         rows.append([env, f"{size['num_envs']} x {size['num_steps']}, {size['num_minibatches']}",
                      f"{_spread([x['mlp_rollout_sps'] for x in r])} / {_spread([x['gru_rollout_sps'] for x in r])}",
                      f"{_spread([x['mlp_train_sps'] for x in r])} / {_spread([x['gru_train_sps'] for x in r])}",
-                     _spread([x["gru_over_mlp_train"] for x in r], spec=".3f") + "x"])
+                     _ratio([x["gru_over_mlp_train"] for x in r])])
     return tb.table(["env", "envs x steps, minibatches", "rollout steps/s MLP / GRU", "training steps/s MLP / GRU",
                      "GRU / MLP training"], ["l", "l", "r", "r", "r"], rows)
 
@@ -83,10 +91,10 @@ def layout_split(root: Path) -> str:
     """One seed's envs on one device against split over two, at 4 and at 64 envs."""
     rows = []
     for envs in (4, 64):
-        sps = {lay: [rec.run(root, f"{LAYOUT}/envs{envs}_{lay}_r{r}").summary.sps for r in range(1, ROUNDS + 1)]
+        sps = {lay: [rec.benchmark(root, f"{LAYOUT}/envs{envs}_{lay}_r{r}")["sps"] for r in range(1, ROUNDS + 1)]
                for lay in ("single", "envs")}
-        rows += [[str(envs), label, tb.per_seed([x / 1e3 for x in sps[lay]]) + "k",
-                  _spread([a / b for a, b in zip(sps[lay], sps["single"])], spec=".2f") + "x"]
+        rows += [[str(envs), label, _thousands(sps[lay]),
+                  _ratio([a / b for a, b in zip(sps[lay], sps["single"])]) if lay != "single" else "-"]
                  for lay, label in (("single", "one device"), ("envs", "split over 2 devices"))]
     return tb.table(["envs", "layout", "training steps/s each round", "over one device (median, range)"],
                     ["r", "l", "l", "r"], rows)
@@ -97,9 +105,9 @@ def multihost(root: Path) -> str:
     split between them and not; training steps/s of each round, interleaved."""
     setups = {"one_process": "1 process x 2 devices", "two_processes_split_true": "2 processes x 1 device, CPUs split",
               "two_processes_split_false": "2 processes x 1 device, CPUs shared"}
-    sps = {name: [rec.run(root, f"{MULTIHOST}/{name}_r{r}").summary.sps for r in range(1, ROUNDS + 1)] for name in setups}
-    rows = [[label, tb.per_seed([x / 1e3 for x in sps[name]]) + "k", f"{statistics.median(sps[name]):,.0f}",
-             _spread([a / b for a, b in zip(sps[name], sps["one_process"])], spec=".2f") + "x"]
+    sps = {name: [rec.benchmark(root, f"{MULTIHOST}/{name}_r{r}")["sps"] for r in range(1, ROUNDS + 1)] for name in setups}
+    rows = [[label, _thousands(sps[name]), f"{statistics.median(sps[name]):,.0f}",
+             _ratio([a / b for a, b in zip(sps[name], sps["one_process"])]) if name != "one_process" else "-"]
             for name, label in setups.items()]
     return tb.table(["`experiment=cartpole num_seeds=4`", "steps/s each round", "median", "over one process (median, range)"],
                     ["l", "l", "r", "r"], rows)

@@ -19,6 +19,14 @@ def run(root: Path, record: str) -> Run:
     return found
 
 
+def benchmark(root: Path, record: str) -> dict:
+    """A benchmark run's record (`benchmark=true`): its benchmark.json, refused unless it completed."""
+    found = rundir.read_benchmark(root / record)
+    if found.get("status") != "completed":
+        raise ValueError(f"{record}: {found.get('status')}: a page renders completed runs only")
+    return found
+
+
 def config(root: Path, record: str) -> dict:
     return rundir.read_config(root / record) or {}
 
