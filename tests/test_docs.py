@@ -168,3 +168,18 @@ def test_figures_are_written_to_their_significant_digits():
     assert tables.interval(9.74, 9.59, 9.86) == "9.74 [9.59, 9.86]"
     assert tables.interval(500.0, float("nan"), float("nan")) == "500"
     assert tables.pvalue(0.0005) == "0.0005" and tables.pvalue(0.004) == "0.004" and tables.pvalue(0.26) == "0.26"
+
+
+# A table row that quotes a measurement: an interval of a mean, a ratio to two decimals, a speed.
+MEASURED = re.compile(r"-?\d[\d,.]*\s*\[[-+]?[\d.]+, [-+]?[\d.]+\]|\b\d+\.\d+x\b|\d[\d,]* steps/s|\bp = 0\.\d")
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
+def test_no_table_quotes_a_measurement_outside_a_rendered_block(page):
+    """What a table measures comes from records: a row with an interval, a ratio or a speed lies
+    in a block `ppo-lab docs` renders (tables of keys and choices are written by hand)."""
+    text = page.read_text()
+    for name in page_blocks.block_names(text):
+        text = text.replace(page_blocks.current(text, name), "")
+    rows = [line for line in text.splitlines() if line.startswith("|") and MEASURED.search(line)]
+    assert not rows, f"{page.name}: measured rows outside a rendered block:\n" + "\n".join(rows)
