@@ -7,7 +7,7 @@ the times) are copied as they are; metrics.csv is cut to some columns at no more
 updates per seed, the first and the last kept and the rest evenly spaced (enough for a
 figure's curves, a few kB where the run's is megabytes). The launch's overrides
 (`.hydra/overrides.yaml`) come along where the run has them, so that a sweep's records group as
-its runs did. `record.json` says where the record came from and how its metrics.csv was cut, and
+its runs did, and so do the evaluations along training (evals.csv, a row per evaluation and seed). `record.json` says where the record came from and how its metrics.csv was cut, and
 holds what needed the whole metrics.csv: each seed's criteria (`analysis/criteria.py`), which
 readers take from it instead of computing them from the cut rows. A benchmark run
 (`benchmark=true`) is kept as config.yaml, manifest.json and benchmark.json. Any reader of run
@@ -25,13 +25,13 @@ import numpy as np
 from ppo_lab.rundir.atomic import write_atomic, write_json_atomic
 from ppo_lab.rundir.metrics import read_header, read_metrics
 from ppo_lab.rundir.jsonfile import read_json
-from ppo_lab.rundir.paths import BENCHMARK, CONFIG, HYDRA_OVERRIDES, INT_COLUMNS, MANIFEST, METRICS, SUMMARY
+from ppo_lab.rundir.paths import BENCHMARK, CONFIG, EVALS, HYDRA_OVERRIDES, INT_COLUMNS, MANIFEST, METRICS, SUMMARY
 from ppo_lab.rundir.sweep_files import write_table
 
 RECORD = "record.json"
 COPIED = (CONFIG, MANIFEST, SUMMARY)
 BENCHMARK_COPIED = (CONFIG, MANIFEST, BENCHMARK)
-COPIED_IF_THERE = (HYDRA_OVERRIDES,)
+COPIED_IF_THERE = (HYDRA_OVERRIDES, EVALS)  # the launch's overrides; the evaluations along training
 
 
 def kept_updates(updates: Sequence[int], points: int) -> set[int]:
