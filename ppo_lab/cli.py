@@ -14,6 +14,7 @@
     ppo-lab record DIR ... --into RECORDS   the small files of finished runs a docs page is rendered from
     ppo-lab reproduce RUN_DIR    re-run a run's first updates and compare metrics.csv row by row
     ppo-lab benchmark            the performance suite
+    ppo-lab docs [--check]       the docs pages' figures, re-rendered from their committed records
 
 Each subcommand is a module with a `main(argv) -> int`, imported when that command runs (in
 its function below): `ppo-lab --help` and `ppo-lab watch` need neither jax nor the plotting and
@@ -97,6 +98,11 @@ def _reproduce(argv):
     return main(argv)
 
 
+def _docs(argv):
+    from ppo_lab.pages.command import main
+    return main(argv)
+
+
 def _benchmark(argv):
     from ppo_lab.bench.suite import main
     return main(argv)
@@ -118,6 +124,7 @@ SUBCOMMANDS = {
     "record": (_record, "keep the small records of finished runs (config, manifest, summary, a cut metrics.csv)"),
     "reproduce": (_reproduce, "re-run a run's first updates from its config and compare metrics.csv"),
     "benchmark": (_benchmark, "the performance suite (steps/s and their ratios)"),
+    "docs": (_docs, "re-render the docs pages' figures from the records committed beside them"),
 }
 
 

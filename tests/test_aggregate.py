@@ -17,6 +17,7 @@ import yaml
 
 from conftest import run_cli, stamp_format
 from ppo_lab.analysis.aggregate import run_aggregate
+from ppo_lab.analysis.sweep import collect
 from ppo_lab.estimators import SUMMARY_KEYS, mean_summary
 
 CONTRACT_TAIL = ["metric", *SUMMARY_KEYS]
@@ -202,3 +203,46 @@ def test_scaled_resolver_and_expected_jobs(tmp_path):
     assert jobs == [["ppo.lr=0.002", "seed=0", "env=cartpole"], ["ppo.lr=0.002", "seed=4", "env=cartpole"],
                     ["ppo.lr=0.001", "seed=0", "env=cartpole"], ["ppo.lr=0.001", "seed=4", "env=cartpole"]]
     assert math.isclose(float(jobs[2][0].split("=")[1]), 0.001)
+
+
+def test_a_sweeps_records_aggregate_as_its_runs_criteria_from_the_whole_history(tmp_path, capsys):
+    """`ppo-lab record --name-by-dir` keeps a sweep's jobs with their overrides (so they group as
+    the jobs did) and each seed's criteria from the whole metrics.csv, of which the record keeps a
+    few rows: every unit's values, the criteria included, are the runs' own."""
+    jobs = [[f"ppo.lr={lr}", f"seed={s}"] for lr in (1, 2) for s in (0, 1)]
+    sweep = make_sweep(tmp_path / "sweep", jobs, group_of=lambda o: int(o[0][-1]))
+    for run_dir in sorted(p for p in sweep.iterdir() if p.is_dir()):
+        make_run(run_dir, yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text()),
+                 [int(run_dir.name) % 2], group_index=int(run_dir.name) // 2, updates=50)
+        (run_dir / "manifest.json").write_text(json.dumps({"format": "1.0"}))
+    records = tmp_path / "records"
+    proc = run_cli(["record", sweep, "--into", records, "--name-by-dir", "--points", "5"], capsys)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in records.iterdir()) == ["0", "1", "2", "3"]
+    assert len((records / "0" / "metrics.csv").read_text().splitlines()) == 1 + 5  # a header and 5 of 50 updates
+
+    def units(d):
+        col = collect([d])
+        return col.groups, sorted((u.group, u.seed, tuple(sorted(u.values.items()))) for u in col.units)
+
+    assert units(records) == units(sweep)
+    groups, found = units(records)
+    assert groups == ["ppo.lr=1", "ppo.lr=2"]
+    assert all(dict(values)["criteria/final_return"] > 0 for _, _, values in found)
+
+
+def test_a_benchmark_run_is_recorded_whole_and_a_run_that_did_not_complete_is_refused(tmp_path, capsys):
+    run = tmp_path / "bench"
+    run.mkdir()
+    for name, content in (("config.yaml", "experiment: toy\n"), ("manifest.json", "{}"),
+                          ("benchmark.json", json.dumps({"status": "completed", "sps": 1234.5}))):
+        (run / name).write_text(content)
+    proc = run_cli(["record", run, "--into", tmp_path / "records", "--name-by-dir"], capsys)
+    assert proc.returncode == 0, proc.stderr
+    kept = tmp_path / "records" / "bench"
+    assert sorted(p.name for p in kept.iterdir()) == ["benchmark.json", "config.yaml", "manifest.json", "record.json"]
+    assert json.loads((kept / "benchmark.json").read_text())["sps"] == 1234.5
+    (run / "benchmark.json").write_text(json.dumps({"status": "stopped"}))
+    proc = run_cli(["record", run, "--into", tmp_path / "again"], capsys)
+    assert proc.returncode == 2 and "stopped: only a completed run is recorded" in proc.stderr
+    assert not (tmp_path / "again").exists()

@@ -1,7 +1,8 @@
 """The pages under docs/ hold commands users copy and figures users quote: every `python launch.py`
 command shown there names real keys (and a single run composes and validates), every `ppo-lab`
-command's arguments parse, and every table rendered from a benchmark JSON is what
-`ppo-lab benchmark --markdown` renders from it today. All in-process: no command is run."""
+command's arguments parse, and every figure a page shows of a measurement is in a block that
+holds exactly what `ppo-lab docs` renders from the records it names. All in-process: no command
+is run."""
 
 from __future__ import annotations
 
@@ -9,13 +10,18 @@ import argparse
 import json
 import re
 import shlex
+import shutil
 
 import pytest
 
-from ppo_lab.analysis import coverage
+from ppo_lab.analysis import coverage, page_blocks
 from ppo_lab.bench import markdown
 from ppo_lab.cli import SUBCOMMANDS
 from ppo_lab.launching.command_line import check_overrides, config_source
+from ppo_lab.pages import command as docs_command
+from ppo_lab.pages import tables
+from ppo_lab.pages.command import check_markers
+from ppo_lab.pages.registry import BLOCKS
 
 from conftest import ROOT, run_config
 
@@ -95,14 +101,6 @@ def test_every_ppo_lab_command_in_the_docs_parses(page, command, monkeypatch):
         command(args[1:])
 
 
-@pytest.mark.parametrize("path", sorted(DOCS.glob("benchmark_*.json")), ids=lambda p: p.name)
-def test_tables_rendered_from_a_benchmark_json_match_it(path):
-    page = (DOCS / "performance.md").read_text()
-    assert f"docs/{path.name}" in page, f"docs/performance.md does not name {path.name}"
-    for table in markdown.render_file(path).strip().split("\n\n"):
-        assert table in page, f"docs/performance.md no longer holds this table of {path.name}:\n{table}"
-
-
 def test_a_file_that_is_not_a_benchmark_is_refused_naming_what_is_valid(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"rows": [{"seeds": 1}]}')
@@ -110,15 +108,78 @@ def test_a_file_that_is_not_a_benchmark_is_refused_naming_what_is_valid(tmp_path
         markdown.render_file(bad)
 
 
-def test_the_coverage_tables_are_what_their_record_renders():
-    """docs/statistics.md's measured coverage: rendered from docs/statistics_coverage.json by the
-    command the page names."""
-    page = (DOCS / "statistics.md").read_text()
-    assert "python -m ppo_lab.analysis.coverage --render" in page and f"docs/{coverage.RECORD.name}" in page
+def test_the_coverage_record_holds_every_family_at_every_n():
+    """docs/statistics.md's coverage block (rendered by the test below) holds what the check asserts."""
     record = json.loads(coverage.RECORD.read_text())
-    assert coverage.render(record).strip() in page
-    assert coverage.splice(page, coverage.render(record)) == page
-    # the record holds every family the page names, at every n the check asserts
     assert record["families"] == [f.name for f in coverage.FAMILIES]
     means = {(r["family"], r["n"]) for r in record["rows"] if r["estimate"] == "mean"}
     assert means == {(f.name, n) for f in coverage.FAMILIES for n in coverage.NS}
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=lambda b: b.name)
+def test_every_rendered_block_is_what_its_records_render(block):
+    """Each figure a page shows of a measurement is rendered from records committed beside it:
+    the page holds exactly what `ppo-lab docs` renders from them today."""
+    held = page_blocks.current((ROOT / block.page).read_text(), block.name)
+    assert held == block.text(ROOT), f"{block.page}: block {block.name!r} is not what its records render: run ppo-lab docs"
+
+
+def test_every_marked_block_has_a_renderer_and_every_renderer_its_block():
+    check_markers(ROOT)
+
+
+def test_ppo_lab_docs_names_a_stale_block_renders_it_and_refuses_a_block_it_cannot(tmp_path, capsys):
+    """On a copy of the pages and their records: `--check` names the block a hand edit made stale
+    and writes nothing; a plain run puts back what the records render; a block no renderer
+    knows is refused before anything is written."""
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    page = tmp_path / "docs" / "results.md"
+    rendered = page.read_text()
+    block = page_blocks.current(rendered, "pendulum-parity")
+    page.write_text(rendered.replace(block, block.replace("| PureJaxRL | 8 |", "| PureJaxRL | 9 |")))
+    assert docs_command.main(["--check", "--root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "stale: docs/results.md block 'pendulum-parity'" in out and "-| PureJaxRL | 9 |" in out
+    assert "| PureJaxRL | 9 |" in page.read_text()
+    assert docs_command.main(["--root", str(tmp_path)]) == 0
+    assert page.read_text() == rendered
+    assert docs_command.main(["--check", "--root", str(tmp_path)]) == 0
+    page.write_text(rendered + "\n<!-- made-up:start -->\n<!-- made-up:end -->\n")
+    assert docs_command.main(["--root", str(tmp_path)]) == 2
+    assert "docs/results.md: block 'made-up' has no renderer" in capsys.readouterr().err
+    assert page.read_text().endswith("<!-- made-up:end -->\n")
+
+
+def test_a_block_whose_markers_do_not_pair_is_named():
+    with pytest.raises(ValueError, match="block 'a' starts but never ends"):
+        page_blocks.block_names("<!-- a:start -->\ntext\n")
+    with pytest.raises(ValueError, match="block 'b' starts inside block 'a'"):
+        page_blocks.block_names("<!-- a:start -->\n<!-- b:start -->\n<!-- b:end -->\n<!-- a:end -->\n")
+    with pytest.raises(ValueError, match="block 'a' appears twice"):
+        page_blocks.block_names("<!-- a:start -->\n<!-- a:end -->\n<!-- a:start -->\n<!-- a:end -->\n")
+
+
+def test_figures_are_written_to_their_significant_digits():
+    assert tables.num(328.4) == "328" and tables.num(0.9854) == "0.985" and tables.num(-11.94) == "-11.9"
+    assert tables.num(36672.0) == "36,672" and tables.signed(9.74) == "+9.74" and tables.num(float("nan")) == "-"
+    # an interval at the decimals of its largest figure: the point is not given more digits than its ends
+    assert tables.interval(0.0598, -5.4855, 5.6051) == "0.06 [-5.49, 5.61]"
+    assert tables.interval(9.74, 9.59, 9.86) == "9.74 [9.59, 9.86]"
+    assert tables.interval(500.0, float("nan"), float("nan")) == "500"
+    assert tables.pvalue(0.0005) == "0.0005" and tables.pvalue(0.004) == "0.004" and tables.pvalue(0.26) == "0.26"
+
+
+# A table row that quotes a measurement: an interval of a mean, a ratio to two decimals, a speed.
+MEASURED = re.compile(r"-?\d[\d,.]*\s*\[[-+]?[\d.]+, [-+]?[\d.]+\]|\b\d+\.\d+x\b|\d[\d,]* steps/s|\bp = 0\.\d")
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
+def test_no_table_quotes_a_measurement_outside_a_rendered_block(page):
+    """What a table measures comes from records: a row with an interval, a ratio or a speed lies
+    in a block `ppo-lab docs` renders (tables of keys and choices are written by hand)."""
+    text = page.read_text()
+    for name in page_blocks.block_names(text):
+        text = text.replace(page_blocks.current(text, name), "")
+    rows = [line for line in text.splitlines() if line.startswith("|") and MEASURED.search(line)]
+    assert not rows, f"{page.name}: measured rows outside a rendered block:\n" + "\n".join(rows)

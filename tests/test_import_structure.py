@@ -102,6 +102,7 @@ def test_no_import_cycles():
 # order data flows: a unit imports only units after it in this list (docs/architecture.md).
 LAYERS = [
     ["cli"],
+    ["pages"],  # the docs pages' figures, rendered from committed records by every tool below
     ["bench"],
     ["launching"],
     ["experiments"],  # an experiment's protocols and reports: the core below imports none of them

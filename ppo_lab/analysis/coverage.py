@@ -38,11 +38,13 @@ from scipy import special
 
 from ppo_lab import estimators as es
 from ppo_lab import rundir
+from ppo_lab.analysis import page_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "docs" / "statistics_coverage.json"
 PAGE = ROOT / "docs" / "statistics.md"
-START, END = "<!-- coverage:start -->", "<!-- coverage:end -->"
+BLOCK = "coverage"
+START, END = page_blocks.markers(BLOCK)
 NS = (3, 4, 5, 8, 16)
 CONFIDENCE = 0.95
 SEED = 0
@@ -229,14 +231,6 @@ def _cell(row: dict | None) -> str:
     return "-" if row is None else f"{row['coverage']:.1%} ({row['mean_width']:.3g})"
 
 
-def splice(page: str, block: str) -> str:
-    """`page` with the text between its markers replaced by `block`; refused without them."""
-    if START not in page or END not in page:
-        raise ValueError(f"the page has no {START} ... {END} markers to write the coverage tables between")
-    head, rest = page.split(START, 1)
-    return head + block.rstrip("\n") + rest.split(END, 1)[1]
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Measure the coverage of the lab's intervals, or render its tables.")
     parser.add_argument("--measure", action="store_true", help=f"simulate and write the record ({RECORD.name})")
@@ -253,7 +247,7 @@ def main(argv=None) -> int:
         print(f"wrote {args.record}")
     if args.render:
         try:
-            page = splice(args.page.read_text(), render(json.loads(args.record.read_text())))
+            page = page_blocks.splice(args.page.read_text(), BLOCK, render(json.loads(args.record.read_text())))
         except (FileNotFoundError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -303,9 +303,11 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
         used = run.status in used_statuses
         final = run.summary.final if run.summary is not None else {}
         evals = run.summary.eval if run.summary is not None else {}
-        # The criteria need each seed's whole history, not just its final values.
+        # The criteria need each seed's whole history, not just its final values: a record keeps
+        # them from the whole metrics.csv, of which it keeps only some rows.
         history = rundir.columns_by_seed(run.path / rundir.METRICS) if used else {}
-        env_criteria = declared_criteria(run.env) if used else None
+        recorded = rundir.recorded_criteria(run.path) if used else None
+        env_criteria = declared_criteria(run.env) if used and recorded is None else None
         diverged = {e.get("seed"): e for e in (run.summary.diverged if run.summary is not None else [])}
         for i, seed in enumerate(run.seeds or [None]):
             values = {}
@@ -317,11 +319,25 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
                     values[f"eval/{name}"] = _at(per_seed, i)
                 for name, per_seed in final.items():
                     values[name] = _at(per_seed, i)
-                values.update(seed_criteria(history.get(seed, {}), env_criteria))
+                values.update(recorded.get(seed, {}) if recorded is not None
+                              else seed_criteria(history.get(seed, {}), env_criteria))
             units.append(Unit(run=run, seed=seed, group=label, values=values, used=used,
                               logged=_logged_shares(history.get(seed, {}))))
     metrics = sorted({m for u in units for m in u.values}, key=_metric_order)
     return Collection(runs=runs, units=units, groups=groups, swept_keys=swept, group_keys=group_keys, metrics=metrics)
+
+
+def collect_groups(groups: Mapping[str, Sequence[Path]], include_stopped: bool = False) -> Collection:
+    """The runs under each label's dirs as one group of that label, whatever their overrides (the
+    arms of a comparison kept in folders of their own, e.g. a page's records)."""
+    parts = {label: collect(dirs, include_stopped) for label, dirs in groups.items()}
+    for label, col in parts.items():
+        for unit in col.units:
+            unit.group = label
+    units = [u for col in parts.values() for u in col.units]
+    return Collection(runs=[r for col in parts.values() for r in col.runs], units=units, groups=list(groups),
+                      swept_keys=[], group_keys={label: {} for label in groups},
+                      metrics=sorted({m for u in units for m in u.values}, key=_metric_order))
 
 
 def _logged_shares(columns: dict) -> dict[str, float]:

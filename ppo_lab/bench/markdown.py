@@ -24,7 +24,7 @@ def _num(x, spec: str) -> str:
     return "" if x is None else format(x, spec)
 
 
-def _table(header: list[str], align: list[str], rows: list[list[str]]) -> str:
+def table(header: list[str], align: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
@@ -32,7 +32,7 @@ def _table(header: list[str], align: list[str], rows: list[list[str]]) -> str:
 
 def suite_tables(d: dict) -> list[str]:
     """The fresh-process checks and the per-env throughput of one suite run."""
-    checks = _table(
+    checks = table(
         ["check", "measured"], ["l", "l"],
         [["16 seeds vmapped in one process vs 16 one-seed processes",
           f"{_num(d['seed_process_wall_s'], '.1f')} s x 16 vs {_num(d['seeds16_vmapped_wall_s'], '.1f')} s: "
@@ -43,7 +43,7 @@ def suite_tables(d: dict) -> list[str]:
           f"{_num(d['compile_s_cold'], '.2f')} s vs {_num(d['compile_s_warm'], '.2f')} s: {_num(d['compile_cache_speedup'], '.2f')}x"],
          ["the lab at PureJaxRL's CartPole defaults (4 envs x 128 steps), training steps/s",
           _int((d.get("purejaxrl_cartpole") or {}).get("train_sps"))]])
-    envs = _table(
+    envs = table(
         ["env", "envs x steps", "env alone steps/s", "rollout steps/s", "training steps/s", "time share env / policy / update"],
         ["l", "l", "r", "r", "r", "r"],
         [[name, f"{r['num_envs']} x {r['num_steps']}", _int(r["env_sps"]), _int(r["rollout_sps"]), _int(r["train_sps"]),
@@ -60,7 +60,7 @@ def sidebyside_table(cases: dict) -> str:
         per_round = ", ".join(f"{x:.2f}" for x in c["samples"]["ratio"])
         rows.append([f"{c['num_seeds']} seed{'s' if c['num_seeds'] > 1 else ''} x {c['num_envs']} envs", where,
                      f"{_int(c['lab_sps'])} / {_int(c['purejaxrl_sps'])}", f"**{c['ratio']:.2f}x** ({per_round})"])
-    return _table(["case", "lab layout", "lab / PureJaxRL steps/s (medians)", "ratio: median (each round)"],
+    return table(["case", "lab layout", "lab / PureJaxRL steps/s (medians)", "ratio: median (each round)"],
                   ["l", "l", "r", "l"], rows)
 
 
@@ -73,13 +73,13 @@ def accelerator_table(rows: list[dict]) -> str:
         out.append([r["device"], r["date"], str(r["seeds"]), r["precision"], _int(r["sps"]),
                     "" if base is None else f"{r['sps'] / base:.2f}", _num(r.get("memory_gb"), ".1f") + " GB",
                     _num(r.get("compile_s"), ".1f"), _num(100 * r["matrix_fraction"], ".1f") + "%"])
-    return _table(["device", "date", "seeds", "precision", "steps/s (all seeds)", "x one seed", "memory (XLA)",
+    return table(["device", "date", "seeds", "precision", "steps/s (all seeds)", "x one seed", "memory (XLA)",
                    "compile s", "of the bf16 matmul rate"], ["l", "l", "r", "l", "r", "r", "r", "r", "r"], out)
 
 
 def runs_table(runs: list[dict]) -> str:
     """Launches as users run them (`benchmark=true`): steps/s over the training loop's wall time."""
-    return _table(["device", "date", "run", "seeds", "minibatches", "steps/s (all seeds)", "compile s", "memory per device"],
+    return table(["device", "date", "run", "seeds", "minibatches", "steps/s (all seeds)", "compile s", "memory per device"],
                   ["l", "l", "l", "r", "r", "r", "r", "r"],
                   [[r["device"], r["date"], r["run"], str(r["seeds"]), str(r["num_minibatches"]), _int(r["sps"]),
                     _num(r.get("compile_s"), ".1f"), "" if r.get("memory_gb") is None else f"{r['memory_gb']:.1f} GB"]
@@ -89,7 +89,7 @@ def runs_table(runs: list[dict]) -> str:
 def parts_table(parts: dict) -> str:
     """Where an update's time goes, in ms, per seed count."""
     seeds = parts["seeds"]
-    return _table(["part (ms)", *[f"{s} seed{'s' if s > 1 else ''}" for s in seeds]], ["l", *["r"] * len(seeds)],
+    return table(["part (ms)", *[f"{s} seed{'s' if s > 1 else ''}" for s in seeds]], ["l", *["r"] * len(seeds)],
                   [[p["part"], *[_num(v, ".1f") for v in p["ms"]]] for p in parts["parts"]])
 
 
@@ -99,7 +99,7 @@ def _millions(x) -> str:
 
 def gpu_sidebyside_table(rows: list[dict]) -> str:
     """CartPole beside PureJaxRL at accelerator sizes."""
-    return _table(["device", "case", "lab steps/s", "PureJaxRL steps/s", "ratio"], ["l", "l", "r", "r", "r"],
+    return table(["device", "case", "lab steps/s", "PureJaxRL steps/s", "ratio"], ["l", "l", "r", "r", "r"],
                   [[r["device"], r["case"], _millions(r["lab_sps"]), _millions(r["purejaxrl_sps"]),
                     f"{r['lab_sps'] / r['purejaxrl_sps']:.2f}x"] for r in rows])
 

@@ -76,7 +76,7 @@ from ppo_lab.rundir.paths import (
     has_run_files,
 )
 from ppo_lab.rundir.manifest import check_format, manifest_differences, read_manifest, use_recorded_parts, write_manifest
-from ppo_lab.rundir.record import RECORD, write_record
+from ppo_lab.rundir.record import RECORD, is_benchmark_run, recorded_criteria, write_record
 from ppo_lab.rundir.stop_file import request_stop, stop_requested
 from ppo_lab.rundir.error_file import read_error, write_error
 from ppo_lab.rundir.run_summary import (
@@ -101,5 +101,5 @@ __all__ = [
     "write_failure", "write_jobs", "write_json_atomic", "write_logger_state", "write_table", "write_text_atomic",
     "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",
     "EVALS", "evals_by_seed", "evals_file", "evaluated_updates", "keep_evals", "read_evals",
-    "RECORD", "write_record",
+    "RECORD", "is_benchmark_run", "recorded_criteria", "write_record",
 ]

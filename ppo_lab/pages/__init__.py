@@ -1,0 +1,13 @@
+"""The docs pages' figures, rendered from records committed in the repository.
+
+Every table or figure a page of docs/ (and the README) shows of a measurement sits in a block,
+`<!-- NAME:start -->` ... `<!-- NAME:end -->` (`analysis/page_blocks.py`), that a renderer writes
+from records: the small files `ppo-lab record` keeps of finished runs (docs/records/<page>/...),
+or a benchmark's JSON. `ppo-lab docs` re-renders every block (`--check`: says which are stale,
+writes nothing); tests/test_docs.py checks that each page holds exactly what its records render.
+
+    registry     each block: its name, page, records and renderer
+    command      `ppo-lab docs`
+    tables       markdown tables and numbers, written one way for every page
+    <page>       one renderer module per page (performance, results, ...)
+"""

@@ -1,0 +1,34 @@
+"""A rendered block of a docs page: its name (the page's markers), its page, the records it is
+rendered from and its renderer. Records are paths under the repository's root; a renderer reads
+them, and nothing else, and returns the block's markdown."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ppo_lab.analysis import page_blocks
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMAND = "ppo-lab docs"
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str
+    page: str                       # relative to the root: docs/pbt.md, README.md
+    records: tuple[str, ...]        # relative to the root: files or folders
+    render: Callable[[Path], str]   # the root -> the block's markdown (markers left to `text`)
+    whole: bool = False             # `render` gives the whole block, markers included (a command of its own writes it)
+
+    def text(self, root: Path = ROOT) -> str:
+        """The block as its page must hold it, markers included."""
+        missing = [r for r in self.records if not (root / r).exists()]
+        if missing:
+            raise FileNotFoundError(f"block {self.name!r} ({self.page}): no record {', '.join(missing)} under {root}")
+        if self.whole:
+            return self.render(root)
+        where = ", ".join(f"`{r}`" for r in self.records)
+        return page_blocks.wrap(self.name, f"{self.render(root).strip()}\n\n*Rendered by `{COMMAND}` from {where}.*")
+

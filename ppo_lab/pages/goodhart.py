@@ -1,0 +1,103 @@
+"""docs/goodhart.md's blocks, from the records of their runs under docs/records/goodhart/:
+selection on the proxy one level up (populations, `analysis/populations.py`), and the fidelity
+cells (`experiments/goodhart/fidelity.py`: the lab's recipe with float32 or uint8 rollout
+storage, the reference's recipe whole and with float32 storage)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ppo_lab import estimators as es
+from ppo_lab.analysis import populations as pop
+from ppo_lab.analysis.sweep import collect, collect_groups
+from ppo_lab.experiments.goodhart import fidelity
+from ppo_lab.pages import tables as tb
+from ppo_lab.pages.block import Block
+
+PAGE = "docs/goodhart.md"
+ONE_LEVEL_UP = "docs/records/goodhart/one_level_up"
+FIDELITY = "docs/records/goodhart/fidelity"
+ARMS = {"proxy_rs": "random search", "proxy_pay": "PBT on pay", "proxy_true": "PBT on the truth"}
+TRUE = "true/objective_per_1k"
+ENERGY, POISON = "eval/energy_per_1k", "eval/poison_per_1k"
+# The fidelity tables' columns: (metric, heading).
+COLUMNS = (("poison_per_1k", "poison/1k"), ("energy_per_1k", "energy/1k"), ("food_share", "food share"),
+           ("efficiency_per_life", "efficiency per life"), ("food_per_1k", "food/1k"), ("deaths_per_1k", "deaths/1k"),
+           ("survival_mean", "survival"))
+RECIPES = {"lab": ("lab", "lab_uint8"), "reference": ("reference", "reference_float32")}
+STORAGE = {"lab": "float32", "lab_uint8": "uint8", "reference": "uint8 (the reference's)", "reference_float32": "float32"}
+POISON_EATER = 20.0  # poison per 1k above which a seed counts as eating poison
+
+
+def one_level_up(root: Path) -> str:
+    """Per arm the selected and the median member, mean over populations; then each PBT arm
+    against random search: the difference of means with its interval, P(A > B) and Welch's p."""
+    col = collect_groups({label: [root / ONE_LEVEL_UP / name] for name, label in ARMS.items()})
+    rep = pop.population_report(col, metric=TRUE, also=(ENERGY, POISON))
+    g = rep["groups"]
+
+    def cell(arm: str, metric: str, stat: str) -> str:
+        e = g[arm][stat] if metric == TRUE else g[arm]["also"][metric][stat]
+        return tb.interval(e["point"], e["ci_low"], e["ci_high"])
+
+    columns = [(m, s) for m in (TRUE, ENERGY, POISON) for s in (pop.SELECTED, "median")]
+    names = {TRUE: "true obj.", ENERGY: "energy/1k", POISON: "poison/1k"}
+    main = tb.table(["arm", *[f"{names[m]} {s}" for m, s in columns]], ["l", *["l"] * len(columns)],
+                    [[arm, *[cell(arm, m, s) for m, s in columns]] for arm in ARMS.values()])
+    tests = []
+    for arm in ("PBT on pay", "PBT on the truth"):
+        for metric in (TRUE, POISON):
+            for stat in (pop.SELECTED, "median"):
+                a, b = (_per_population(g[x], metric, stat) for x in (arm, "random search"))
+                low, high, _ = es.difference_interval(a, b)
+                diff = float(sum(a) / len(a) - sum(b) / len(b))
+                p = es.probability_of_improvement(a, b)
+                tests.append([f"{arm} - random search", names[metric], stat, tb.interval(diff, float(low), float(high)),
+                              tb.num(p, places=2), f"{tb.pvalue(es.welch_t_test(a, b)[1])} ({len(a)} + {len(b)})"])
+    return main + "\n\n" + tb.table(["arms", "metric", "member", "difference [95% CI]", "P(A > B)", "Welch p (populations)"],
+                                    ["l"] * 6, tests)
+
+
+def _per_population(group: dict, metric: str, stat: str) -> list[float]:
+    return [r[stat] if metric == TRUE else r["also"][metric][stat] for r in group["populations"]]
+
+
+def _fidelity_table(col, recipe: str, with_eaters: bool) -> str:
+    rows = []
+    for mode in dict.fromkeys(m for m, _ in fidelity.cells_in(col)):
+        for cell in RECIPES[recipe]:
+            cells = [tb.mean_ci(fidelity.values(col, (mode, cell), m), f"eval/{m}") for m, _ in COLUMNS]
+            if with_eaters:
+                poison = fidelity.values(col, (mode, cell), "poison_per_1k")
+                cells.append(tb.count(p > POISON_EATER for p in poison if not math.isnan(p)))
+            rows.append([mode, STORAGE[cell], *cells])
+    header = ["mode", "rollout storage", *[h for _, h in COLUMNS]] + ([f"seeds eating > {POISON_EATER:g} poison per 1k"]
+                                                                      if with_eaters else [])
+    return tb.table(header, ["l", "l", *["r"] * (len(header) - 2)], rows)
+
+
+def lab_recipe(root: Path) -> str:
+    return _fidelity_table(collect([root / FIDELITY]), "lab", with_eaters=True)
+
+
+def reference_recipe(root: Path) -> str:
+    return _fidelity_table(collect([root / FIDELITY]), "reference", with_eaters=True)
+
+
+def storage_tests(root: Path) -> str:
+    """Welch's t of float32 against uint8 storage within each recipe and mode, Bonferroni over
+    the comparisons of each metric."""
+    rows = [[r["mode"], f"{r['a']} - {r['b']}", dict(COLUMNS)[r["metric"]], f"{r['t']:.2f}", tb.pvalue(r["p"]),
+             tb.pvalue(r["p_bonferroni"]), f"{r['cohens_d']:.2f}"]
+            for r in fidelity.pairwise_tests(collect([root / FIDELITY]), [m for m, _ in COLUMNS[:4]])]
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return tb.table(["mode", "cells", "metric", "t", "p", "p (Bonferroni)", "Cohen's d"], ["l", "l", "l", "r", "r", "r", "r"], rows)
+
+
+BLOCKS = (
+    Block("goodhart-one-level-up", PAGE, (ONE_LEVEL_UP,), one_level_up),
+    Block("goodhart-lab-recipe", PAGE, (FIDELITY,), lab_recipe),
+    Block("goodhart-reference-recipe", PAGE, (FIDELITY,), reference_recipe),
+    Block("goodhart-storage-tests", PAGE, (FIDELITY,), storage_tests),
+)

@@ -1,0 +1,48 @@
+"""Reading a page's records: each record (`ppo-lab record`) a run dir of its own, read as
+`ppo-lab aggregate` reads run dirs (`analysis/sweep.py`)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ppo_lab import rundir
+from ppo_lab.analysis.sweep import Run, Unit, collect, load_run
+from ppo_lab.judging.headline import declared_bounds
+
+
+def run(root: Path, record: str) -> Run:
+    """The record at `record` (relative to the root), refused unless it completed."""
+    found = load_run(root / record)
+    if found.status != "completed":
+        raise ValueError(f"{record}: {found.status}: a page renders completed runs only")
+    return found
+
+
+def benchmark(root: Path, record: str) -> dict:
+    """A benchmark run's record (`benchmark=true`): its benchmark.json, refused unless it completed."""
+    found = rundir.read_benchmark(root / record)
+    if found.get("status") != "completed":
+        raise ValueError(f"{record}: {found.get('status')}: a page renders completed runs only")
+    return found
+
+
+def config(root: Path, record: str) -> dict:
+    return rundir.read_config(root / record) or {}
+
+
+def seed_values(found: Run, metric: str) -> list[float]:
+    """One value per seed of `metric`: `eval/<name>` from summary.json's evaluation, any other
+    name from its final training window."""
+    section, name = (found.summary.eval, metric[5:]) if metric.startswith("eval/") else (found.summary.final, metric)
+    return [math.nan if v is None else float(v) for v in section.get(name, [])]
+
+
+def bounds(found: Run) -> dict:
+    """The metric bounds the run's env declares (its `metrics.bounds`)."""
+    return declared_bounds(found.env)
+
+
+def units(root: Path, record: str) -> list[Unit]:
+    """Every used (run, seed) under `record`, with its criteria (`analysis/criteria.py`)."""
+    return [u for u in collect([root / record]).units if u.used]

@@ -1,0 +1,80 @@
+"""Numbers and tables as every rendered block writes them: a figure to three significant digits,
+an interval at its point's decimals, a mean across seeds with the interval and the method every
+table of the lab gives (`estimators.mean_summary`), a test with its n."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+from ppo_lab import estimators as es
+from ppo_lab.bench.markdown import table
+
+__all__ = ["table", "decimals", "num", "signed", "interval", "mean_ci", "per_seed", "welch", "pvalue", "probability", "count"]
+
+MAX_DECIMALS = 4
+
+
+def decimals(x: float, digits: int = 3) -> int:
+    """The decimals that show `x` to `digits` significant digits (none for |x| >= 10^digits)."""
+    if x == 0 or not math.isfinite(x):
+        return digits - 1
+    return min(MAX_DECIMALS, max(0, digits - 1 - math.floor(math.log10(abs(x)))))
+
+
+def num(x: float | None, digits: int = 3, places: int | None = None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    places = decimals(x, digits) if places is None else places
+    return f"{x:,.{places}f}" if abs(x) >= 10_000 else f"{x:.{places}f}"
+
+
+def signed(x: float | None, digits: int = 3) -> str:
+    text = num(x, digits)
+    return text if text.startswith("-") or text == "-" else "+" + text
+
+
+def interval(point: float, low: float, high: float, digits: int = 3) -> str:
+    """`point [low, high]`, all three at the decimals that show the largest of them to `digits`
+    significant digits; the point alone without an interval."""
+    if point is None or (isinstance(point, float) and math.isnan(point)):
+        return "-"
+    if low is None or math.isnan(low):
+        return num(point, digits)
+    places = decimals(max(abs(point), abs(low), abs(high)), digits)
+    return f"{num(point, places=places)} [{num(low, places=places)}, {num(high, places=places)}]"
+
+
+def mean_ci(values: Iterable[float], metric: str, bounds: dict | None = None, digits: int = 3) -> str:
+    """The mean across seeds with its 95% interval (`estimators.mean_summary`: Student t, or
+    Anderson's where the metric's bounds are known)."""
+    s = es.mean_summary(list(values), metric, bounds=bounds or {})
+    return interval(s["mean"], s["ci_low"], s["ci_high"], digits)
+
+
+def per_seed(values: Sequence[float], digits: int = 3) -> str:
+    return ", ".join(num(v, digits) for v in values)
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> str:
+    """Welch's t-test of two groups of seeds, with both n: `p = 0.012 (8 + 8 seeds)`."""
+    _, p = es.welch_t_test(a, b)
+    return f"p = {pvalue(p)} ({len(a)} + {len(b)} seeds)"
+
+
+def pvalue(p: float) -> str:
+    if math.isnan(p):
+        return "-"
+    return f"{p:.2g}" if p < 0.001 else f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
+
+
+def probability(p: dict) -> str:
+    """P(A > B) as `estimators.probability_of_improvement_interval` gives it, to 2 decimals."""
+    text = num(p["point"], places=2)
+    return text if math.isnan(p["ci_low"]) else f"{text} [{num(p['ci_low'], places=2)}, {num(p['ci_high'], places=2)}]"
+
+
+def count(values: Iterable[bool]) -> str:
+    """`6 of 8`."""
+    values = list(values)
+    return f"{sum(bool(v) for v in values)} of {len(values)}"
