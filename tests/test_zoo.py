@@ -179,7 +179,7 @@ def test_records_render_as_their_runs(tiny_sweep, tmp_path, capsys):
     assert sorted(p.name for p in records.iterdir()) == ["0", "1"]
     for job in ("0", "1"):
         kept = sorted(p.name for p in (records / job).iterdir())
-        assert kept == ["config.yaml", "manifest.json", "metrics.csv", "record.json", "summary.json"]
+        assert kept == [".hydra", "config.yaml", "manifest.json", "metrics.csv", "record.json", "summary.json"]
         assert (records / job / "summary.json").read_bytes() == (tiny_sweep / job / "summary.json").read_bytes()
         lines = (records / job / "metrics.csv").read_text().splitlines()
         assert lines[0] == "update,seed,timesteps,train/mean_episode_return" and len(lines) == 1 + 5 * 3

@@ -11,6 +11,9 @@ from __future__ import annotations
 import inspect
 from typing import Mapping
 
+import jax
+import jax.numpy as jnp
+
 from ppo_lab.envs import cartpole_frames
 from ppo_lab.envs.base import Env, Episode
 from ppo_lab.envs.gymnax_api import gymnax
@@ -48,7 +51,10 @@ def _check_constructor_arguments(env_id: str, env_class: type, kwargs: Mapping) 
 
 class GymnaxEnv(Env):
     """One of gymnax's own envs under the lab's contract (`envs.base.Env`): gymnax's API
-    passed through, the optional members at their defaults."""
+    passed through, the optional members at their defaults. Where gymnax's env says other than
+    it does, the contract's side is taken: a reward is a float (UmbrellaChain's is an int), and
+    the observation space's dtype is that of the observations reset returns (Catch's space says
+    int32 of float32 observations, FourRooms' float32 of int32 ones)."""
 
     def __init__(self, env):
         self.gymnax_env = env
@@ -69,13 +75,13 @@ class GymnaxEnv(Env):
         return self.gymnax_env.reset(key, params)
 
     def step(self, key, state, action, params=None):
-        return self.gymnax_env.step(key, state, action, params)
+        return _float_reward(self.gymnax_env.step(key, state, action, params))
 
     def reset_env(self, key, params):
         return self.gymnax_env.reset_env(key, params)
 
     def step_env(self, key, state, action, params):
-        return self.gymnax_env.step_env(key, state, action, params)
+        return _float_reward(self.gymnax_env.step_env(key, state, action, params))
 
     # ---- replay: the gymnax envs the lab draws, by name ----------------------------------------
     @property
@@ -95,7 +101,20 @@ class GymnaxEnv(Env):
         return self.gymnax_env.action_space(params)
 
     def observation_space(self, params=None):
-        return self.gymnax_env.observation_space(params)
+        space = self.gymnax_env.observation_space(params)
+        params = self.default_params if params is None else params
+        observed = jax.eval_shape(lambda key: self.gymnax_env.reset(key, params)[0], jax.random.PRNGKey(0)).dtype
+        if observed == space.dtype:
+            return space
+        return type(space)(space.low, space.high, space.shape, observed)
+
+
+def _float_reward(transition: tuple) -> tuple:
+    """A step's (obs, state, reward, ...) with the reward as float32 where it is an integer."""
+    obs, state, reward, *rest = transition
+    if not jnp.issubdtype(reward.dtype, jnp.floating):
+        reward = reward.astype(jnp.float32)
+    return (obs, state, reward, *rest)
 
 
 # gymnax env name -> the module drawing its replay frames (`render_episode`, `palette`)
