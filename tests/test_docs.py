@@ -183,3 +183,19 @@ def test_no_table_quotes_a_measurement_outside_a_rendered_block(page):
         text = text.replace(page_blocks.current(text, name), "")
     rows = [line for line in text.splitlines() if line.startswith("|") and MEASURED.search(line)]
     assert not rows, f"{page.name}: measured rows outside a rendered block:\n" + "\n".join(rows)
+
+
+def test_a_block_not_measured_yet_says_how_to_measure_it_and_shows_no_figure(tmp_path):
+    """While none of a block's records is committed, a block that names how they are measured
+    says so in one line; one record of several missing is still an error."""
+    from ppo_lab.pages.block import Block
+
+    block = Block("b", "docs/x.md", ("docs/records/x/a", "docs/records/x/b"), lambda root: "| 1.0 [0.9, 1.1] |",
+                  measure="`python launch.py experiment=cartpole` measures it.")
+    assert block.text(tmp_path) == ("<!-- b:start -->\n\nNot measured yet (no record `docs/records/x/a`, "
+                                    "`docs/records/x/b`): `python launch.py experiment=cartpole` measures it.\n\n<!-- b:end -->\n")
+    (tmp_path / "docs/records/x/a").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="no record docs/records/x/b"):
+        block.text(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no record docs/records/x/a"):
+        Block("c", "docs/x.md", ("docs/records/x/a",), block.render).text(tmp_path / "elsewhere")

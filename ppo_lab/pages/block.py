@@ -21,14 +21,22 @@ class Block:
     records: tuple[str, ...]        # relative to the root: files or folders
     render: Callable[[Path], str]   # the root -> the block's markdown (markers left to `text`)
     whole: bool = False             # `render` gives the whole block, markers included (a command of its own writes it)
+    # How the block's records are measured (markdown: the commands): while none of them is
+    # committed, the block says it is not measured yet and how, and shows no figure. Without
+    # it, a missing record is an error.
+    measure: str = ""
 
     def text(self, root: Path = ROOT) -> str:
         """The block as its page must hold it, markers included."""
         missing = [r for r in self.records if not (root / r).exists()]
+        if self.measure and len(missing) == len(self.records):
+            return page_blocks.wrap(self.name, f"Not measured yet (no record {self._where()}): {self.measure}")
         if missing:
             raise FileNotFoundError(f"block {self.name!r} ({self.page}): no record {', '.join(missing)} under {root}")
         if self.whole:
             return self.render(root)
-        where = ", ".join(f"`{r}`" for r in self.records)
-        return page_blocks.wrap(self.name, f"{self.render(root).strip()}\n\n*Rendered by `{COMMAND}` from {where}.*")
+        return page_blocks.wrap(self.name, f"{self.render(root).strip()}\n\n*Rendered by `{COMMAND}` from {self._where()}.*")
+
+    def _where(self) -> str:
+        return ", ".join(f"`{r}`" for r in self.records)
 
