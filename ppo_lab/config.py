@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import hashlib
-import json
 import types
 import typing
 from dataclasses import dataclass, field
@@ -184,8 +182,7 @@ class EvalConfig:
     max_steps: Optional[int] = key(lambda v, s: v >= 1, "null or an integer >= 1")
     survival_envs: int = key(lambda v, s: v >= 1, "an integer >= 1")
     survival_steps: int = key(lambda v, s: v >= 1, "an integer >= 1")
-    # Evaluation along training (run/along.py). Fixed within a run: the checkpoint keeps the
-    # policies it measures distances from, and its rows come at one cadence.
+    # Along training (run/along.py); fixed in a run: the checkpoint keeps the policies it measures from
     every_updates: Optional[int] = key(lambda v, s: v >= 0, "null or 0 (off), or an integer >= 1", resume=FIXED)
     along_episodes: int = key(lambda v, s: v >= 1, "an integer >= 1")
     along_survival_envs: int = key(lambda v, s: v >= 1, "an integer >= 1")
@@ -193,12 +190,6 @@ class EvalConfig:
     kl_states: int = key(lambda v, s: v >= 1, "an integer >= 1")
 
     along = property(lambda self: bool(self.every_updates))  # evaluation along training is on
-
-    def along_training(self) -> "EvalConfig":
-        """This section as an evaluation along training reads it: its own sizes in place of the
-        final evaluation's (an env's protocol reads `episodes`, `survival_envs`, `survival_steps`)."""
-        return dataclasses.replace(self, episodes=self.along_episodes, survival_envs=self.along_survival_envs,
-                                   survival_steps=self.along_survival_steps)
 
 
 @dataclass
@@ -459,13 +450,6 @@ class RunConfig(LabConfig):
     resolved: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     seeds = property(lambda self: list(range(self.seed, self.seed + self.num_seeds)))
-    checkpoint_every_min = property(lambda self: self.checkpoint.every_min)
-
-    def part_paths(self) -> list[str]:
-        """The dotted paths of the parts this run loads (`ppo_lab.parts`)."""
-        paths = [self.env.target, self.env.check, *self.env.evaluations.values(), self.env.metrics.get("criteria"),
-                 self.network.target, *(spec.target for spec in self.logger.values())]
-        return [path for path in paths if path is not None]
 
 
 def register() -> None:
@@ -519,12 +503,6 @@ def field_at(dotted: str, root: type = RunConfig) -> tuple[dataclasses.Field | N
     return found, hint, path
 
 
-def on_resume(dotted: str) -> str:
-    """How a dotted key may change on a relaunch: the `resume` mark of the most specific field
-    (or section) on its way that has one, else ALLOWED."""
-    marks = [f.metadata["resume"] for f in field_at(dotted)[2] if "resume" in f.metadata]
-    return marks[-1] if marks else ALLOWED
-
 
 def declared_keys() -> dict[str, dataclasses.Field]:
     """Every key a dataclass declares, to `section.key` (`logger.<name>.key` of the lab's
@@ -539,10 +517,6 @@ def declared_keys() -> dict[str, dataclasses.Field]:
         out |= {f"logger.{name}.{f.name}": f for f in dataclasses.fields(schema)}
     return out
 
-
-def help_keys() -> list[str]:
-    """The keys `python launch.py --help` lists: the fields marked help, in their order."""
-    return [k for k, f in declared_keys().items() if f.metadata.get("help")]
 
 
 # --- reading and checking ------------------------------------------------------------------------
@@ -643,20 +617,11 @@ def read(cls: type, values, at: str = ""):
     return values
 
 
-def validate_hardware(s) -> HardwareConfig:
-    """The `hardware` section alone (launchers apply it before XLA's backend starts)."""
-    return read(HardwareConfig, s, "hardware")
-
-
-def env_options() -> list[str]:
-    return group_options("env") or []
-
-
 def _env(raw: Mapping, saved: bool) -> EnvSection:
     """The env section: its wiring read here, its own keys (name included) as they are."""
-    name = raw.get("name")
-    if not isinstance(name, str) or not (saved or name in env_options()):
-        raise ConfigError("env.name", name, f"an environment name, one of {env_options()}")
+    name, options = raw.get("name"), group_options("env") or []
+    if not isinstance(name, str) or not (saved or name in options):
+        raise ConfigError("env.name", name, f"an environment name, one of {options}")
     env = read(EnvSection, {k: v for k, v in raw.items() if k in (*ENV_WIRING_KEYS, "name")}, "env")
     env.options = {k: v for k, v in raw.items() if k not in ENV_WIRING_KEYS}
     if env.metrics.get("criteria") is not None:  # loaded now (it imports no jax): a wrong path fails before training
@@ -706,22 +671,3 @@ def validate(cfg: Mapping[str, Any], *, saved: bool = False) -> RunConfig:
                       logger={name: _logger(name, entry) for name, entry in lab.logger.items()})
     return RunConfig(**{f.name: getattr(lab, f.name) for f in dataclasses.fields(LabConfig)} | parts_read,
                      resolved=OmegaConf.to_container(config))
-
-
-def shared_program_key(resolved: Mapping[str, Any]) -> str:
-    """What runs must have in common to train in one compiled program (hydra/launcher=vmap):
-    the resolved config (plain dicts, no `hydra`) less `seed` (a seed is a replica's PRNG key)
-    and the traced keys, keeping whether a nullable one is null (the program's choice)."""
-    rest = {k: v for k, v in resolved.items() if k not in ("seed", "hydra", "tags")}
-    ppo = dict(rest.get("ppo") or {})
-    switches = {f"{k} (on)": ppo.get(k) is not None for k in nullable_traced_keys()}
-    rest["ppo"] = {k: v for k, v in ppo.items() if k not in traced_keys()} | switches
-    return json.dumps(rest, sort_keys=True, default=str)
-
-
-def config_hash(resolved: Mapping[str, Any], exclude: tuple[str, ...] = ("hydra",)) -> str:
-    """The sha256 of a resolved config (plain dicts) less the top-level `exclude` keys, over its
-    canonical JSON (keys sorted, no spaces): equal configs hash equal in any process, on any
-    host (manifest.json; a multi-process run compares its processes' hashes)."""
-    rest = {k: v for k, v in resolved.items() if k not in exclude}
-    return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()

@@ -4,8 +4,8 @@
 A user's own config folder on Hydra's search path (`hydra.searchpath=[file://MY/conf]`) counts
 as conf/ does: its options are valid. The folders come (`use_config_dirs`) from the command line,
 each job's Hydra config (launching/callbacks.py) and a run dir's manifest.json (`rundir`). The
-working folder's `conf/` is a project's own (`project_config_dir`): `ppo-lab train` puts it on
-the search path without being asked (launching/train_command.py).
+working folder's `conf/` is a project's own: `ppo-lab train` puts it on the search path
+without being asked (launching/train_command.py).
 """
 
 from __future__ import annotations
@@ -27,13 +27,6 @@ PROJECT_CONF = "conf"
 USER_NAMESPACE = "tags"  # the one place for a user's own keys
 # Config folders of the user's on Hydra's search path, in the order added (conf/ comes first).
 _user_config_dirs: list[Path] = []
-
-
-def project_config_dir(folder: Path | None = None) -> Path | None:
-    """The config folder of the project in `folder` (the working folder): its `conf/`, if it has
-    one that is not the lab's own (a checkout's working folder is no project of its own)."""
-    found = (Path(folder or Path.cwd()) / PROJECT_CONF).resolve()
-    return found if found.is_dir() and found != CONF_DIR else None
 
 
 def train_command() -> str:

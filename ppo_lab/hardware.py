@@ -25,7 +25,7 @@ from typing import Mapping
 import jax
 
 from ppo_lab import jax_private
-from ppo_lab.config import HardwareConfig, validate_hardware
+from ppo_lab.config import HardwareConfig, read
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def start_jax(hw: HardwareConfig | Mapping) -> list:
     process's (global, ordered by process) in a multi-process run, this process's otherwise
     (a HardwareError if they are not what was asked for). Call before anything starts the
     backend (before an env is built)."""
-    hw = hw if isinstance(hw, HardwareConfig) else validate_hardware(hw)
+    hw = read(HardwareConfig, hw, "hardware")  # as it is if read already
     apply_hardware(hw)
     start_distributed(hw)
     configure_jax(hw)

@@ -26,7 +26,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ppo_lab import cli
-from ppo_lab.config import NetworkConfig, read, validate, validate_hardware
+from ppo_lab.config import HardwareConfig, NetworkConfig, read, validate
 from ppo_lab.hardware import apply_hardware
 from ppo_lab.launching.command_line import refusal
 from ppo_lab.run.entry import train
@@ -61,7 +61,7 @@ def compose_config(overrides):
         return compose(config_name="config", overrides=list(overrides))
 
 
-apply_hardware(validate_hardware(OmegaConf.to_container(compose_config(["hardware.host_devices=1"]).hardware)))
+apply_hardware(read(HardwareConfig, OmegaConf.to_container(compose_config(["hardware.host_devices=1"]).hardware), "hardware"))
 
 
 def resolved_config(overrides) -> dict:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, launch, read_rows, read_summary, run_cli, stamp_format, start_launch, train_run, wait_for_rows
-from ppo_lab.config import config_hash
+from ppo_lab.run.manifest import config_hash
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from conftest import ppo_lab, write_docs_env
-from ppo_lab.config import TORSO_KEYS, declared_keys, help_keys
+from ppo_lab.config import TORSO_KEYS, declared_keys
+from ppo_lab.launching.help import help_keys
 from ppo_lab.config_keys import CONF_DIR, group_options
 from ppo_lab.launching.help import GROUPS, help_text, inline_meanings
 

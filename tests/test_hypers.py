@@ -8,6 +8,7 @@ import functools
 import shutil
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
@@ -15,7 +16,8 @@ from omegaconf import OmegaConf
 
 from conftest import TINY, compose_config
 from ppo_lab import config, config_keys
-from ppo_lab.config import PPOConfig, shared_program_key, traced, traced_keys, validate
+from ppo_lab.config import PPOConfig, traced, traced_keys, validate
+from ppo_lab.run.shared_program import shared_program_key
 from ppo_lab.errors import ConfigError
 from ppo_lab.launching.help import help_text
 from ppo_lab.run import resume
@@ -96,7 +98,7 @@ def test_every_reward_mode_is_one_program():
         chunk = LoweredChunk(comp.trainer, mesh, state, comp.hypers.sharded(replica_sharding(mesh)))
         runner = episode_runner(cfg, comp.env, comp.env_params, comp.network)
         params = jax.tree.map(lambda x: x[0], state.params)
-        evaluation = runner.func.lower(params, jax.random.PRNGKey(0), **runner.keywords)
+        evaluation = runner.func.lower(params, jax.random.PRNGKey(0), jnp.bool_(True), **runner.keywords)
         init = jax.jit(comp.trainer.init).lower(*jax.random.split(jax.random.PRNGKey(0)), comp.hypers.replica(0),
                                                 start_update_arg(comp.trainer.num_updates),
                                                 env_params_argument(comp.env, comp.env_params))

@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import TINY, compose_config, launch, ppo_config
-from ppo_lab.config import PPOConfig, validate_hardware
+from ppo_lab.config import HardwareConfig, PPOConfig, read
 from ppo_lab.errors import ConfigError
 from ppo_lab.ppo.parallel import ENVS_SPLIT_MIN_ROWS, choose_layout
 
@@ -52,7 +52,7 @@ def test_forced_layouts():
 
 def test_bad_layout_names_the_choices():
     with pytest.raises(ConfigError, match="hardware.layout.*'auto', 'seeds', 'envs', 'single'"):
-        validate_hardware({**OmegaConf.to_container(compose_config([]).hardware), "layout": "diagonal"})
+        read(HardwareConfig, {**OmegaConf.to_container(compose_config([]).hardware), "layout": "diagonal"}, "hardware")
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 
 from conftest import ROOT, TINY, compose_config, free_port, read_rows, read_summary
 from ppo_lab import rundir
-from ppo_lab.config import validate_hardware
+from ppo_lab.config import HardwareConfig, read
 from ppo_lab.hardware import _slurm_first_host, cpu_share, distributed_settings
 
 pytestmark = pytest.mark.slow
@@ -141,7 +141,7 @@ def test_processes_sharing_a_hosts_cpus_split_them_and_others_keep_theirs():
     crowded = [{"host": "a", "cpus": [0]}] * 2
     assert cpu_share(1, crowded) is None  # more processes than CPUs: nothing to split
     with pytest.raises(Exception, match="hardware.split_host_cpus"):
-        validate_hardware({**OmegaConf.to_container(compose_config([]).hardware, resolve=True), "split_host_cpus": "sometimes"})
+        read(HardwareConfig, {**OmegaConf.to_container(compose_config([]).hardware, resolve=True), "split_host_cpus": "sometimes"}, "hardware")
 
 
 def test_two_processes_equal_one_process_of_two_devices(two_processes, one_process):
@@ -227,7 +227,7 @@ def test_a_stopped_or_killed_process_stops_the_other_and_both_resume(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_processes_are_detected_from_a_slurm_step_of_several_tasks():
-    hw = validate_hardware(OmegaConf.to_container(compose_config([]).hardware, resolve=True))
+    hw = read(HardwareConfig, OmegaConf.to_container(compose_config([]).hardware, resolve=True), "hardware")
     step = {"SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "3", "SLURM_STEP_NODELIST": "gpu[07-08],cpu1", "SLURM_JOB_ID": "123"}
     procs = distributed_settings(hw, step)
     assert (procs.coordinator_address, procs.num_processes, procs.process_id) == ("gpu07:12123", 4, 3)

@@ -20,7 +20,7 @@ from conftest import ROOT
 from cpu_recordings import ATOL, RTOL, Outcome, names, recording, require_reproduced
 from ppo_lab import rundir
 from ppo_lab.judging.reproduction import compare_runs, format_comparison
-from ppo_lab.config import config_hash
+from ppo_lab.run.manifest import config_hash
 from ppo_lab.hardware import apply_deterministic
 from ppo_lab.host_cpu import cpu_id, cpu_record, same_cpu
 from ppo_lab.run.reproduce import main as reproduce_main

@@ -6,7 +6,7 @@ where the rest is. Hydra's own dump (138 lines, no meanings) stays at `--hydra-h
 The values are composed, not copied: `python launch.py experiment=cartpole --help` shows
 CartPole's, from the options Hydra selected (a user's config folder on `hydra.searchpath`
 included). Which keys are listed, and in which order, is the `help` mark on their fields
-(`config.help_keys()`); what a key means is the comment ending its line in its YAML
+(`help_keys`: the fields marked help); what a key means is the comment ending its line in its YAML
 (`meaning`), where its default is. A reward mode is offered for its env alone.
 """
 
@@ -19,7 +19,7 @@ from typing import Mapping
 from omegaconf import OmegaConf
 
 from ppo_lab import config_keys
-from ppo_lab.config import help_keys
+from ppo_lab.config import declared_keys
 from ppo_lab.config_keys import USER_NAMESPACE, group_options, option_file, searchpath_folders, train_command
 from ppo_lab.launching.command_line import compose, searchpath_entries
 
@@ -38,6 +38,11 @@ GROUPS = {
 # A YAML line `key: value  # meaning`: a key's one-line meaning is the comment ending its line.
 _KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z_][\w-]*):(?P<rest>.*)$")
 _LINE_COMMENT = re.compile(r"\s#\s(?P<meaning>.*)$")
+
+
+def help_keys() -> list[str]:
+    """The keys `--help` lists: the fields marked help (`config.key`), in their order."""
+    return [k for k, f in declared_keys().items() if f.metadata.get("help")]
 
 
 def inline_meanings(path: Path) -> dict[str, str]:

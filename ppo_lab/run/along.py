@@ -59,11 +59,18 @@ def replica_of_seed(layout, num_seeds: int) -> list[int]:
     return list(range(num_seeds)) if layout.mode == "seeds" else [0]
 
 
+def sized_along_training(eval_cfg):
+    """The `eval` section as an evaluation along training reads it: its own sizes in place of the
+    final evaluation's (an env's protocol reads `episodes`, `survival_envs`, `survival_steps`)."""
+    return dataclasses.replace(eval_cfg, episodes=eval_cfg.along_episodes, survival_envs=eval_cfg.along_survival_envs,
+                               survival_steps=eval_cfg.along_survival_steps)
+
+
 class AlongTraining:
     """One run's evaluations along training (module docstring)."""
 
     def __init__(self, cfg, comp, run_dir: Path):
-        self.cfg = dataclasses.replace(cfg, eval=cfg.eval.along_training())
+        self.cfg = dataclasses.replace(cfg, eval=sized_along_training(cfg.eval))
         self.every, self.comp, self.run_dir = cfg.eval.every_updates, comp, Path(run_dir)
         self.evaluated: set[int] | None = None  # the updates evals.csv holds, read at the first check (after a resume cut it)
         self.runner = self.held_program = self.distances = None  # built at the first evaluation

@@ -46,7 +46,7 @@ import jax
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from ppo_lab.config import RunConfig, shared_program_key, validate
+from ppo_lab.config import RunConfig, validate
 from ppo_lab.errors import ConfigError, RunDirFormatError
 from ppo_lab.hardware import HardwareError, process_index_before_start, start_jax
 from ppo_lab.ppo.parallel import choose_layout, make_mesh, put_replicas, replica_sharding, to_host
@@ -60,6 +60,7 @@ from ppo_lab.run.memory import ChunkTooLarge
 from ppo_lab.run.population import Population
 from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
+from ppo_lab.run.shared_program import shared_program_key
 from ppo_lab.run.start import check_memory, lock_run_dir, start_session
 from ppo_lab.rundir import lock
 from ppo_lab.rundir.checkpoint_format import CheckpointError

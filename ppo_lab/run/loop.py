@@ -291,7 +291,7 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
     for session in sessions:
         session.stops = StopConditions(session.run_dir, session.cfg.train.duration_min, session.early, signals,
                                        elapsed_s=session.prior_wall)
-    every_s = sessions[0].cfg.checkpoint_every_min * 60
+    every_s = sessions[0].cfg.checkpoint.every_min * 60
     last_checkpoint = time.monotonic()
     try:
         with signals.installed():

@@ -5,14 +5,16 @@ commit and whether its tree had uncommitted changes, Python and the versions of 
 that compute or feed the numbers, the XLA flags and JAX/XLA variables this process started its
 backend with, the devices (platform, kinds and counts), the layout of seeds and envs on them,
 the process count, the run dir's format and the lab's version (`rundir.run_format`), the host CPU (`ppo_lab.host_cpu`: XLA:CPU compiles for it, so another CPU
-may move the last digits) and the config's hash (`ppo_lab.config.config_hash`). A run with parts
+may move the last digits) and the config's hash (`config_hash`). A run with parts
 of the user's own (docs/envs.md) also records where they were found (`user_parts`), which is how
 evaluate, reproduce and replay find them again (`rundir.use_recorded_parts`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
+import json
 import os
 import platform
 import socket
@@ -20,11 +22,11 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any, Mapping
 
 import jax
 
 from ppo_lab import parts, rundir
-from ppo_lab.config import config_hash
 from ppo_lab.config_keys import user_config_dirs
 from ppo_lab.hardware import PROJECT_ROOT
 from ppo_lab.host_cpu import cpu_record
@@ -35,6 +37,14 @@ PACKAGES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin", "libtpu",
             "gymnax", "jumanji", "brax", "mujoco", "envpool", "gymnasium", "hydra-core", "omegaconf")
 # jax.config options that change what is computed.
 JAX_OPTIONS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl", "jax_threefry_partitionable")
+
+
+def config_hash(resolved: Mapping[str, Any], exclude: tuple[str, ...] = ("hydra",)) -> str:
+    """The sha256 of a resolved config (plain dicts) less the top-level `exclude` keys, over its
+    canonical JSON (keys sorted, no spaces): equal configs hash equal in any process, on any
+    host (manifest.json; a multi-process run compares its processes' hashes)."""
+    rest = {k: v for k, v in resolved.items() if k not in exclude}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
 def _git(*args: str) -> str | None:
@@ -76,8 +86,15 @@ def user_parts(cfg) -> dict:
     alone): `config_dirs`, the user's config folders on Hydra's search path; `import_dirs`, each
     own top-level module -> the folder it was imported from."""
     found = {"config_dirs": [str(folder) for folder in user_config_dirs()],
-             "import_dirs": parts.import_dirs(cfg.part_paths())}
+             "import_dirs": parts.import_dirs(_part_paths(cfg))}
     return {key: value for key, value in found.items() if value}
+
+
+def _part_paths(cfg) -> list[str]:
+    """The dotted paths of the parts a run loads (`ppo_lab.parts`)."""
+    paths = [cfg.env.target, cfg.env.check, *cfg.env.evaluations.values(), cfg.env.metrics.get("criteria"),
+             cfg.network.target, *(spec.target for spec in cfg.logger.values())]
+    return [path for path in paths if path is not None]
 
 
 def build_manifest(cfg, layout: dict, devices) -> dict:

@@ -25,7 +25,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from ppo_lab import rundir
-from ppo_lab.config import FIXED, FREE, on_resume
+from ppo_lab.config import ALLOWED, FIXED, FREE, field_at
 from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
 from ppo_lab.run import checkpoint, processes
 from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
@@ -33,10 +33,17 @@ from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note,
 log = logging.getLogger(__name__)
 
 ALLOW_KEY = "allow_config_change"
-# How each key may change on a relaunch is the `resume` mark on its field (`config.on_resume`):
+# How each key may change on a relaunch is the `resume` mark on its field (`on_resume`):
 # FIXED (its change makes a checkpoint unusable: refused even with allow_config_change=true),
 # FREE (changes nothing trained) or ALLOWED (with allow_config_change=true, recorded).
 _UNSET = "<unset>"
+
+
+def on_resume(dotted: str) -> str:
+    """How a dotted key may change on a relaunch: the `resume` mark of the most specific field
+    (or section) on its way that has one, else ALLOWED."""
+    marks = [f.metadata["resume"] for f in field_at(dotted)[2] if "resume" in f.metadata]
+    return marks[-1] if marks else ALLOWED
 
 
 class ResumeError(RuntimeError):

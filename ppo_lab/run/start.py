@@ -31,7 +31,7 @@ from ppo_lab.rundir.run_summary import RunSummary, lab_versions, slurm_job_id
 def lock_run_dir(run_dir: Path, run_cfg: RunConfig, process_index: int = 0):
     """The run dir's lock (rundir/lock.py), or RunDirLocked naming its live holder. A run of
     several processes passes its process index: process 0 holds the lock for all of them."""
-    return lock.acquire(run_dir, lock.stale_after_s(run_cfg.checkpoint_every_min), process_index=process_index)
+    return lock.acquire(run_dir, lock.stale_after_s(run_cfg.checkpoint.every_min), process_index=process_index)
 
 
 def start_session(cfg: RunConfig, comp: Components, run_dir: Path, devices, plan: resume.Plan, resumed: resume.Resumed, *,
