@@ -12,6 +12,12 @@ from ppo_lab.analysis import page_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = "ppo-lab docs"
+MEASURE = "scripts/measure_records.sh"
+
+
+def measured_by(*names: str) -> str:
+    """A block's `measure`: the measurements of `scripts/measure_records.sh` that give its records."""
+    return f"`{MEASURE} {' '.join(names)}` measures them and keeps the records."
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 from ppo_lab.analysis import populations as pop
 from ppo_lab.analysis.sweep import collect_groups
 from ppo_lab.pages import tables as tb
-from ppo_lab.pages.block import Block
+from ppo_lab.pages.block import Block, measured_by
 
 PAGE = "docs/pbt.md"
 CARTPOLE = "docs/records/pbt/cartpole"
@@ -106,7 +106,8 @@ def cost(root: Path) -> str:
 
 
 BLOCKS = (
-    Block("pbt-against-random-search", PAGE, (CARTPOLE, BOUNDS), against_random_search),
-    Block("pbt-under-bounds", PAGE, (BOUNDS,), under_bounds),
-    Block("pbt-cost", PAGE, (CARTPOLE,), cost),
+    Block("pbt-against-random-search", PAGE, (CARTPOLE, BOUNDS), against_random_search,
+          measure=measured_by("pbt_cartpole pbt_bounds")),
+    Block("pbt-under-bounds", PAGE, (BOUNDS,), under_bounds, measure=measured_by("pbt_bounds")),
+    Block("pbt-cost", PAGE, (CARTPOLE,), cost, measure=measured_by("pbt_cartpole")),
 )

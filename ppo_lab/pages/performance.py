@@ -10,7 +10,7 @@ from pathlib import Path
 from ppo_lab.bench import markdown
 from ppo_lab.pages import records as rec
 from ppo_lab.pages import tables as tb
-from ppo_lab.pages.block import Block
+from ppo_lab.pages.block import Block, measured_by
 
 PAGE = "docs/performance.md"
 
@@ -119,8 +119,8 @@ BLOCKS = (
         ("sidebyside-cpu", "docs/benchmark_cpu_sidebyside.json"),
         ("gpu", "docs/benchmark_gpu.json"),
     )),
-    Block("layout-split", PAGE, (LAYOUT,), layout_split),
-    Block("gru-cost", PAGE, (SUITE,), gru_cost),
-    Block("outside-jax-speed", PAGE, (SUITE,), outside_jax),
-    Block("multihost-speed", "docs/multihost.md", (MULTIHOST,), multihost),
+    Block("layout-split", PAGE, (LAYOUT,), layout_split, measure=measured_by("layout")),
+    Block("gru-cost", PAGE, (SUITE,), gru_cost, measure=measured_by("suite")),
+    Block("outside-jax-speed", PAGE, (SUITE,), outside_jax, measure=measured_by("suite")),
+    Block("multihost-speed", "docs/multihost.md", (MULTIHOST,), multihost, measure=measured_by("multihost")),
 )

@@ -13,7 +13,7 @@ from pathlib import Path
 from ppo_lab import rundir
 from ppo_lab.pages import records as rec
 from ppo_lab.pages import tables as tb
-from ppo_lab.pages.block import Block
+from ppo_lab.pages.block import Block, measured_by
 
 SWEEP = "docs/records/results/rare_sweep"
 LAUNCHERS = ("basic", "vmap")
@@ -112,10 +112,10 @@ def _first_update_difference(a: Path, b: Path) -> float:
 
 
 RESULTS_BLOCKS = (
-    Block("rare-actions-grid", "docs/results.md", (f"{SWEEP}/basic",), grid),
-    Block("rare-actions-claims", "docs/results.md", (f"{SWEEP}/basic",), claims),
+    Block("rare-actions-grid", "docs/results.md", (f"{SWEEP}/basic",), grid, measure=measured_by("rare_sweep")),
+    Block("rare-actions-claims", "docs/results.md", (f"{SWEEP}/basic",), claims, measure=measured_by("rare_sweep")),
 )
 PERFORMANCE_BLOCKS = (
     Block("grid-one-program", "docs/performance.md", tuple(f"{SWEEP}/{x}" for x in (*LAUNCHERS, "basic.time", "vmap.time")),
-          one_program),
+          one_program, measure=measured_by("rare_sweep")),
 )

@@ -8,7 +8,7 @@ from pathlib import Path
 from ppo_lab import rundir
 from ppo_lab.judging.closing import closing_lines
 from ppo_lab.pages import records as rec
-from ppo_lab.pages.block import Block
+from ppo_lab.pages.block import Block, measured_by
 
 CLOSING = "docs/records/readme/cartpole_two_seeds"
 USER_RUNS = "outputs/runs/"
@@ -28,4 +28,4 @@ def closing_summary(root: Path) -> str:
     return "```\n" + "\n".join([f"$ python launch.py {command}", *lines]) + "\n```"
 
 
-BLOCKS = (Block("closing-summary", "README.md", (CLOSING,), closing_summary),)
+BLOCKS = (Block("closing-summary", "README.md", (CLOSING,), closing_summary, measure=measured_by("readme")),)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ppo_lab.pages import records as rec
 from ppo_lab.pages import tables as tb
-from ppo_lab.pages.block import Block
+from ppo_lab.pages.block import Block, measured_by
 
 PAGE = "docs/results.md"
 PENDULUM_PARITY = "docs/continuous_parity_pendulum.json"
@@ -108,10 +108,10 @@ def cartpole(root: Path) -> str:
 
 
 BLOCKS = (
-    Block("memory-chain", PAGE, (f"{RESULTS}/memory",), memory),
-    Block("continuous-control", PAGE, (f"{RESULTS}/continuous",), continuous),
+    Block("memory-chain", PAGE, (f"{RESULTS}/memory",), memory, measure=measured_by("memory")),
+    Block("continuous-control", PAGE, (f"{RESULTS}/continuous",), continuous, measure=measured_by("continuous")),
     Block("pendulum-parity", PAGE, (PENDULUM_PARITY,), pendulum_parity),
-    Block("envpool-learning", PAGE, (f"{RESULTS}/envpool",), outside_jax),
-    Block("jumanji", PAGE, (f"{RESULTS}/jumanji",), jumanji),
-    Block("cartpole", PAGE, (f"{RESULTS}/cartpole",), cartpole),
+    Block("envpool-learning", PAGE, (f"{RESULTS}/envpool",), outside_jax, measure=measured_by("envpool")),
+    Block("jumanji", PAGE, (f"{RESULTS}/jumanji",), jumanji, measure=measured_by("jumanji")),
+    Block("cartpole", PAGE, (f"{RESULTS}/cartpole",), cartpole, measure=measured_by("cartpole")),
 )
