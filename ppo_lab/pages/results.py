@@ -51,14 +51,19 @@ def _returns(found, digits: int = 3) -> tuple[str, str]:
 
 
 def memory(root: Path) -> str:
-    """MemoryChain with a GRU, an LSTM and no memory: each seed's greedy evaluation return."""
-    rows = []
+    """MemoryChain with a GRU, an LSTM and no memory: each seed's greedy evaluation return;
+    Welch's test of each memory against none."""
+    rows, values = [], {}
     for name in ("gru", "lstm", "feed_forward"):
         found = rec.run(root, f"{RESULTS}/memory/{name}")
         net = rec.config(root, f"{RESULTS}/memory/{name}")["network"]
         label = f"{net['recurrent'].upper()} {net['recurrent_size']}" if net.get("recurrent") else "feed-forward (the same MLP)"
         rows.append([label, *_returns(found)])
-    return tb.table(["network", "eval return per seed", "mean [95% CI]"], ["l", "l", "l"], rows)
+        values[name] = rec.seed_values(found, RETURN)
+    return "\n".join([
+        tb.table(["network", "eval return per seed", "mean [95% CI]"], ["l", "l", "l"], rows), "",
+        f"Welch's t-test against the feed-forward network: GRU {tb.welch(values['gru'], values['feed_forward'])}; "
+        f"LSTM {tb.welch(values['lstm'], values['feed_forward'])}."])
 
 
 def continuous(root: Path) -> str:
