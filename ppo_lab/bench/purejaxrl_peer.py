@@ -6,8 +6,11 @@ from the given directory (`runpy.run_path`) and adapts the surroundings it expec
   the env PureJaxRL builds is wrapped to return `terminated | truncated` as its one `done`;
 - its `wrappers.py` imports brax and navix at the top for wrappers `ppo.py` does not use:
   when they are not installed, empty placeholder modules stand in for them;
-- `distrax` it needs for real (its policy is a `distrax.Categorical`); without it the peer is
-  not importable and the benchmark says so.
+- `distrax` it needs only for `distrax.Categorical` (`ppo.py`'s policy): when distrax is not
+  installed, `CategoricalStandIn` stands in for it (softmax over the logits: `sample`,
+  `log_prob`, `entropy`, computed as distrax computes them), so the peer runs without
+  TensorFlow Probability; `distrax_source()` says which one ran. `ppo_continuous_action.py`
+  needs distrax's Gaussian: without distrax it is not importable and the benchmark says so.
 
 Where: `ppo-lab benchmark --purejaxrl PATH` or `PPO_LAB_PUREJAXRL=PATH` (the repository root
 or its `purejaxrl/` folder).
@@ -26,6 +29,7 @@ import types
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 
 from ppo_lab.bench.purejaxrl_settings import CARTPOLE
 
@@ -118,12 +122,51 @@ def _placeholder_modules() -> None:
             sys.modules.setdefault(module_name, module)
 
 
+class CategoricalStandIn:
+    """`distrax.Categorical(logits=...)` as PureJaxRL's `ppo.py` uses it: `sample(seed=key)`,
+    `log_prob(value)`, `entropy()`, each as distrax computes it (jax.random.categorical on the
+    logits; the normalised log-softmax; -sum p log p with 0 log 0 = 0)."""
+
+    def __init__(self, logits):
+        self.logits = jax.nn.log_softmax(logits, axis=-1)
+
+    def sample(self, seed, sample_shape=()):
+        return jax.random.categorical(seed, self.logits, axis=-1, shape=tuple(sample_shape) + self.logits.shape[:-1])
+
+    def log_prob(self, value):
+        return jnp.take_along_axis(self.logits, jnp.asarray(value, jnp.int32)[..., None], axis=-1)[..., 0]
+
+    def entropy(self):
+        probs = jnp.exp(self.logits)
+        return -jnp.sum(jnp.where(probs == 0, 0.0, probs * self.logits), axis=-1)
+
+
+def distrax_source() -> str:
+    """Which `distrax` PureJaxRL's `ppo.py` runs with here: "distrax <version>", or the stand-in."""
+    module = sys.modules.get("distrax")
+    if module is not None and getattr(module, "Categorical", None) is CategoricalStandIn:
+        return "stand-in (ppo_lab.bench.purejaxrl_peer.CategoricalStandIn)"
+    if module is None and not installed("distrax"):
+        return "not loaded"
+    import distrax  # noqa: PLC0415 - only to name its version
+    return f"distrax {getattr(distrax, '__version__', '?')}"
+
+
+def _distrax_standin(filename: str) -> None:
+    """`distrax` with `CategoricalStandIn` as its Categorical, where distrax is not installed
+    and the file needs no more of it (`ppo.py`)."""
+    if filename == "ppo.py" and not installed("distrax"):
+        sys.modules["distrax"] = types.ModuleType("distrax")
+        sys.modules["distrax"].Categorical = CategoricalStandIn
+
+
 def _run_checkout_file(path, filename: str) -> dict:
     """The names PureJaxRL's `filename` defines, run unchanged from the checkout (its
     `__main__` block not run); PeerUnavailable with the reason when it cannot be."""
     folder = find_checkout(path)
     if folder is None:
         raise PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${ENV_VAR})")
+    _distrax_standin(filename)
     for needed in ("distrax", "chex", "gymnax"):
         if not installed(needed):
             raise PeerUnavailable(f"PureJaxRL needs {needed!r}, which is not installed here (pip install {needed})")
