@@ -13,6 +13,8 @@ import sys
 import textwrap
 
 import flax.serialization
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -21,6 +23,9 @@ from ppo_lab.analysis.aggregate import run_aggregate
 from ppo_lab.judging.closing import closing_lines
 from ppo_lab.judging.health import HealthWarnings
 from ppo_lab.config import validate
+from ppo_lab.ppo.hypers import Hypers
+from ppo_lab.ppo.train import (NONFINITE_GRADIENT, NONFINITE_LOSS, NONFINITE_STATE, LearnerState, make_optimizer,
+                               nonfinite_code)
 from ppo_lab.run.divergence import EXIT_DIVERGED
 from ppo_lab.run.entry import train_cells
 from ppo_lab.run.recorders import RunContext
@@ -48,6 +53,45 @@ def _leaves(tree):
             yield from _leaves(value)
     else:
         yield tree
+
+
+def _guard_state(params, opt_state) -> LearnerState:
+    return LearnerState(params, opt_state, None, jnp.zeros(1), jnp.zeros(1), jnp.zeros(1, jnp.int32), jax.random.key(0))
+
+
+@pytest.mark.parametrize("separate", [False, True])
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_one_minibatchs_nonfinite_gradient_stays_in_adams_moments_through_the_clip(bad, separate):
+    """The guard reads the gradients once per update, from Adam's moments: a non-finite gradient
+    in an early minibatch, followed by finite ones, leaves them (and only them, at a sane step)
+    non-finite, whichever clip the optimiser has."""
+    cfg = run_config([*TINY, f"ppo.separate_grad_clip={str(separate).lower()}"])
+    tx = make_optimizer(cfg.ppo, 10, Hypers.of(cfg.ppo))
+    params = {"params": {"actor_torso": {"w": jnp.ones(3)}, "value_head": {"w": jnp.ones(2)}}}
+    finite = jax.tree.map(lambda x: 0.1 * jnp.ones_like(x), params)
+    broken = {"params": {"actor_torso": {"w": jnp.array([0.1, bad, 0.1])}, "value_head": {"w": jnp.full(2, 0.1)}}}
+    state = tx.init(params)
+    metrics = {"train/pg_loss": jnp.float32(0.1), "train/vf_loss": jnp.float32(0.2), "train/learning_rate": jnp.float32(1.0)}
+    for grads in (finite, broken, finite, finite):
+        updates, state = tx.update(grads, state, params)
+        params = jax.tree.map(lambda p, u: p + 0.0 * jnp.nan_to_num(u), params, updates)  # the parameters kept finite
+    assert int(nonfinite_code(metrics, _guard_state(params, state), None)) == NONFINITE_GRADIENT
+
+
+def test_the_guard_names_each_kind_of_nonfinite_update():
+    params = {"params": {"actor_torso": {"w": jnp.ones(3)}}}
+    opt_state = {"mu": jnp.zeros(3), "count": jnp.zeros((), jnp.int32)}
+    fine = {"train/pg_loss": jnp.float32(0.1), "train/approx_kl": jnp.float32(0.0)}
+    assert int(nonfinite_code(fine, _guard_state(params, opt_state), None)) == 0
+    # A loss term off the total (approx_kl) counts too; a metric that is not a loss term does not.
+    assert int(nonfinite_code({**fine, "train/approx_kl": jnp.float32(np.inf)}, _guard_state(params, opt_state), None)) \
+        == NONFINITE_LOSS
+    assert int(nonfinite_code({**fine, "train/explained_variance": jnp.float32(np.nan)},
+                              _guard_state(params, opt_state), None)) == 0
+    blown = {"params": {"actor_torso": {"w": jnp.array([1.0, np.inf, 1.0])}}}
+    assert int(nonfinite_code(fine, _guard_state(blown, opt_state), None)) == NONFINITE_STATE
+    assert int(nonfinite_code(fine, _guard_state(params, {**opt_state, "mu": jnp.full(3, np.nan)}), None)) \
+        == NONFINITE_GRADIENT
 
 
 @pytest.mark.slow
