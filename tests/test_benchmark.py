@@ -160,3 +160,59 @@ def test_a_family_task_selects_its_experiment_or_the_family():
     assert env_overrides("envpool:CoinrunEasy-v0") == ["experiment=coinrun"]  # the task's own preset
     assert env_overrides("gymnasium:Acrobot-v1") == ["env=gymnasium", "env.id=Acrobot-v1"]
     assert known_env("envpool:Pong-v5") and not known_env("nosuchfamily:Pong-v5")
+
+
+def _side_by_side(cpu: dict, lab: list[float], peer: list[float]) -> dict:
+    case = {"num_envs": 4, "num_seeds": 1, "lab_layout": {"mode": "seeds", "num_devices": 1},
+            "lab_sps": max(lab), "purejaxrl_sps": max(peer), "ratio": max(lab) / max(peer), "bar": 0.95,
+            "pass": max(lab) / max(peer) >= 0.95, "samples": {"lab": lab, "purejaxrl": peer}}
+    return {"cpu": cpu, "date": "2026-11-28", "jax": "0.10.2", "rounds": len(lab), "cases": {"seed1_envs4": case}}
+
+
+def test_the_per_cpu_record_keeps_one_entry_per_cpu_and_renders_every_round(tmp_path):
+    from ppo_lab.bench import markdown, sidebyside  # noqa: PLC0415 - sidebyside imports jax
+    from ppo_lab.host_cpu import cpu_id  # noqa: PLC0415
+    amd = {"machine": "x86_64", "vendor": "AuthenticAMD", "model_name": "AMD EPYC", "family": "25", "model": "17", "isa": ["avx2"]}
+    intel = {**amd, "vendor": "GenuineIntel", "model_name": "Intel Xeon", "family": "6", "model": "85"}
+    record = tmp_path / "benchmark_cpu.json"
+    sidebyside.keep_record(record, "sidebyside", _side_by_side(amd, [90_000.0, 100_000.0], [110_000.0, 104_000.0]))
+    sidebyside.keep_record(record, "sidebyside", _side_by_side(intel, [50_000.0], [80_000.0]))
+    sidebyside.keep_record(record, "sidebyside", _side_by_side(amd, [97_000.0, 99_000.0], [100_000.0, 101_000.0]))  # anew
+    cpus = json.loads(record.read_text())["cpus"]
+    assert sorted(cpus) == sorted([cpu_id(amd), cpu_id(intel)])
+    assert cpus[cpu_id(amd)]["sidebyside"]["cases"]["seed1_envs4"]["samples"]["lab"] == [97_000.0, 99_000.0]
+    text = markdown.render_file(record)
+    assert "**AMD EPYC** (family 25 model 17)" in text and "**Intel Xeon**" in text
+    # The best round of each side: 99,000 / 101,000 = 0.98x; every round's figures listed.
+    assert "| 1 seed x 4 envs | 99,000 / 101,000 | **0.98x** (meets 0.95x) | 97k / 100k, 99k / 101k |" in text
+    assert "| 1 seed x 4 envs | 50,000 / 80,000 | **0.62x** (below 0.95x) | 50k / 80k |" in text
+
+
+def test_the_update_parts_are_its_loops_found_in_its_jaxpr_and_shares_of_the_gap():
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+    from ppo_lab.bench import update_parts  # noqa: PLC0415
+
+    def update(x):
+        x, traj = jax.lax.scan(lambda c, _: (c + 1.0, c), x, None, 8)  # the rollout: 8 steps
+        _, adv = jax.lax.scan(lambda c, t: (c + t, c), 0.0, traj, reverse=True)  # GAE
+        inner = lambda c, _: (c * 0.5, None)  # noqa: E731
+        x, _ = jax.lax.scan(lambda c, _: jax.lax.scan(inner, c, None, 2), x + adv.sum(), None, 3)  # 3 epochs of 2
+        return x
+
+    def train(x):
+        return jax.lax.scan(lambda c, _: (jax.jit(update)(c), None), x, None, 5)[0]  # 5 updates
+
+    body = update_parts.update_body(jax.make_jaxpr(train)(jnp.float32(0)).jaxpr, 5)
+    scans = update_parts.find_scans(body, 8, 3)
+    assert sorted(scans) == ["epochs", "gae", "rollout"] and scans["gae"].params["reverse"]
+    compiled, args = update_parts.scan_us(scans["rollout"])
+    assert [a.shape for a in args] == [()] and jax.tree.leaves(compiled(*args))[1].shape == (8,)
+    lab = [{"rollout": 30, "gae": 5, "epochs": 50, "update": 100, "without_metrics": 95, "without_guard": 98, "run": 110}]
+    peer = [{"rollout": 30, "gae": 5, "epochs": 40, "update": 80}]
+    result = update_parts.breakdown(lab, peer)
+    parts = {name: (p["lab_us"], p["purejaxrl_us"], p["share_of_gap"]) for name, p in result["parts"].items()}
+    # gap 110 - 80 = 30: epochs 10 of it, metrics 5, guard 2, rest (100 - 92 = 8) less the peer's 5: 3, host 10.
+    assert parts["epochs"] == (50, 40, 10 / 30) and parts["metrics"] == (5, 0.0, 5 / 30) and parts["guard"] == (2, 0.0, 2 / 30)
+    assert parts["rest"] == (8, 5, 3 / 30) and parts["host"] == (10, 0.0, 10 / 30) and parts["rollout"][2] == 0
+    assert result["gap_us"] == 30 and math.isclose(sum(p[2] for p in parts.values()), 1.0)

@@ -6,7 +6,10 @@ Three kinds of file, told apart by their keys:
 - a suite run (`ppo-lab benchmark --out`): `machine` and `envs`;
 - the PureJaxRL side by side (`python -m ppo_lab.bench.sidebyside --out`): `cases`;
 - accelerator figures with a `device` per row (docs/benchmark_gpu.json): `rows`, and optionally
-  `runs` (launches as users run them), `update_parts` and `sidebyside`.
+  `runs` (launches as users run them), `update_parts` and `sidebyside`;
+- the per-CPU record (docs/benchmark_cpu.json): `cpus`, each CPU's side by side (`sidebyside`)
+  and where a 4-env update's time goes (`update_parts`, and `update_parts_before` where a
+  change was measured against the code before it; `ppo_lab.bench.update_parts`).
 Tables are separated by one blank line. No jax here: the command renders without a backend.
 """
 
@@ -93,6 +96,56 @@ def parts_table(parts: dict) -> str:
                   [[p["part"], *[_num(v, ".1f") for v in p["ms"]]] for p in parts["parts"]])
 
 
+def sidebyside_rounds_table(side: dict) -> str:
+    """The side by side on one CPU: each side's best round, their ratio against the bar, and
+    every round's figures (lab / PureJaxRL, thousands of steps/s)."""
+    rows = []
+    for c in side["cases"].values():
+        s = c["samples"]
+        rounds = ", ".join(f"{lab / 1e3:.0f}k / {peer / 1e3:.0f}k" for lab, peer in zip(s["lab"], s["purejaxrl"]))
+        rows.append([f"{c['num_seeds']} seed{'s' if c['num_seeds'] > 1 else ''} x {c['num_envs']} envs",
+                     f"{_int(c['lab_sps'])} / {_int(c['purejaxrl_sps'])}",
+                     f"**{c['ratio']:.2f}x** ({'meets' if c['pass'] else 'below'} {c['bar']}x)", rounds])
+    return table(["case", "lab / PureJaxRL steps/s (best round)", "ratio", "each round: lab / PureJaxRL"],
+                 ["l", "r", "l", "l"], rows)
+
+
+PART_NAMES = {"rollout": "rollout (policy, sampling, env: the scan of its steps)", "gae": "GAE (its reverse scan)",
+              "epochs": "the epochs' minibatch steps (the scan of epochs)", "metrics": "the lab's metrics row",
+              "guard": "the divergence guard", "rest": "the rest of the update (last value pass, schedules, outputs)",
+              "host": "the host between chunks (the run's wall time less its chunks')"}
+
+
+def update_parts_table(entry: dict) -> str:
+    """Where a 4-env update's time goes, the lab (before a change, where measured) beside
+    PureJaxRL, microseconds per update and each part's share of the gap."""
+    after, before = entry["update_parts"], entry.get("update_parts_before")
+    header = ["part (us per update)", *(["lab before"] if before else []), "lab", "PureJaxRL", "share of the gap"]
+    rows = []
+    for name, p in after["parts"].items():
+        share = "" if p["share_of_gap"] is None else f"{100 * p['share_of_gap']:.0f}%"
+        rows.append([PART_NAMES[name], *([_num(before["parts"][name]["lab_us"], ",.0f")] if before else []),
+                     _num(p["lab_us"], ",.0f"), _num(p["purejaxrl_us"], ",.0f"), share])
+    rows.append(["**one update**", *([_num(before["lab_us"], ",.0f")] if before else []), _num(after["lab_us"], ",.0f"),
+                 _num(after["purejaxrl_us"], ",.0f"), f"gap {_num(after['gap_us'], ',.0f')} us"])
+    return table(header, ["l", *(["r"] if before else []), "r", "r", "r"], rows)
+
+
+def cpu_record_tables(data: dict) -> list[str]:
+    """Per CPU of the record, in its order: the side by side, then where an update's time goes."""
+    tables = []
+    for entry in data["cpus"].values():
+        first = entry.get("sidebyside") or entry.get("update_parts")
+        cpu = entry["cpu"]
+        tables.append(f"**{cpu.get('model_name') or cpu.get('vendor')}** (family {cpu.get('family')} model "
+                      f"{cpu.get('model')}), {first['date']}, jax {first['jax']}:")
+        if entry.get("sidebyside"):
+            tables.append(sidebyside_rounds_table(entry["sidebyside"]))
+        if entry.get("update_parts"):
+            tables.append(update_parts_table(entry))
+    return tables
+
+
 def _millions(x) -> str:
     return f"{x / 1e6:.2f}M"
 
@@ -108,7 +161,9 @@ def render(data: dict) -> str:
     """Every table the file holds, as markdown, separated by blank lines."""
     if not isinstance(data, dict):
         raise ValueError(f"not a benchmark JSON this command renders: expected an object, got a {type(data).__name__}")
-    if "envs" in data and "machine" in data:
+    if "cpus" in data:
+        tables = cpu_record_tables(data)
+    elif "envs" in data and "machine" in data:
         tables = suite_tables(data)
     elif "cases" in data:
         tables = [sidebyside_table(data["cases"])]
@@ -119,7 +174,7 @@ def render(data: dict) -> str:
         tables += [gpu_sidebyside_table(data["sidebyside"])] if data.get("sidebyside") else []
     else:
         raise ValueError("not a benchmark JSON this command renders: expected a suite run (`machine`, `envs`), "
-                         f"a side by side (`cases`) or rows with a `device` each (`rows`); got keys {sorted(data)}")
+                         f"a side by side (`cases`), a per-CPU record (`cpus`) or rows with a `device` each (`rows`); got keys {sorted(data)}")
     return "\n\n".join(tables) + "\n"
 
 

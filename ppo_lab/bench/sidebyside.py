@@ -1,6 +1,7 @@
 """The lab and PureJaxRL side by side on PureJaxRL's CartPole settings, in one process.
 
-    python -m ppo_lab.bench.sidebyside --purejaxrl PATH [--rounds 3] [--out f.json] [hydra overrides]
+    python -m ppo_lab.bench.sidebyside --purejaxrl PATH [--rounds 3] [--out f.json]
+        [--record docs/benchmark_cpu.json] [hydra overrides]
 
 (`ppo-lab benchmark --purejaxrl PATH` runs this in a fresh process as one of its sections.)
 
@@ -12,8 +13,12 @@ The lab runs as a user runs it: `run.entry.train` (what launch.py calls) with `b
 (`hardware` as composed, truncation bootstrapping on, its layout choice); its `sps` is env steps
 over the training loop's wall time, compile excluded. PureJaxRL's whole training is one jitted
 call, timed after compiling it (its first call, like the lab's chunks). The cases are interleaved and repeated (`--rounds`): a ratio
-is the median over rounds of lab / PureJaxRL measured next to each other, so a machine shared
-with other work shifts both sides of it alike.
+is each side's best round over the other's (best of `--rounds`: the round least disturbed by
+other work on a shared machine), with every round's figures and their per-round ratios kept.
+
+It prints the three ratios with the CPU's model; `--record FILE` keeps the result in FILE
+(`docs/benchmark_cpu.json`) under this CPU's id (`host_cpu.cpu_id`), one entry per CPU type,
+replacing only that CPU's `sidebyside` (`ppo-lab docs` renders docs/performance.md's table from it).
 
 jax is imported at the top (importing it does not start XLA's backend); `main` applies the
 `hardware` settings with `ppo_lab.hardware.start_jax` before PureJaxRL's code (which imports
@@ -23,6 +28,7 @@ gymnax, and so starts the backend) is loaded.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import os
@@ -37,6 +43,7 @@ import jax
 from ppo_lab.bench import purejaxrl_peer, purejaxrl_settings
 from ppo_lab.bench.configs import compose
 from ppo_lab.hardware import start_jax
+from ppo_lab.host_cpu import cpu_id, cpu_record
 from ppo_lab.run.entry import train
 
 # (label, num_envs, seeds, timesteps per seed) at each size; the bar: lab / PureJaxRL at least.
@@ -96,24 +103,38 @@ def measure(checkout, extra: list[str], rounds: int, quick: bool) -> dict:
                 s["purejaxrl"].append(peer), s["lab"].append(lab), s["ratio"].append(lab / peer)
                 print(f"[sidebyside] round {round_ + 1}/{rounds} {label}: lab {lab:,.0f} / PureJaxRL {peer:,.0f} "
                       f"steps/s = {lab / peer:.2f}x", file=sys.stderr)
-    out = {"checkout": str(purejaxrl_peer.find_checkout(checkout)), "rounds": rounds,
+    out = {"checkout": str(purejaxrl_peer.find_checkout(checkout)), "rounds": rounds, "cpu": cpu_record(),
+           "date": datetime.date.today().isoformat(), "jax": jax.__version__,
+           "distrax": purejaxrl_peer.distrax_source(), "overrides": list(extra),
            "load_avg_before": load_before, "load_avg_after": os.getloadavg(), "cases": {}}
     for label, envs, seeds, steps in cases:
         s = samples[label]
-        ratio = statistics.median(s["ratio"])
+        lab, peer = max(s["lab"]), max(s["purejaxrl"])
         out["cases"][label] = {
             "num_envs": envs, "num_seeds": seeds, "timesteps_per_seed": steps, "lab_layout": layouts[label],
-            "lab_sps": statistics.median(s["lab"]), "purejaxrl_sps": statistics.median(s["purejaxrl"]),
-            "ratio": ratio, "bar": BAR[label], "pass": ratio >= BAR[label], "samples": s,
+            "lab_sps": lab, "purejaxrl_sps": peer, "ratio": lab / peer, "median_ratio": statistics.median(s["ratio"]),
+            "bar": BAR[label], "pass": lab / peer >= BAR[label], "samples": s,
             "purejaxrl_compile_s": peers[label].compile_s,
         }
     return out
 
 
+def keep_record(path: Path, section: str, result: dict) -> None:
+    """`result` as `section` of this CPU's entry in the per-CPU record at `path` (other CPUs'
+    entries and this CPU's other sections kept as they are)."""
+    record = json.loads(path.read_text()) if path.exists() else {"cpus": {}}
+    entry = record["cpus"].setdefault(cpu_id(result["cpu"]), {})
+    entry["cpu"] = result["cpu"]
+    entry[section] = result
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
+
+
 def format_table(result: dict) -> str:
     if "skipped" in result:
         return f"PureJaxRL side by side: skipped ({result['skipped']})"
-    lines = [f"PureJaxRL side by side ({result['rounds']} interleaved rounds, load average "
+    lines = [f"PureJaxRL side by side on {result['cpu'].get('model_name') or cpu_id(result['cpu'])} "
+             f"({result['rounds']} interleaved rounds, best of each side; load average "
              f"{result['load_avg_before'][0]:.1f} -> {result['load_avg_after'][0]:.1f})",
              f"{'case':<16} {'lab layout':<14} {'lab sps':>10} {'PureJaxRL':>10} {'ratio':>7}  bar"]
     for label, c in result["cases"].items():
@@ -130,6 +151,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (tests)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--record", type=Path, default=None,
+                        help="keep the result under this CPU's id in a per-CPU record (docs/benchmark_cpu.json)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
@@ -143,6 +166,8 @@ def main(argv=None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2, default=str))
+    if args.record and "skipped" not in result:
+        keep_record(args.record, "sidebyside", result)
     return 0
 
 

@@ -1,0 +1,284 @@
+"""Where one PPO update's time goes, the lab's beside PureJaxRL's, at PureJaxRL's CartPole settings.
+
+    python -m ppo_lab.bench.update_parts --purejaxrl PATH [--envs 4] [--rounds 3] [--out f.json]
+        [--record docs/benchmark_cpu.json [--section update_parts]]
+
+Both sides are measured the same way, as XLA runs them on this machine (one device):
+- **the update**: the whole trained program over its updates (the lab's chunk of
+  `train.chunk_updates` updates, PureJaxRL's whole jitted `train`), per update;
+- **its loops**: each `lax.scan` the update runs, found in the update's jaxpr (the rollout: a
+  scan of `num_steps`; GAE: a reverse scan of `num_steps`; the epochs: a scan of
+  `update_epochs` over the minibatches' scan), compiled and timed alone as its own program on
+  inputs of its shapes; PureJaxRL's scans are taken from its unchanged `train`'s jaxpr, so
+  nothing of its code is copied;
+- **the lab's own parts**: the metrics it computes per update and the divergence guard, each as
+  the update's time less that of the same chunk without it (`without_metrics`,
+  `without_guard`: a `Trainer` whose update returns no metrics row, or no non-finite code,
+  which XLA then drops with what only it needed);
+- **the host between chunks**: the lab's run as `launch.py` makes it (`run.entry.train`,
+  `benchmark=true`), its wall time per update less the chunk's;
+- **the rest**: the update less its loops and the parts named above (the last value pass, the
+  schedules, the minibatches' shuffle, the outputs).
+
+Each figure is the best of `--rounds` interleaved rounds (programs of a few milliseconds move with
+the load of a shared machine); every round is kept in the record. `--record FILE` keeps the
+result as `--section` of this CPU's entry in FILE (`sidebyside.keep_record`), with the commit of
+the code measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from ppo_lab.bench import purejaxrl_peer, purejaxrl_settings, sidebyside
+from ppo_lab.bench.configs import compose
+from ppo_lab.config import validate
+from ppo_lab.hardware import start_jax
+from ppo_lab.host_cpu import cpu_record
+from ppo_lab.ppo.hypers import Hypers
+from ppo_lab.ppo.train import NONFINITE, Trainer
+from ppo_lab.run.build import build
+
+PARTS = ("rollout", "gae", "epochs", "metrics", "guard", "rest", "host")
+MIN_S = 0.3  # least seconds of calls per timing
+
+
+def timed_us(compiled, args, per_call: int) -> float:
+    """Microseconds per unit (`per_call` units a call): one warm-up call, then calls for MIN_S."""
+    jax.block_until_ready(compiled(*args))
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        jax.block_until_ready(compiled(*args))
+        calls += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= MIN_S:
+            return elapsed / calls / per_call * 1e6
+
+
+def _sub_jaxprs(eqn):
+    for value in eqn.params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, jax.extend.core.ClosedJaxpr):
+                yield item.jaxpr
+            elif isinstance(item, jax.extend.core.Jaxpr):
+                yield item
+
+
+def find_scans(jaxpr, num_steps: int, epochs: int, found=None) -> dict:
+    """The update's loops in `jaxpr` (searched through its calls, not into the scans found):
+    {"rollout": eqn, "gae": eqn, "epochs": eqn}."""
+    found = {} if found is None else found
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan":
+            length, reverse = eqn.params["length"], eqn.params["reverse"]
+            name = ("gae" if reverse else "rollout") if length == num_steps else "epochs" if length == epochs else None
+            if name and name not in found:
+                found[name] = eqn
+                continue
+        for sub in _sub_jaxprs(eqn):
+            find_scans(sub, num_steps, epochs, found)
+    return found
+
+
+def update_body(jaxpr, num_updates: int):
+    """The body of the scan over `num_updates` updates in `jaxpr` (searched through its calls)."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan" and eqn.params["length"] == num_updates:
+            return eqn.params["jaxpr"].jaxpr
+        for sub in _sub_jaxprs(eqn):
+            body = update_body(sub, num_updates)
+            if body is not None:
+                return body
+    return None
+
+
+def example(aval, key):
+    """An input of `aval`'s shape and dtype: small normal floats, zero integers, false, keys."""
+    if jnp.issubdtype(aval.dtype, jax.dtypes.prng_key):
+        return jax.random.split(jax.random.key(0), aval.shape) if aval.shape else jax.random.key(0)
+    if jnp.issubdtype(aval.dtype, jnp.floating):
+        return (0.1 * jax.random.normal(key, aval.shape)).astype(aval.dtype)
+    if aval.dtype == jnp.uint32:
+        return jax.random.bits(key, aval.shape, jnp.uint32)
+    return jnp.zeros(aval.shape, aval.dtype)
+
+
+def scan_us(eqn) -> tuple:
+    """(compiled program, inputs) of one scan equation alone."""
+    literals = {i: v.val for i, v in enumerate(eqn.invars) if isinstance(v, jax.extend.core.Literal)}
+    avals = [v.aval for i, v in enumerate(eqn.invars) if i not in literals]
+
+    def run(*args):
+        it = iter(args)
+        return eqn.primitive.bind(*[literals[i] if i in literals else next(it) for i in range(len(eqn.invars))],
+                                  **eqn.params)
+
+    args = [example(a, k) for a, k in zip(avals, jax.random.split(jax.random.key(1), max(len(avals), 1)))]
+    return jax.jit(run).lower(*args).compile(), args
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class WithoutMetrics(Trainer):
+    """The lab's update with no metrics row (only the guard's code): what the metrics cost."""
+
+    def update_metrics(self, *args, **kwargs) -> dict:
+        return {}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class WithoutGuard(Trainer):
+    """The lab's update whose non-finite code is a constant 0: every check, and the select of
+    the kept state, dropped by XLA."""
+
+    def update(self, state, update_index, hypers, num_updates):
+        new_state, metrics = super().update(state, update_index, hypers, num_updates)
+        return new_state, {**metrics, NONFINITE: jnp.zeros((), jnp.float32)}
+
+
+class LabSide:
+    """The lab at PureJaxRL's CartPole settings, one seed, `num_envs` envs, on one device."""
+
+    def __init__(self, num_envs: int, timesteps: int, extra: list[str]):
+        self.overrides = sidebyside.lab_overrides(num_envs, 1, timesteps) + list(extra)
+        cfg = validate(compose(self.overrides))
+        self.cfg, comp = cfg, build(cfg, 1)
+        self.trainer, ppo = comp.trainer, comp.ppo
+        self.steps_per_update = ppo.num_envs * ppo.num_steps
+        hypers = jax.tree.map(lambda x: x[0], comp.hypers)
+        num_updates = jnp.asarray(self.trainer.num_updates, jnp.int32)
+        state = jax.jit(self.trainer.init)(*jax.random.split(jax.random.PRNGKey(0)), hypers, num_updates)
+        self.args = (state, jnp.asarray(0, jnp.int32), hypers, num_updates)
+        k = self.trainer.chunk_updates
+        self.programs = {name: (jax.jit(kind(**{f.name: getattr(self.trainer, f.name) for f in dataclasses.fields(Trainer)}).chunk)
+                                .lower(*self.args).compile(), k)
+                         for name, kind in (("update", Trainer), ("without_metrics", WithoutMetrics),
+                                            ("without_guard", WithoutGuard))}
+        jaxpr = jax.make_jaxpr(self.trainer.update)(state, self.args[1], hypers, num_updates).jaxpr
+        self.scans = {name: scan_us(eqn) for name, eqn in find_scans(jaxpr, ppo.num_steps, ppo.update_epochs).items()}
+
+    def run_us(self) -> float:
+        """One run as launch.py makes it, wall time per update (the host's work included)."""
+        from ppo_lab.run.entry import train  # noqa: PLC0415 - the run's whole stack, only here
+        with tempfile.TemporaryDirectory(prefix="ppo_lab_parts_") as workdir:
+            summary = train(compose(self.overrides), Path(workdir) / "run")
+        return self.steps_per_update / summary.sps * 1e6
+
+    def round(self) -> dict:
+        times = {name: timed_us(program, self.args, k) for name, (program, k) in self.programs.items()}
+        times.update({name: timed_us(program, args, 1) for name, (program, args) in self.scans.items()})
+        times["run"] = self.run_us()
+        return times
+
+
+class PeerSide:
+    """PureJaxRL's `train` at its CartPole settings, `num_envs` envs, one seed."""
+
+    def __init__(self, module, num_envs: int, timesteps: int):
+        config = {**purejaxrl_settings.CARTPOLE, "NUM_ENVS": num_envs, "TOTAL_TIMESTEPS": timesteps}
+        self.num_updates = timesteps // (num_envs * config["NUM_STEPS"])
+        train = module.make_train(config)
+        key = jax.random.PRNGKey(0)
+        self.program, self.args = jax.jit(train).lower(key).compile(), (key,)
+        body = update_body(jax.make_jaxpr(train)(key).jaxpr, self.num_updates)
+        self.scans = {name: scan_us(eqn) for name, eqn in
+                      find_scans(body, config["NUM_STEPS"], config["UPDATE_EPOCHS"]).items()}
+
+    def round(self) -> dict:
+        times = {"update": timed_us(self.program, self.args, self.num_updates)}
+        times.update({name: timed_us(program, args, 1) for name, (program, args) in self.scans.items()})
+        return times
+
+
+def breakdown(lab: dict, peer: dict) -> dict:
+    """Per part, microseconds per update on each side (best of the rounds) and its share of the gap."""
+    best = lambda rounds, name: min(r[name] for r in rounds)  # noqa: E731
+    lab_parts = {name: best(lab, name) for name in ("rollout", "gae", "epochs")}
+    lab_parts["metrics"] = best(lab, "update") - best(lab, "without_metrics")
+    lab_parts["guard"] = best(lab, "update") - best(lab, "without_guard")
+    lab_parts["rest"] = best(lab, "update") - sum(lab_parts.values())
+    lab_parts["host"] = best(lab, "run") - best(lab, "update")
+    peer_parts = {name: best(peer, name) for name in ("rollout", "gae", "epochs")}
+    peer_parts.update(metrics=0.0, guard=0.0, rest=best(peer, "update") - sum(peer_parts.values()), host=0.0)
+    lab_total, peer_total = best(lab, "run"), best(peer, "update")
+    gap = lab_total - peer_total
+    parts = {name: {"lab_us": lab_parts[name], "purejaxrl_us": peer_parts[name],
+                    "share_of_gap": (lab_parts[name] - peer_parts[name]) / gap if gap else None} for name in PARTS}
+    return {"parts": parts, "lab_us": lab_total, "purejaxrl_us": peer_total, "gap_us": gap,
+            "ratio": peer_total / lab_total}
+
+
+def measure(checkout, num_envs: int, timesteps: int, rounds: int, extra: list[str]) -> dict:
+    module = purejaxrl_peer.load(checkout)
+    lab, peer = LabSide(num_envs, timesteps, extra), PeerSide(module, num_envs, timesteps)
+    lab_rounds, peer_rounds = [], []
+    for r in range(rounds):
+        peer_rounds.append(peer.round())
+        lab_rounds.append(lab.round())
+        print(f"[update_parts] round {r + 1}/{rounds}: lab {lab_rounds[-1]['run']:.0f} us / PureJaxRL "
+              f"{peer_rounds[-1]['update']:.0f} us per update", file=sys.stderr)
+    return {"cpu": cpu_record(), "date": datetime.date.today().isoformat(), "commit": measured_commit(),
+            "num_envs": num_envs, "timesteps": timesteps, "rounds": rounds,
+            "lab_chunk_updates": lab.trainer.chunk_updates, "lab_overrides": lab.overrides,
+            "distrax": purejaxrl_peer.distrax_source(), "jax": jax.__version__,
+            "load_avg": os.getloadavg(), "lab_rounds": lab_rounds, "purejaxrl_rounds": peer_rounds,
+            **breakdown(lab_rounds, peer_rounds)}
+
+
+def measured_commit() -> str | None:
+    """The commit of the lab's code measured (with "+changes" when its tree differs from it)."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=here.parent, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return commit + ("+changes" if dirty.strip() else "")
+
+
+def format_table(result: dict) -> str:
+    lines = [f"one update, 1 seed x {result['num_envs']} envs (best of {result['rounds']} rounds), microseconds",
+             f"{'part':<10} {'lab':>9} {'PureJaxRL':>10} {'share of gap':>13}"]
+    for name, p in result["parts"].items():
+        share = "" if p["share_of_gap"] is None else f"{100 * p['share_of_gap']:.0f}%"
+        lines.append(f"{name:<10} {p['lab_us']:>9.0f} {p['purejaxrl_us']:>10.0f} {share:>13}")
+    lines.append(f"{'update':<10} {result['lab_us']:>9.0f} {result['purejaxrl_us']:>10.0f}   "
+                 f"PureJaxRL / lab = {result['ratio']:.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for the lab's side")
+    parser.add_argument("--purejaxrl", default=None, help=f"PureJaxRL checkout (default: ${purejaxrl_peer.ENV_VAR})")
+    parser.add_argument("--envs", type=int, default=4)
+    parser.add_argument("--timesteps", type=int, default=250_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--record", type=Path, default=None, help="a per-CPU record to keep the result in")
+    parser.add_argument("--section", default="update_parts", help="its section in this CPU's entry")
+    args = parser.parse_args(argv)
+    start_jax(compose(list(args.overrides))["hardware"])
+    result = measure(args.purejaxrl, args.envs, args.timesteps, args.rounds, list(args.overrides))
+    print(format_table(result))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, default=str))
+    if args.record:
+        sidebyside.keep_record(args.record, args.section, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
