@@ -195,7 +195,7 @@ def closing_lines(summary: RunSummary, run_dir: Path, *, eval_mode: str, resume_
     lines.append(f"run dir: {run_dir}   (per-seed values: {results_file})")
     lines.append(f"next: ppo-lab plots {run_dir}")
     if status == "diverged" and resume_command:  # unchanged, it would diverge again (refused)
-        lines.append(f"its checkpoint holds each seed's last finite state; to go on from it, change what diverged "
+        lines.append(f"its checkpoint holds each seed's finite state from before the chunk it diverged in; to go on from it, change what diverged "
                      f"(ppo.lr, ppo.max_grad_norm) and add allow_config_change=true: {resume_command}")
     elif status == "timed_out" and resume_command:  # train.duration_min counts across resumes
         lines.append(f"resume with a larger train.duration_min (it counts across resumes): {resume_command}")

@@ -2,8 +2,9 @@
 
 The chunk reports, per update and replica, whether that update's losses, gradients or learner
 state were all finite (`ppo.train.NONFINITE`, one scalar per update, pulled with the metrics
-once per chunk: no extra device sync), and does not keep an update that was not: a diverged
-replica stays at its last finite state, which is all a checkpoint of it can ever hold.
+once per chunk: no extra device sync), and does not keep a chunk in which an update was not: a
+diverged replica returns to the state it started that chunk from, finite, which is all a
+checkpoint of it can ever hold.
 
 On the host a diverged seed stops counting at the first such update: its metrics rows end
 there, its `final` and `eval` values are null, summary.json lists it under `diverged` (seed,

@@ -227,8 +227,8 @@ class Session:
         metrics = dict(metrics)
         self.rows_recorded = False
         for entry in self.divergence.observe(metrics, self.update, count, seed_replicas(self.comp, self.cfg)):
-            log.warning("%s: seed %d diverged at update %d: %s is not finite; it stops counting (its last finite state "
-                        "is kept)", self.run_dir, entry["seed"], entry["update"], entry["metric"])
+            log.warning("%s: seed %d diverged at update %d: %s is not finite; it stops counting (the finite state it "
+                        "started that chunk from is kept)", self.run_dir, entry["seed"], entry["update"], entry["metric"])
         rows = self.divergence.keep(rows_from_chunk(metrics, self.comp, self.cfg, self.update, count, self.train_wall,
                                                     steps / elapsed))
         self.update += count
