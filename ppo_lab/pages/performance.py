@@ -36,6 +36,7 @@ def suite(root: Path) -> str:
 
 SUITE = "docs/records/performance/suite"
 SUITE_CPU = "docs/benchmark_cpu_2core.json"
+CPU_RECORD = "docs/benchmark_cpu.json"  # per CPU type: the side by side with PureJaxRL, where an update's time goes
 LAYOUT = "docs/records/performance/layout"
 ROUNDS = 3
 MULTIHOST = "docs/records/performance/multihost"
@@ -115,10 +116,11 @@ def multihost(root: Path) -> str:
 
 BLOCKS = (
     Block("suite-cpu", PAGE, (SUITE_CPU,), suite),
-    *(Block(name, PAGE, (record,), _benchmark(record)) for name, record in (
-        ("sidebyside-cpu", "docs/benchmark_cpu_sidebyside.json"),
-        ("gpu", "docs/benchmark_gpu.json"),
-    )),
+    Block("sidebyside-cpu", PAGE, (CPU_RECORD,), _benchmark(CPU_RECORD), measure=(
+        f"`python -m ppo_lab.bench.sidebyside --purejaxrl PATH --rounds 3 --record {CPU_RECORD}` and `python -m "
+        f"ppo_lab.bench.update_parts --purejaxrl PATH --rounds 3 --record {CPU_RECORD}` measure them (one entry per CPU "
+        f"type) and keep the record.")),
+    Block("gpu", PAGE, ("docs/benchmark_gpu.json",), _benchmark("docs/benchmark_gpu.json")),
     Block("layout-split", PAGE, (LAYOUT,), layout_split, measure=measured_by("layout")),
     Block("gru-cost", PAGE, (SUITE,), gru_cost, measure=measured_by("suite")),
     Block("outside-jax-speed", PAGE, (SUITE,), outside_jax, measure=measured_by("suite")),
