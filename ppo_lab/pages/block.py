@@ -1,9 +1,11 @@
 """A rendered block of a docs page: its name (the page's markers), its page, the records it is
 rendered from and its renderer. Records are paths under the repository's root; a renderer reads
-them, and nothing else, and returns the block's markdown."""
+them, and nothing else, and returns the block's markdown. A block may show a figure: a PNG
+beside its page, drawn from the same records (`Figure`), that the block's markdown links."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -21,6 +23,22 @@ def measured_by(*names: str) -> str:
 
 
 @dataclass(frozen=True)
+class Figure:
+    """A figure a block shows: its file (relative to the root) and what draws it there from the
+    root's records, `draw(root, path)`. Drawn by Agg with no timestamp, so the same records
+    draw the same bytes: a figure is checked as a block's text is."""
+    path: str
+    draw: Callable[[Path, Path], object]
+
+    def png(self, root: Path = ROOT) -> bytes:
+        """The figure as its records draw it today."""
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / Path(self.path).name
+            self.draw(root, out)
+            return out.read_bytes()
+
+
+@dataclass(frozen=True)
 class Block:
     name: str
     page: str                       # relative to the root: docs/pbt.md, README.md
@@ -31,6 +49,7 @@ class Block:
     # committed, the block says it is not measured yet and how, and shows no figure. Without
     # it, a missing record is an error.
     measure: str = ""
+    figure: Figure | None = None    # the figure the block links, drawn from the same records
 
     def text(self, root: Path = ROOT) -> str:
         """The block as its page must hold it, markers included."""

@@ -1,7 +1,8 @@
 """`ppo-lab docs`: re-render every block of the docs pages from its records.
 
     ppo-lab docs                 write every page whose blocks differ from what their records render
-    ppo-lab docs --check         write nothing; exit 1 naming each stale block (and how it differs)
+                                 (and every block's figure that differs from what they draw)
+    ppo-lab docs --check         write nothing; exit 1 naming each stale block or figure (and how a block differs)
     ppo-lab docs NAME ...        only these blocks
 
 Pages: README.md and docs/*.md under the root (default: the repository holding this package).
@@ -66,6 +67,18 @@ def stale(blocks: Sequence[Block], root: Path) -> list[tuple[Block, str]]:
     return out
 
 
+def stale_figures(blocks: Sequence[Block], root: Path) -> list[tuple[Block, bytes]]:
+    """(block, its figure as drawn today) for each block whose figure file is missing or differs."""
+    out = []
+    for block in blocks:
+        if block.figure is None:
+            continue
+        path, drawn = root / block.figure.path, block.figure.png(root)
+        if not path.exists() or path.read_bytes() != drawn:
+            out.append((block, drawn))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description="Re-render the docs pages' blocks from their records.")
     parser.add_argument("names", nargs="*", help=f"blocks to render (default: all {len(BLOCKS)})")
@@ -82,12 +95,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             found = stale(blocks, args.root)
             for block, diff in found:
                 print(f"stale: {block.page} block {block.name!r}\n{diff}")
-            print(f"{len(found)} of {len(blocks)} block(s) stale" if found else f"all {len(blocks)} block(s) as rendered")
-            return 1 if found else 0
-        for page, text in rendered(blocks, args.root).items():
+            figures = stale_figures(blocks, args.root)
+            for block, _ in figures:
+                print(f"stale: {block.figure.path}, the figure of block {block.name!r}: not what its records draw")
+            print(f"{len(found)} of {len(blocks)} block(s) stale, {len(figures)} figure(s)" if found or figures
+                  else f"all {len(blocks)} block(s) as rendered")
+            return 1 if found or figures else 0
+        pages_text = rendered(blocks, args.root)  # every block rendered (and refused) before anything is written
+        figures = stale_figures(blocks, args.root)
+        for page, text in pages_text.items():
             if page.read_text() != text:
                 rundir.write_text_atomic(page, text)
                 print(f"wrote {page.relative_to(args.root)}")
+        for block, drawn in figures:
+            rundir.write_atomic(args.root / block.figure.path, drawn)
+            print(f"wrote {block.figure.path}")
     except (ValueError, FileNotFoundError) as exc:
         print(f"{COMMAND}: {exc}", file=sys.stderr)
         return 2
