@@ -98,6 +98,16 @@ def test_the_report_of_a_sweep_of_two_modes(tmp_path, capsys):
     for mode in ("ground_truth", "proxy"):
         assert text.count(f"| {mode} | 2 |") == 3, mode  # its row in the fit, drop and stopping tables
     assert "| proxy |" in text.split("| mode | NDH (mean) |")[1], "proxy's drop heights tested against ground_truth's"
+    # Every evaluation row holds the true objective, its parts, what the mode pays and the KL from the start.
+    for job in ("0", "1"):
+        evals = rundir.evals_by_seed(sweep / job)
+        assert sorted(evals) == [0, 1]
+        for cols in evals.values():
+            assert list(cols["update"]) == list(range(0, 17, 2))
+            for name in ("eval/energy_per_1k", "eval/food_per_1k", "eval/poison_per_1k", "eval/paid_per_1k",
+                         "eval/kl_from_initial", "eval/distance"):
+                assert np.all(np.isfinite(cols[name])), name
+            assert cols["eval/kl_from_initial"][0] == 0.0 and np.all(cols["eval/kl_from_initial"][1:] > 0)
     rows = (out / "overoptimisation_seeds.csv").read_text().splitlines()
     assert len(rows) == 1 + 4 and all(",9," in r for r in rows[1:]), "16 updates, an evaluation every 2: 9 a seed"
     assert (out / "overoptimisation.png").stat().st_size > 10_000
@@ -147,3 +157,22 @@ def test_the_report_reads_known_curves(tmp_path):
     text = ov.markdown(paths)
     assert "| proxy | 0.0" in text and "| permutation | 0.100 | 0.400 | 3 + 3 |" in text, "Bonferroni over 4 modes"
     assert "| ground_truth | 3 |" in text and "0 of 3" in text
+    # Each mode's shape said before any fit is read: ground_truth rises (its alpha, beta are not a peak).
+    shapes = dict(line[2:].split(": ", 1) for line in ov.shape_lines(paths))
+    assert list(shapes) == list(MODES)
+    assert shapes["ground_truth"].startswith("J never falls after its peak beyond the evaluations' noise (0 of 3 seeds)")
+    assert "describe a rise, not a peak" in shapes["ground_truth"]
+    assert shapes["proxy"].startswith("J peaks and then falls beyond the evaluations' noise in 3 of 3 seeds")
+    assert "peaks within the measured d in 3 of 3; median R^2 1" in shapes["proxy"]
+    assert text.startswith("\n".join(ov.shape_lines(paths)))
+
+
+def test_a_form_that_does_not_fit_is_said_so(tmp_path):
+    """A path that rises, falls and rises again is no curve of Gao's form: its poor R^2 is said
+    beside the mode, not only left in its column."""
+    d = np.linspace(0.0, 2.0, 30)
+    true = 10 * np.sin(4 * d)
+    path = ov.SeedPath("proxy", tmp_path, 0, np.arange(30) * 4, np.arange(30) * 256, d, true, true)
+    path.analyse(scale=20.0)
+    (line,) = ov.shape_lines([path])
+    assert path.fit.r2 < ov.POOR_FIT and "the form fits poorly (median R^2" in line

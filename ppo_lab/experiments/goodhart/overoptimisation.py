@@ -172,6 +172,34 @@ def stop_rows(paths: list[SeedPath]) -> list[dict]:
     return rows
 
 
+POOR_FIT = 0.5  # a median R^2 below this: the form does not describe the mode's paths
+
+
+def shape_lines(paths: list[SeedPath]) -> list[str]:
+    """Per mode, one line on the shape of its paths before any fit is read: whether J peaks and
+    falls (beyond the evaluations' noise) or never peaks, whether Gao's form peaks within the
+    distances measured, and whether the form fits at all. A mode whose J never falls is said to
+    rise, so that its alpha and beta are not read as an overoptimisation curve."""
+    lines = []
+    for mode, group in by_mode(paths).items():
+        n = len(group)
+        falls = sum(p.drop.falls for p in group)
+        peaking = sum(p.fit.peaks_within for p in group)
+        r2 = _median([p.fit.r2 for p in group])
+        if falls == 0:
+            shape = (f"J never falls after its peak beyond the evaluations' noise (0 of {n} seeds): no overoptimisation "
+                     f"peak; Gao's form peaks within the measured d in {peaking} of {n}, and its alpha, beta describe "
+                     "a rise, not a peak")
+        else:
+            shape = (f"J peaks and then falls beyond the evaluations' noise in {falls} of {n} seeds (median d at the "
+                     f"peak {_num(_median([p.d[p.drop.peak_index] for p in group if p.drop.falls]))}); Gao's form "
+                     f"peaks within the measured d in {peaking} of {n}")
+        fit = (f"the form fits poorly (median R^2 {_num(r2)}): its alpha, beta and d* do not describe these paths"
+               if not r2 >= POOR_FIT else f"median R^2 {_num(r2)}")
+        lines.append(f"- {mode}: {shape}; {fit}.")
+    return lines
+
+
 def drop_tests(paths: list[SeedPath], reference: str = REFERENCE_MODE) -> list[dict]:
     """Each mode's Normalised Drop Heights against `reference`'s: Welch's t where both groups
     have spread, else the permutation test; p, and p Bonferroni-corrected over the modes
@@ -209,7 +237,8 @@ def _p(p: float) -> str:
 
 
 def markdown(paths: list[SeedPath]) -> str:
-    """The report's four tables (fit, peak and drop, early stopping, drop heights against ground_truth)."""
+    """The report's four tables (fit, peak and drop, early stopping, drop heights against
+    ground_truth), after a line per mode on the shape of its paths."""
     fits = _table(["mode", "seeds", "alpha", "beta", "RMSE (median)", "R^2 (median)", "fit peaks within measured d",
                    "d* (median)", "J at d* (median)"],
                   [[r["mode"], str(r["n"]), r["alpha"], r["beta"], r["rmse"], r["r2"], r["peaks"], r["d_peak"],
@@ -225,7 +254,7 @@ def markdown(paths: list[SeedPath]) -> str:
     tests = _table(["mode", "NDH (mean)", f"{REFERENCE_MODE} NDH (mean)", "test", "p", "p (Bonferroni)", "n"],
                    [[r["mode"], _num(r["ndh"]), _num(r["reference_ndh"]), r["test"], _p(r["p"]), _p(r["p_bonferroni"]),
                      r["n"]] for r in drop_tests(paths)])
-    return "\n\n".join([fits, drops, stops, tests]) + "\n"
+    return "\n\n".join(["\n".join(shape_lines(paths)), fits, drops, stops, tests]) + "\n"
 
 
 SEED_COLUMNS = ["mode", "run", "seed", "evaluations", "alpha", "beta", "rmse", "r2", "d_peak", "true_at_d_peak", "true_start",
