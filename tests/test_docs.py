@@ -11,6 +11,7 @@ import json
 import re
 import shlex
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -122,6 +123,32 @@ def test_every_rendered_block_is_what_its_records_render(block):
     the page holds exactly what `ppo-lab docs` renders from them today."""
     held = page_blocks.current((ROOT / block.page).read_text(), block.name)
     assert held == block.text(ROOT), f"{block.page}: block {block.name!r} is not what its records render: run ppo-lab docs"
+
+
+@pytest.mark.parametrize("block", [b for b in BLOCKS if b.figure], ids=lambda b: b.name)
+def test_every_figure_is_what_its_records_draw(block):
+    """A block's figure is committed beside its page, linked by the block, and byte for byte
+    what `ppo-lab docs` draws from the block's records today."""
+    assert f"]({Path(block.figure.path).name})" in block.text(ROOT), "the block links its figure"
+    assert (ROOT / block.figure.path).read_bytes() == block.figure.png(ROOT), \
+        f"{block.figure.path} is not what the records of block {block.name!r} draw: run ppo-lab docs"
+
+
+def test_ppo_lab_docs_names_a_stale_figure_and_draws_it_back(tmp_path, capsys):
+    """On a copy of the pages and their records: a figure changed by hand is named by `--check`
+    (nothing written), and a plain run draws it back from its records."""
+    shutil.copytree(DOCS, tmp_path / "docs")
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    block = next(b for b in BLOCKS if b.figure)
+    figure = tmp_path / block.figure.path
+    drawn = figure.read_bytes()
+    figure.write_bytes(drawn[:-8])
+    assert docs_command.main(["--check", "--root", str(tmp_path), block.name]) == 1
+    assert f"stale: {block.figure.path}, the figure of block {block.name!r}" in capsys.readouterr().out
+    assert figure.read_bytes() == drawn[:-8]
+    assert docs_command.main(["--root", str(tmp_path), block.name]) == 0
+    assert figure.read_bytes() == drawn
+    assert docs_command.main(["--check", "--root", str(tmp_path), block.name]) == 0
 
 
 def test_every_marked_block_has_a_renderer_and_every_renderer_its_block():

@@ -1,4 +1,6 @@
-"""docs/goodhart.md's blocks, from the records of their runs under docs/records/goodhart/:
+"""docs/goodhart.md's blocks, from the records of their runs under docs/records/goodhart/: the
+true objective along training against the distance from the initial policy, per mode (the
+overoptimisation report, `experiments/goodhart/overoptimisation.py`, its tables and figure);
 selection on the proxy one level up (populations, `analysis/populations.py`), and the fidelity
 cells (`experiments/goodhart/fidelity.py`: the lab's recipe with float32 or uint8 rollout
 storage, the reference's recipe whole and with float32 storage)."""
@@ -12,10 +14,14 @@ from ppo_lab import estimators as es
 from ppo_lab.analysis import populations as pop
 from ppo_lab.analysis.sweep import collect, collect_groups
 from ppo_lab.experiments.goodhart import fidelity
+from ppo_lab.experiments.goodhart import overoptimisation as ov
+from ppo_lab.experiments.goodhart import report
 from ppo_lab.pages import tables as tb
-from ppo_lab.pages.block import Block
+from ppo_lab.pages.block import Block, Figure
 
 PAGE = "docs/goodhart.md"
+OVEROPTIMISATION = "docs/records/goodhart/overoptimisation"
+OVEROPTIMISATION_FIGURE = "docs/goodhart-overoptimisation.png"
 ONE_LEVEL_UP = "docs/records/goodhart/one_level_up"
 FIDELITY = "docs/records/goodhart/fidelity"
 ARMS = {"proxy_rs": "random search", "proxy_pay": "PBT on pay", "proxy_true": "PBT on the truth"}
@@ -28,6 +34,65 @@ COLUMNS = (("poison_per_1k", "poison/1k"), ("energy_per_1k", "energy/1k"), ("foo
 RECIPES = {"lab": ("lab", "lab_uint8"), "reference": ("reference", "reference_float32")}
 STORAGE = {"lab": "float32", "lab_uint8": "uint8", "reference": "uint8 (the reference's)", "reference_float32": "float32"}
 POISON_EATER = 20.0  # poison per 1k above which a seed counts as eating poison
+
+
+def _overoptimisation_paths(root: Path) -> list[ov.SeedPath]:
+    """Every (mode, seed) path of the records, as `ppo-lab goodhart-report` reads them; a record
+    without evaluations along training is refused, not left out."""
+    paths, skipped = ov.load_paths([root / OVEROPTIMISATION])
+    if skipped:
+        raise ValueError(f"{OVEROPTIMISATION}: {skipped[0]}")
+    return paths
+
+
+def overoptimisation(root: Path) -> str:
+    """The Goodhart report's shape lines and tables (`ppo-lab goodhart-report` on the records),
+    and its figure."""
+    paths = _overoptimisation_paths(root)
+    name = Path(OVEROPTIMISATION_FIGURE).name
+    return (ov.markdown(paths) + f"\n![The true objective against d = sqrt(KL(pi || pi_initial)) per mode, seeds thin, "
+            f"the mean bold; below, against env steps with what the mode pays]({name})")
+
+
+def overoptimisation_figure(root: Path, path: Path) -> None:
+    from ppo_lab.analysis.figures import plt
+    plt.close(ov.plot(_overoptimisation_paths(root), path))
+
+
+# docs/results.md's table of the modes: the final survival evaluation of the same runs.
+RESULTS_PAGE = "docs/results.md"
+MODE_COLUMNS = (("efficiency_per_life", "efficiency per life"), ("food_share", "food share"),
+                ("energy_per_1k", "energy / 1k"), ("survival_mean", "survival"), ("deaths_per_1k", "deaths / 1k"),
+                ("food_per_1k", "food / 1k"), ("poison_per_1k", "poison / 1k"))
+GREEDY_COLUMNS = (("energy_per_1k_greedy", "energy / 1k, greedy"), ("efficiency_per_life_greedy", "efficiency per life, greedy"))
+TESTED = "energy_per_1k"
+
+
+def modes(root: Path) -> str:
+    """Per mode, the final survival evaluation (sampled play; then greedy), mean [95% CI] over
+    seeds as the Goodhart report's mode table gives it; Welch's t of every pair of modes on
+    energy per 1k, Bonferroni over the pairs."""
+    col = collect([root / OVEROPTIMISATION])
+    columns = MODE_COLUMNS + GREEDY_COLUMNS
+    cells = {(r["mode"], r["metric"]): r for r in report.mode_table(col, [m for m, _ in columns])}
+    found = report.modes_in(col)
+
+    def table(cols):
+        rows = [[mode, str(cells[(mode, cols[0][0])]["n_seeds"]),
+                 *[tb.interval(cells[(mode, m)]["mean"], cells[(mode, m)]["ci_low"], cells[(mode, m)]["ci_high"])
+                   for m, _ in cols]] for mode in found]
+        return tb.table(["mode", "seeds", *[h for _, h in cols]], ["l", "r", *["r"] * len(cols)], rows)
+
+    tests = [[f"{r['a']} - {r['b']}", tb.num(r["mean_a"] - r["mean_b"]), f"{r['t']:.2f}", tb.pvalue(r["p"]),
+              tb.pvalue(r["p_bonferroni"]), f"{r['cohens_d']:.2f}"]
+             for r in report.pairwise_tests(col, [TESTED])]
+    parts = ["Sampled play:", table(MODE_COLUMNS), "Greedy play (argmax, the same worlds):", table(GREEDY_COLUMNS)]
+    if not tests:
+        return "\n\n".join(parts + [f"One mode recorded ({found[0]}): no pair of modes to test."])
+    return "\n\n".join(parts + [
+        f"Welch's t on energy per 1k (sampled), every pair of modes, Bonferroni over the {len(tests)} pairs:",
+        tb.table(["modes", "difference of means", "t", "p", "p (Bonferroni)", "Cohen's d"], ["l", "r", "r", "r", "r", "r"],
+                 tests)])
 
 
 def one_level_up(root: Path) -> str:
@@ -96,8 +161,14 @@ def storage_tests(root: Path) -> str:
 
 
 BLOCKS = (
+    Block("goodhart-overoptimisation", PAGE, (OVEROPTIMISATION,), overoptimisation,
+          figure=Figure(OVEROPTIMISATION_FIGURE, overoptimisation_figure)),
     Block("goodhart-one-level-up", PAGE, (ONE_LEVEL_UP,), one_level_up),
     Block("goodhart-lab-recipe", PAGE, (FIDELITY,), lab_recipe),
     Block("goodhart-reference-recipe", PAGE, (FIDELITY,), reference_recipe),
     Block("goodhart-storage-tests", PAGE, (FIDELITY,), storage_tests),
+)
+
+RESULTS_BLOCKS = (
+    Block("goodhart-modes", RESULTS_PAGE, (OVEROPTIMISATION,), modes),
 )

@@ -22,6 +22,7 @@ BLOCKS: tuple[Block, ...] = (
     Block("coverage", "docs/statistics.md", (COVERAGE_RECORD,), _coverage, whole=True),
     *readme.BLOCKS,
     *results.BLOCKS,
+    *goodhart.RESULTS_BLOCKS,
     *rare_actions.RESULTS_BLOCKS,
     *goodhart.BLOCKS,
     *pbt.BLOCKS,
