@@ -20,6 +20,9 @@
 #   multihost     multihost.md multihost-speed (three interleaved rounds)
 #   pbt_cartpole  pbt.md pbt-cost and, with pbt_bounds, pbt-against-random-search
 #   pbt_bounds    pbt.md pbt-under-bounds
+#   goodhart      goodhart.md goodhart-overoptimisation (and its figure), results.md goodhart-modes
+#   goodhart_pbt  goodhart.md goodhart-one-level-up
+#   goodhart_fidelity  goodhart.md goodhart-lab-recipe, goodhart-reference-recipe, goodhart-storage-tests
 set -euo pipefail
 OUT=${OUT:-outputs/records}
 RECORDS=docs/records
@@ -149,9 +152,32 @@ measure_pbt_bounds() {  # seeds 100-163: none of them chose the explored range
 }
 keep_pbt_bounds() { local arm; for arm in random_search pbt_on_return pbt_under_bounds; do keep pbt/bounds/$arm $OUT/pbt/bounds/$arm; done; }
 
+GOODHART_MODES="ground_truth ground_truth_blind ground_truth_blinded proxy_mortal proxy"
+measure_goodhart() {  # the five modes as sweeps/goodhart.yaml runs them (8 seeds vmapped), one run per mode
+  local mode
+  for mode in $GOODHART_MODES; do
+    $L experiment=goodhart_cpu reward=$mode seed=0 num_seeds=8 hydra.run.dir=$OUT/goodhart/overoptimisation/$mode
+  done
+}
+keep_goodhart() { keep goodhart/overoptimisation $OUT/goodhart/overoptimisation/*; }
+
+measure_goodhart_pbt() {  # populations of 8 under reward=proxy, four a side: random search, PBT on pay, PBT on the truth
+  local lr='pbt.hypers={lr: {low: 1e-4, high: 1e-2, log: true}}' b="experiment=goodhart_cpu reward=proxy pbt.population=8 seed=0,8,16,24"
+  $L -m $b "$lr" pbt.exploit=false hydra.sweep.dir=$OUT/goodhart/one_level_up/proxy_rs
+  $L -m $b "$lr" pbt.fitness=reward/paid_per_1k hydra.sweep.dir=$OUT/goodhart/one_level_up/proxy_pay
+  $L -m $b "$lr" pbt.fitness=true/objective_per_1k hydra.sweep.dir=$OUT/goodhart/one_level_up/proxy_true
+}
+keep_goodhart_pbt() { local arm; for arm in proxy_rs proxy_pay proxy_true; do keep goodhart/one_level_up/$arm $OUT/goodhart/one_level_up/$arm; done; }
+
+measure_goodhart_fidelity() {  # the two modes the reference loses, float32 against uint8 storage in either recipe
+  $L -cd sweeps -cn goodhart_fidelity +fidelity=lab,lab_uint8,reference,reference_float32 reward=ground_truth_blinded,proxy_mortal \
+    hydra.sweep.dir=$OUT/goodhart/fidelity
+}
+keep_goodhart_fidelity() { keep goodhart/fidelity $OUT/goodhart/fidelity; }
+
 only_keep=false
 if [ "${1:-}" = --keep ]; then only_keep=true; shift; fi
-[ $# -gt 0 ] || { sed -n '2,22p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,25p' "$0"; exit 2; }
 for name in "$@"; do
   declare -F measure_$name > /dev/null || { echo "no measurement $name; valid: $(declare -F | sed -n 's/.*measure_//p' | tr '\n' ' ')" >&2; exit 2; }
 done

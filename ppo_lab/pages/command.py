@@ -68,10 +68,11 @@ def stale(blocks: Sequence[Block], root: Path) -> list[tuple[Block, str]]:
 
 
 def stale_figures(blocks: Sequence[Block], root: Path) -> list[tuple[Block, bytes]]:
-    """(block, its figure as drawn today) for each block whose figure file is missing or differs."""
+    """(block, its figure as drawn today) for each block whose figure file is missing or differs;
+    a block not measured yet (none of its records) shows no figure."""
     out = []
     for block in blocks:
-        if block.figure is None:
+        if block.figure is None or not any((root / r).exists() for r in block.records):
             continue
         path, drawn = root / block.figure.path, block.figure.png(root)
         if not path.exists() or path.read_bytes() != drawn:

@@ -17,7 +17,7 @@ from ppo_lab.experiments.goodhart import fidelity
 from ppo_lab.experiments.goodhart import overoptimisation as ov
 from ppo_lab.experiments.goodhart import report
 from ppo_lab.pages import tables as tb
-from ppo_lab.pages.block import Block, Figure
+from ppo_lab.pages.block import Block, Figure, measured_by
 
 PAGE = "docs/goodhart.md"
 OVEROPTIMISATION = "docs/records/goodhart/overoptimisation"
@@ -161,14 +161,14 @@ def storage_tests(root: Path) -> str:
 
 
 BLOCKS = (
-    Block("goodhart-overoptimisation", PAGE, (OVEROPTIMISATION,), overoptimisation,
+    Block("goodhart-overoptimisation", PAGE, (OVEROPTIMISATION,), overoptimisation, measure=measured_by("goodhart"),
           figure=Figure(OVEROPTIMISATION_FIGURE, overoptimisation_figure)),
-    Block("goodhart-one-level-up", PAGE, (ONE_LEVEL_UP,), one_level_up),
-    Block("goodhart-lab-recipe", PAGE, (FIDELITY,), lab_recipe),
-    Block("goodhart-reference-recipe", PAGE, (FIDELITY,), reference_recipe),
-    Block("goodhart-storage-tests", PAGE, (FIDELITY,), storage_tests),
+    Block("goodhart-one-level-up", PAGE, (ONE_LEVEL_UP,), one_level_up, measure=measured_by("goodhart_pbt")),
+    Block("goodhart-lab-recipe", PAGE, (FIDELITY,), lab_recipe, measure=measured_by("goodhart_fidelity")),
+    Block("goodhart-reference-recipe", PAGE, (FIDELITY,), reference_recipe, measure=measured_by("goodhart_fidelity")),
+    Block("goodhart-storage-tests", PAGE, (FIDELITY,), storage_tests, measure=measured_by("goodhart_fidelity")),
 )
 
 RESULTS_BLOCKS = (
-    Block("goodhart-modes", RESULTS_PAGE, (OVEROPTIMISATION,), modes),
+    Block("goodhart-modes", RESULTS_PAGE, (OVEROPTIMISATION,), modes, measure=measured_by("goodhart")),
 )
