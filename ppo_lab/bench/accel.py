@@ -1,7 +1,7 @@
 """The suite's accelerator section: the reference-scale experiment at 1..16 seeds, every precision.
 
     python -m ppo_lab.bench.accel [--seeds 1,2,4,8,16] [--precisions P1,P2]
-        [--minibatches 1] [--updates 8] [--quick] [--out f.json] [hydra overrides]
+        [--minibatches 1] [--updates 8] [--variants all|NAME,...] [--quick] [--out f.json] [hydra overrides]
 
 (`--precisions` defaults to every `hardware.precision` the lab knows, `ppo_lab.config.PRECISIONS`.)
 
@@ -15,7 +15,10 @@ run), then timed after one warm-up call: `sps` is env steps of all seeds per sec
 `matrix_fraction` = sps x FLOPs per env step / the device's measured bf16 matmul rate, where
 FLOPs per env step = forward FLOPs of one observation (XLA's cost analysis of the network) x
 (1 rollout forward + 3 x update_epochs: forward and backward of every sample each epoch).
-`--quick` shrinks everything (tests: the code path on a CPU).
+`--quick` shrinks everything (tests: the code path on a CPU). `--variants` measures each named
+variant of `VARIANTS` (the switches that may make the GPU faster, each a set of overrides; a row
+says its `variant`) beside `baseline` at every (seeds, precision): one command for a short GPU
+lease, whose rows say which switches to keep as `hardware=gpu`'s defaults.
 
 jax is imported at the top (importing it does not start XLA's backend); `main` applies the
 `hardware` settings with `ppo_lab.hardware.start_jax` before anything runs on a device.
@@ -51,6 +54,14 @@ SEEDS = (1, 2, 4, 8, 16)
 REFERENCE = ["experiment=goodhart", "reward=ground_truth", "ppo.auto_scale=false"]
 QUICK = ["env.grid_size=16", "env.food_min=4", "env.food_max=8", "env.poison_min=4", "env.poison_max=8",
          "ppo.num_envs=4", "ppo.num_steps=8", "ppo.update_epochs=1", "network.conv_channels=[4,4]", "network.dense_size=16"]
+# The switches a GPU lease compares, each as overrides over the reference run (baseline: none).
+VARIANTS = {
+    "baseline": [],
+    "users_minibatches": ["ppo.num_minibatches=4"],  # as users run the experiment (the reference trainer: 1)
+    "conv_native": ["hardware.conv=native"],
+    "conv_xla": ["hardware.conv=xla"],
+    "rollout_uint8": ["ppo.rollout_obs_dtype=uint8"],  # observations stored as the world's bytes
+}
 
 
 def matmul_rate(device, n: int) -> float:
@@ -127,27 +138,30 @@ def measure_in_fresh_process(seeds: int, precision: str, child_args: list[str]) 
 
 
 def run_section(seeds, precisions, overrides, updates, quick: bool, devices, out: Path | None = None,
-                child_args: list[str] | None = None) -> dict:
-    """Every (seeds, precision) row; with `child_args`, each row in a fresh process."""
+                child_args: list[str] | None = None, variants: tuple[str, ...] = ()) -> dict:
+    """Every (variant, seeds, precision) row (no variants: the reference as `overrides` say);
+    with `child_args`, each row in a fresh process."""
     rate = matmul_rate(devices[0], 512 if quick else 8192)
     rows = []
     result = {"device": str(devices[0].device_kind), "num_devices": len(devices), "matmul_bf16_flops": rate,
               "updates_per_call": updates, "overrides": REFERENCE + overrides, "rows": rows}
-    for s in seeds:
-        for p in precisions:
-            if child_args is not None:
-                row = measure_in_fresh_process(s, p, child_args)
-            else:
-                try:
-                    row = measure(s, p, overrides, updates, devices, 0.2 if quick else 3.0)
-                except Exception as exc:  # noqa: BLE001 - an out-of-memory at run time, say: record, go on
-                    row = {"seeds": s, "precision": p, "status": "failed", "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
-            if row.get("sps"):
-                row["matrix_fraction"] = row["sps"] * row["flops_per_step"] / (rate * row["layout"]["num_devices"])
-            rows.append(row)
-            print("[accelerator] " + format_row(row), file=sys.stderr, flush=True)
-            if out is not None:  # after every row: a long section cut short keeps what it measured
-                write_json(out, result)
+    for variant, s, p in [(v, s, p) for v in variants or (None,) for s in seeds for p in precisions]:
+        extra = VARIANTS[variant] if variant else []
+        if child_args is not None:
+            row = measure_in_fresh_process(s, p, [*child_args, *extra])
+        else:
+            try:
+                row = measure(s, p, overrides + extra, updates, devices, 0.2 if quick else 3.0)
+            except Exception as exc:  # noqa: BLE001 - an out-of-memory at run time, say: record, go on
+                row = {"seeds": s, "precision": p, "status": "failed", "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+        if variant:
+            row = {"variant": variant, "variant_overrides": extra, **row}
+        if row.get("sps"):
+            row["matrix_fraction"] = row["sps"] * row["flops_per_step"] / (rate * row["layout"]["num_devices"])
+        rows.append(row)
+        print("[accelerator] " + format_row(row), file=sys.stderr, flush=True)
+        if out is not None:  # after every row: a long section cut short keeps what it measured
+            write_json(out, result)
     return result
 
 
@@ -157,16 +171,16 @@ def write_json(path: Path, result: dict) -> None:
 
 
 def format_row(r: dict) -> str:
+    head = f"{r.get('variant', ''):>17} {r['seeds']:>5} {r['precision']:>5}"
     if r.get("status") != "ok":
-        return f"{r['seeds']:>5} {r['precision']:>5}  {r.get('status')}: {r.get('error', '')[:160]}"
-    return (f"{r['seeds']:>5} {r['precision']:>5} {r['sps']:>12,.0f} {r['memory_gb'] or 0:>8.3g} "
-            f"{r['compile_s']:>8.1f} {r.get('matrix_fraction', 0):>8.1%}")
+        return f"{head}  {r.get('status')}: {r.get('error', '')[:160]}"
+    return f"{head} {r['sps']:>12,.0f} {r['memory_gb'] or 0:>8.3g} {r['compile_s']:>8.1f} {r.get('matrix_fraction', 0):>8.1%}"
 
 
 def format_table(result: dict) -> str:
     lines = [f"accelerator section: {result['device']} x{result['num_devices']}, bf16 matmul "
              f"{result['matmul_bf16_flops'] / 1e12:.1f} TFLOP/s measured; {' '.join(result['overrides'])}",
-             f"{'seeds':>5} {'prec':>5} {'steps/s':>12} {'mem GB':>8} {'compile':>8} {'matrix':>8}"]
+             f"{'variant':>17} {'seeds':>5} {'prec':>5} {'steps/s':>12} {'mem GB':>8} {'compile':>8} {'matrix':>8}"]
     return "\n".join(lines + [format_row(r) for r in result["rows"]])
 
 
@@ -177,11 +191,15 @@ def main(argv=None) -> int:
     parser.add_argument("--precisions", default=",".join(PRECISIONS))
     parser.add_argument("--minibatches", type=int, default=1, help="ppo.num_minibatches (1: the reference trainer's)")
     parser.add_argument("--updates", type=int, default=8, help="updates per timed call")
+    parser.add_argument("--variants", default="", help=f"'all' or some of {list(VARIANTS)}: each beside the others")
     parser.add_argument("--quick", action="store_true", help="toy sizes (tests)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--in-process", action="store_true",
                         help="measure every row in this process (default: each row in a fresh process)")
     args = parser.parse_args(argv)
+    variants = tuple(VARIANTS) if args.variants == "all" else tuple(v for v in args.variants.split(",") if v)
+    if unknown := [v for v in variants if v not in VARIANTS]:
+        parser.error(f"--variants {unknown[0]}: one of {list(VARIANTS)} or all")
     logging.basicConfig(level=logging.WARNING)
     overrides = (QUICK if args.quick else []) + [f"ppo.num_minibatches={args.minibatches}"] + list(args.overrides)
     devices = start_jax(compose(REFERENCE + overrides)["hardware"])
@@ -189,7 +207,7 @@ def main(argv=None) -> int:
         "--minibatches", str(args.minibatches), "--updates", str(args.updates), *(["--quick"] if args.quick else []),
         *args.overrides]
     result = run_section([int(s) for s in args.seeds.split(",")], args.precisions.split(","), overrides,
-                         1 if args.quick else args.updates, args.quick, devices, args.out, child_args)
+                         1 if args.quick else args.updates, args.quick, devices, args.out, child_args, variants)
     print(format_table(result))
     return 0
 
