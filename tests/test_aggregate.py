@@ -214,7 +214,6 @@ def test_a_sweeps_records_aggregate_as_its_runs_criteria_from_the_whole_history(
     for run_dir in sorted(p for p in sweep.iterdir() if p.is_dir()):
         make_run(run_dir, yaml.safe_load((run_dir / ".hydra" / "overrides.yaml").read_text()),
                  [int(run_dir.name) % 2], group_index=int(run_dir.name) // 2, updates=50)
-        (run_dir / "manifest.json").write_text(json.dumps({"format": "1.0"}))
     records = tmp_path / "records"
     proc = run_cli(["record", sweep, "--into", records, "--name-by-dir", "--points", "5"], capsys)
     assert proc.returncode == 0, proc.stderr

@@ -40,7 +40,8 @@ def test_watch_once_shows_every_curve_of_a_run(runs, capsys):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for text in ("completed", "32/32", "return", "ep len", "entropy", "kl", "clip", "pg loss", "vf loss",
-                 "seed 0", "seed 1", "train/approx_kl", "action distribution", "eval: episode_length"):
+                 "seed 0", "seed 1", "train/approx_kl", "action distribution", "eval: episode_return", "episode_length",
+                 "episode_return_sampled", "episode_return_greedy"):  # the final evaluation, both plays
         assert text in out, text
     assert "health: ok" in out or "health:" in out
 
