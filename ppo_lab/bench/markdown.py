@@ -113,7 +113,7 @@ def sidebyside_rounds_table(side: dict) -> str:
 PART_NAMES = {"rollout": "rollout (policy, sampling, env: the scan of its steps)", "gae": "GAE (its reverse scan)",
               "epochs": "the epochs' minibatch steps (the scan of epochs)", "metrics": "the lab's metrics row",
               "guard": "the divergence guard", "rest": "the rest of the update (last value pass, schedules, outputs)",
-              "host": "the host between chunks (the run's wall time less its chunks')"}
+              "host": "the host and first calls (a run's wall time less its warm program's)"}
 
 
 def update_parts_table(entry: dict) -> str:
