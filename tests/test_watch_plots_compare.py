@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, TINY, launch, metric_rows, read_summary, resolved_config, run_cli
+from conftest import ROOT, TINY, launch, metric_rows, read_summary, resolved_config, run_cli, stamp_format
 
 from ppo_lab import rundir
 from ppo_lab.analysis import compare, watch
@@ -58,8 +58,7 @@ def test_watch_follows_a_sweep_folder(runs):
 
 def test_watch_reads_only_new_lines_and_warns(tmp_path):
     """A run being written: partial lines are left for the next refresh; health warnings."""
-    run = tmp_path / "live"
-    run.mkdir()
+    run = stamp_format(tmp_path / "live")  # a run dir of this format, made by hand
     (run / "config.yaml").write_text("env: {name: foraging}\nhealth: {entropy_min: 0.01, kl_min: 1.0e-4, kl_max: 0.06, clip_frac_max: 0.3}\n")
     header = "update,seed,timesteps,wall_s,actions/up,train/approx_kl,train/clip_frac,train/entropy,true/energy\n"
     (run / "metrics.csv").write_text(header + "1,0,64,0.1,0.5,0.01,0.1,1.2,3.0\n2,0,")
@@ -78,8 +77,7 @@ def test_watch_reads_only_new_lines_and_warns(tmp_path):
 def test_continuous_actions_show_mean_and_std_per_dimension(tmp_path):
     """A continuous run's `actions/mean_<i>`, `actions/std_<i>`: the dashboard tabulates them per
     dimension (no shares, no bars) and the curves panel draws them (no stacked shares)."""
-    run = tmp_path / "pendulum"
-    run.mkdir()
+    run = stamp_format(tmp_path / "pendulum")  # a run dir of this format, made by hand
     (run / "config.yaml").write_text("env: {name: gymnax}\n")
     header = "update,seed,timesteps,wall_s,actions/mean_0,actions/std_0,actions/mean_1,actions/std_1,train/entropy\n"
     rows = "".join(f"{u},{s},{64 * u},0.1,{0.1 * u + s},{1.0 / u},-0.5,0.25,1.0\n" for u in (1, 2, 3) for s in (0, 1))
@@ -111,7 +109,7 @@ def test_watch_key_writes_the_selected_runs_stop_file(tmp_path):
     """`s` then `y` on the dashboard, in a real terminal, writes the selected run's STOP file:
     here a run being written (rows, no summary yet). What a STOP file does to a training run
     is tests/test_end_to_end.py's."""
-    run_dir = tmp_path / "long"
+    run_dir = stamp_format(tmp_path / "long")
     rundir.write_config(run_dir, resolved_config(TINY))
     rundir.MetricsCSV(run_dir / rundir.METRICS).append(metric_rows(range(1, 5)))
     master, slave = pty.openpty()
@@ -215,8 +213,7 @@ def test_a_run_figure_for_a_paper(tmp_path, capsys):
 
     assert discrete_shares(["actions/E", "actions/N", "actions/NE", "actions/invalid_frac"], ["N", "NE", "E"]) == \
         ["actions/N", "actions/NE", "actions/E"]
-    run = tmp_path / "run"
-    run.mkdir()
+    run = stamp_format(tmp_path / "run")  # a run dir of this format, made by hand
     lines = ["update,seed,timesteps,wall_s,actions/E,actions/N,train/entropy,train/mean_episode_length,train/vf_loss"]
     lines += [f"{u},0,{64 * u},{u},0.25,0.75,{1 - u / 20},{u * 3 if u % 5 == 0 else ''}," for u in range(1, 11)]
     (run / "metrics.csv").write_text("\n".join(lines) + "\n")
