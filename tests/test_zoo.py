@@ -11,17 +11,20 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from conftest import ROOT, TINY, launch, read_summary, run_cli, train_run
+from ppo_lab.analysis import page_blocks
 from ppo_lab.analysis import zoo_report as zr
 from ppo_lab.analysis import zoo_table as zt
 from ppo_lab.analysis.sweep import collect, expected_jobs_from_config
 from ppo_lab.config_keys import group_options
 from ppo_lab.errors import ConfigError
 from ppo_lab.estimators import mean_summary
+from ppo_lab.pages import zoo as zoo_page
 
 PRESETS = [o for o in group_options("experiment") if o.startswith("zoo/")]
 MINATAR = [p for p in PRESETS if p.endswith("_minatar")]
@@ -226,6 +229,10 @@ def test_reached_is_the_mean_against_the_reference_in_each_play():
     assert r.reached() is False and r.reached("sampled") is False and r.reached("greedy") is True
     assert zr._verdict(r) == "no / yes"
     assert row([1.0]).reached() is False and row([1.0], reference=None).reached() is None
+    # Each seed's return is a float32 mean over episodes: 164 returns of 1 average to 1 - 2**-24, at the reference 1.
+    ones = float(np.float32(164) * np.float32(1 / 164))
+    assert ones == 1 - 2**-24 and row([ones] * 8, reference=1.0).reached() is True
+    assert row([0.999] * 8, reference=1.0).reached() is False and row([-1e-4] * 8, reference=0.0).reached() is False
 
 
 def test_a_reference_at_its_ceiling_or_at_random_says_nothing():
@@ -267,15 +274,19 @@ def test_a_missing_dir_is_refused(tmp_path, capsys):
 
 
 def test_the_page_holds_exactly_what_its_records_render(tmp_path):
-    """docs/results-zoo.md's table and its side by side with PureJaxRL, rendered again from the
-    committed records by the command the page names, are the page."""
+    """docs/results-zoo.md's table and its side by side with PureJaxRL are what `ppo-lab docs`
+    renders from the committed records, and `ppo-lab zoo-table` run as the page names it (the
+    same renderer) writes the page again; the records hold every preset a CPU measures, with
+    the straight translations beside them, on the 8 held-out seeds."""
+    text = PAGE.read_text()
+    assert zoo_page.COMMAND in text and [b.name for b in zoo_page.BLOCKS] == ["zoo-table", "zoo-parity"]
+    for block in zoo_page.BLOCKS:
+        assert page_blocks.current(text, block.name) == block.text(ROOT), block.name
     page = tmp_path / "results-zoo.md"
     shutil.copy(PAGE, page)
-    records, out, figure = (Path("docs/records/zoo"), Path("docs/results-zoo.md"), Path("docs/results-zoo.png"))
-    parity = [p.relative_to(ROOT) for p in PARITY]
-    command = zr.command_line([records], out, figure, parity=parity)
-    assert command in PAGE.read_text()
-    zr.render([RECORDS], page, tmp_path / "results-zoo.png", command, parity=PARITY)
-    assert page.read_text() == PAGE.read_text()
+    zr.render([RECORDS], page, tmp_path / "results-zoo.png", zoo_page.COMMAND, parity=PARITY)
+    assert page.read_text() == text
+    assert [p.relative_to(ROOT).as_posix() for p in PARITY] == list(zoo_page.PARITY)
     rows = zt.zoo_rows(collect([RECORDS]))
-    assert len(zt.compared_rows(rows)) == 15 and all(len(r.seeds) == 8 for r in rows)
+    assert {r.name for r in rows} == {p for p in PRESETS if "_minatar" not in p}
+    assert all(r.seeds == list(range(100, 108)) and not r.not_used for r in rows)

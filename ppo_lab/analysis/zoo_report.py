@@ -176,7 +176,7 @@ def aggregate_lines(rows: Sequence[zt.ZooRow], reps: int, seed: int) -> list[str
               "preset per env (not the straight translations); rliable's estimators, "
               f"{int(every['confidence'] * 100)}% stratified bootstrap intervals at the expanded percentiles, none below "
               f"{BOOTSTRAP_MIN_RUNS} seeds per env, {every['reps']} replicates from seed {every['seed']}; "
-              f"{every['runs_per_task']} seeds per env."]
+              f"{every['runs_per_task']} seeds per env. The envs: {', '.join(every['tasks'])}."]
     if leave:
         lines.append("Left out of the rows without them: " + "; ".join(f"{task}: {why}" for task, why in leave.items()) + ".")
     if every["unscored"]:
@@ -275,10 +275,10 @@ def plot_learning_curves(curves: dict, path: Path, references: dict | None = Non
     return save_figure(fig, path, close=True)
 
 
-def render(dirs: Sequence[Path], out: Path, figure: Path | None, command: str, include_stopped: bool = False,
-           parity: Sequence[Path] = ()) -> str:
-    """Read the runs, write the block into `out` (and the parity block from the `parity`
-    records) and the figure; returns the blocks."""
+def table_block(dirs: Sequence[Path], out: Path, figure: Path | None, command: str, include_stopped: bool = False,
+                draw: bool = True) -> str:
+    """The zoo-table block (markers included) of the runs under `dirs`, for the page `out`, its
+    figure linked at `figure` (written there with `draw`; `ppo-lab docs` renders the text alone)."""
     col = sw.collect(dirs, include_stopped=include_stopped)
     rows = zt.zoo_rows(col)
     link, notes = None, zt.jobs_without_env(col)
@@ -287,13 +287,22 @@ def render(dirs: Sequence[Path], out: Path, figure: Path | None, command: str, i
         curves = {task: found[task] for task in dict.fromkeys(r.task for r in rows) if task in found}  # the table's order
         notes += [f"{r.name}: no curve in the figure: no training episode ended" for r in rows
                   if r.seeds and r.name not in curves.get(r.task, {})]
-        bounds = {task_of(run.env): declared_bounds(run.env) for run in col.runs if run.env}
-        references = {r.task: r.ref.reference for r in rows if r.ref}
-        if plot_learning_curves(curves, figure, references, bounds=bounds) is not None:
+        if any(any(presets.values()) for presets in curves.values()):
             link = os.path.relpath(figure, out.parent)
+            if draw:
+                bounds = {task_of(run.env): declared_bounds(run.env) for run in col.runs if run.env}
+                references = {r.task: r.ref.reference for r in rows if r.ref}
+                plot_learning_curves(curves, figure, references, bounds=bounds)
     roots = [root for d in dirs for root in rundir.find_sweep_roots(Path(d))]
     commands = [c for c in dict.fromkeys(sweep_command(r) for r in roots) if c] + [command]
-    generated = block(rows, commands, link, notes)
+    return block(rows, commands, link, notes)
+
+
+def render(dirs: Sequence[Path], out: Path, figure: Path | None, command: str, include_stopped: bool = False,
+           parity: Sequence[Path] = ()) -> str:
+    """Read the runs, write the block into `out` (and the parity block from the `parity`
+    records) and the figure; returns the blocks."""
+    generated = table_block(dirs, out, figure, command, include_stopped)
     page = splice(out.read_text() if out.exists() else "", generated)
     if parity:
         side = parity_block(parity, command)

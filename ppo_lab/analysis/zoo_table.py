@@ -41,6 +41,10 @@ PLAYS = ("sampled", "greedy")
 VERDICT_PLAY = PLAYS[0]
 # A reference closer than this share of the way from random play to the max return is at random.
 AT_RANDOM = 0.01
+# Each seed's return is the evaluation's float32 mean over its episodes, whose last bit can fall
+# short: 164 episodes that each return 1 average to 1 - 2**-24. A mean this close (relative to
+# the reference, or absolute near 0) to the reference is at it.
+FLOAT32_TIE = 4 * float(np.finfo(np.float32).eps)
 
 
 @dataclass(frozen=True)
@@ -94,10 +98,12 @@ class ZooRow:
     not_used: list[str] = field(default_factory=list)  # "seed S: status (reason)" of seeds left out
 
     def reached(self, play: str = VERDICT_PLAY) -> bool | None:
-        """The mean of `play`'s returns at or above the reference; None without either."""
+        """The mean of `play`'s returns at or above the reference (equal within `FLOAT32_TIE`);
+        None without either."""
         if self.ref is None or not self.returns[play]:
             return None
-        return bool(self.stats[play]["mean"] >= self.ref.reference)
+        mean, reference = self.stats[play]["mean"], self.ref.reference
+        return bool(mean >= reference or math.isclose(mean, reference, rel_tol=FLOAT32_TIE, abs_tol=FLOAT32_TIE))
 
 
 def hardware_of(run_dir: Path) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ppo_lab.pages import goodhart, pbt, performance, rare_actions, readme, results
+from ppo_lab.pages import goodhart, pbt, performance, rare_actions, readme, results, zoo
 from ppo_lab.pages.block import Block
 
 
@@ -24,6 +24,7 @@ BLOCKS: tuple[Block, ...] = (
     *results.BLOCKS,
     *goodhart.RESULTS_BLOCKS,
     *rare_actions.RESULTS_BLOCKS,
+    *zoo.BLOCKS,
     *goodhart.BLOCKS,
     *pbt.BLOCKS,
     *performance.BLOCKS,
