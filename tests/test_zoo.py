@@ -288,5 +288,6 @@ def test_the_page_holds_exactly_what_its_records_render(tmp_path):
     assert page.read_text() == text
     assert [p.relative_to(ROOT).as_posix() for p in PARITY] == list(zoo_page.PARITY)
     rows = zt.zoo_rows(collect([RECORDS]))
-    assert {r.name for r in rows} == {p for p in PRESETS if "_minatar" not in p}
+    # every preset a CPU trains and its straight translation (MinAtar's, a GPU's work, may join them)
+    assert {p for p in PRESETS if "_minatar" not in p} <= {r.name for r in rows} <= set(PRESETS)
     assert all(r.seeds == list(range(100, 108)) and not r.not_used for r in rows)
