@@ -275,24 +275,41 @@ def plot_learning_curves(curves: dict, path: Path, references: dict | None = Non
     return save_figure(fig, path, close=True)
 
 
+def _curves(col: sw.Collection, rows: Sequence[zt.ZooRow]) -> dict:
+    """task -> preset -> the training-return series of its seeds, in the table's order."""
+    found = zt.learning_curves(col)
+    return {task: found[task] for task in dict.fromkeys(r.task for r in rows) if task in found}
+
+
+def _plot(col: sw.Collection, rows: Sequence[zt.ZooRow], curves: dict, figure: Path):
+    bounds = {task_of(run.env): declared_bounds(run.env) for run in col.runs if run.env}
+    references = {r.task: r.ref.reference for r in rows if r.ref}
+    return plot_learning_curves(curves, figure, references, bounds=bounds)
+
+
+def draw_figure(dirs: Sequence[Path], figure: Path, include_stopped: bool = False):
+    """The learning curves of the runs under `dirs` into `figure` (the path, or None where no
+    env has a curve: nothing is written then)."""
+    col = sw.collect(dirs, include_stopped=include_stopped)
+    rows = zt.zoo_rows(col)
+    return _plot(col, rows, _curves(col, rows), figure)
+
+
 def table_block(dirs: Sequence[Path], out: Path, figure: Path | None, command: str, include_stopped: bool = False,
                 draw: bool = True) -> str:
     """The zoo-table block (markers included) of the runs under `dirs`, for the page `out`, its
-    figure linked at `figure` (written there with `draw`; `ppo-lab docs` renders the text alone)."""
+    figure linked at `figure` (drawn there with `draw`; `ppo-lab docs` draws it on its own)."""
     col = sw.collect(dirs, include_stopped=include_stopped)
     rows = zt.zoo_rows(col)
     link, notes = None, zt.jobs_without_env(col)
     if figure is not None:
-        found = zt.learning_curves(col)
-        curves = {task: found[task] for task in dict.fromkeys(r.task for r in rows) if task in found}  # the table's order
+        curves = _curves(col, rows)
         notes += [f"{r.name}: no curve in the figure: no training episode ended" for r in rows
                   if r.seeds and r.name not in curves.get(r.task, {})]
         if any(any(presets.values()) for presets in curves.values()):
             link = os.path.relpath(figure, out.parent)
             if draw:
-                bounds = {task_of(run.env): declared_bounds(run.env) for run in col.runs if run.env}
-                references = {r.task: r.ref.reference for r in rows if r.ref}
-                plot_learning_curves(curves, figure, references, bounds=bounds)
+                _plot(col, rows, curves, figure)
     roots = [root for d in dirs for root in rundir.find_sweep_roots(Path(d))]
     commands = [c for c in dict.fromkeys(sweep_command(r) for r in roots) if c] + [command]
     return block(rows, commands, link, notes)
