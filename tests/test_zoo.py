@@ -11,12 +11,14 @@ import json
 import shutil
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import ROOT, TINY, launch, read_summary, run_cli, train_run
+from conftest import ROOT, TINY, launch, read_summary, run_cli, run_config, train_run
 from ppo_lab.analysis import page_blocks
 from ppo_lab.analysis import zoo_report as zr
 from ppo_lab.analysis import zoo_table as zt
@@ -25,6 +27,9 @@ from ppo_lab.config_keys import group_options
 from ppo_lab.errors import ConfigError
 from ppo_lab.estimators import mean_summary
 from ppo_lab.pages import zoo as zoo_page
+from ppo_lab.ppo.train import env_params_argument
+from ppo_lab.run.build import build
+from ppo_lab.run.evaluate import episode_runner
 
 PRESETS = [o for o in group_options("experiment") if o.startswith("zoo/")]
 MINATAR = [p for p in PRESETS if p.endswith("_minatar")]
@@ -79,18 +84,54 @@ def test_every_preset_says_its_protocol_and_reports_untuned_seeds(preset):
         assert cfg.eval.episodes == 164
 
 
+def traced_program_shapes(cfg):
+    """A run's programs for `cfg` traced, not compiled or run (`jax.eval_shape`), as a run of it
+    builds them on one device: the env (its contract checked), network and trainer
+    (`run.build`), one replica's state, a chunk of updates from it, and an evaluation of its
+    parameters. Returns (state, state after the chunk, the chunk's metrics, the evaluation's)."""
+    comp = build(cfg, num_devices=1)
+    trainer, hypers = comp.trainer, comp.hypers.replica(0)
+    env_params = env_params_argument(comp.env, comp.env_params)
+    updates, key = jnp.asarray(trainer.num_updates, jnp.int32), jax.random.PRNGKey(0)
+    state = jax.eval_shape(trainer.init, key, key, hypers, updates, env_params)
+    after, metrics = jax.eval_shape(trainer.chunk, state, jnp.asarray(0, jnp.int32), hypers, updates, env_params)
+    evaluation = jax.eval_shape(episode_runner(cfg, comp.env, comp.env_params, comp.network), state.params, key, jnp.bool_(True))
+    return state, after, metrics, evaluation
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", [p for p in PRESETS if not p.endswith("_minatar_blines")])
-def test_every_preset_trains_two_updates_and_has_reference_returns(preset, tmp_path):
-    cfg = compose_preset(preset)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_builds_its_run_and_traces_its_training_and_evaluation(preset):
+    """Each preset as it is (its env, steps, network), traced: a run of it validates, builds,
+    and its update and evaluation programs take its env's observations and actions. The
+    presets that share a program's code path differ in env and settings only; one of each
+    path trains for real below."""
+    cfg = run_config(tiny(preset))
+    assert cfg.seeds == [100, 101]
+    state, after, metrics, evaluation = traced_program_shapes(cfg)
+    assert jax.tree.map(lambda s: (s.shape, s.dtype), after) == jax.tree.map(lambda s: (s.shape, s.dtype), state)
+    assert {m.shape[0] for m in jax.tree.leaves(metrics)} == {UPDATES}
+    assert evaluation["episode_return"].shape == ()
+    # The table normalises by the env's `scores:` entry: every zoo env has one.
+    env = compose_preset(preset).env
+    entry = env.scores[env.gymnax_id]
+    assert entry.reference != entry.random
+
+
+# One preset per code path of the trained program: a discrete policy on flat observations, a
+# continuous one with normalised observations and rewards, a GRU, and MinAtar's images (the 4
+# MinAtar presets are one network on 10x10 frames of a few channels).
+TRAINED = ["zoo/cartpole", "zoo/pendulum", "zoo/memory_chain", "zoo/breakout_minatar"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", TRAINED)
+def test_a_preset_of_each_code_path_trains_two_updates_and_is_evaluated(preset, tmp_path):
     summary = train_run(tiny(preset), tmp_path / "run")
     assert summary.status == "completed" and summary.updates == UPDATES, summary.error
     assert summary.seeds == [100, 101]
     for name in ("episode_return", "episode_return_sampled", "episode_return_greedy"):
         assert len(summary.eval[name]) == SEEDS
-    # The table normalises by the env's `scores:` entry: every zoo env has one.
-    entry = cfg.env.scores[cfg.env.gymnax_id]
-    assert entry.reference != entry.random
 
 
 def test_an_unknown_constructor_argument_is_refused_by_name(tmp_path):
