@@ -351,14 +351,3 @@ def test_several_seeds_across_two_host_devices_complete(tmp_path, tiny):
     s = read_summary(run_dir)
     assert s["status"] == "completed" and s["layout"]["mode"] == "seeds" and s["layout"]["num_devices"] == 2
     assert len(s["eval"]["episode_return"]) == 4
-
-
-@pytest.mark.timeout(300)
-def test_one_seed_shards_envs_across_two_devices(tmp_path, tiny):
-    run_dir = tmp_path / "run"
-    args = [a for a in tiny if not a.startswith("hardware.host_devices")]
-    # layout=auto keeps so small a seed on one device (tests/test_layout.py); forced, it splits.
-    launch([*args, "hardware.host_devices=2", "hardware.layout=envs"], run_dir, timeout=240)
-    s = read_summary(run_dir)
-    assert s["status"] == "completed" and s["layout"] == {"mode": "envs", "num_devices": 2, "num_replicas": 2, "envs_per_replica": 2}
-    assert len(read_rows(run_dir)) == 32

@@ -238,7 +238,8 @@ def test_processes_are_detected_from_a_slurm_step_of_several_tasks():
 
 def test_one_seed_split_over_two_processes_equals_two_devices_of_one(tmp_path):
     """hardware.layout=envs: one seed's envs on both processes, the gradient all-reduced across
-    them every minibatch (gloo), as the same split over two devices of one process."""
+    them every minibatch (gloo), as the same split over two devices of one process (forced: so
+    small a seed stays on one device under layout=auto, tests/test_layout.py)."""
     args = [*[a for a in TINY if not a.startswith("hardware.host_devices")], "num_seeds=1", "hardware.layout=envs"]
     procs = run_two([*args, "hardware.host_devices=1"], tmp_path / "two")
     assert [p.code for p in procs] == [0, 0], procs[0].output()[-3000:]
@@ -246,7 +247,9 @@ def test_one_seed_split_over_two_processes_equals_two_devices_of_one(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert one.returncode == 0, one.stderr[-3000:]
     ours, theirs = read_rows(tmp_path / "two"), read_rows(tmp_path / "one")
-    assert read_summary(tmp_path / "two")["layout"]["mode"] == "envs" and len(ours) == len(theirs) == 32
+    split = {"mode": "envs", "num_devices": 2, "num_replicas": 2, "envs_per_replica": 2}
+    assert read_summary(tmp_path / "two")["layout"] == read_summary(tmp_path / "one")["layout"] == split
+    assert read_summary(tmp_path / "one")["status"] == "completed" and len(ours) == len(theirs) == 32
     for k in (0, 31):
         a, b = float(ours[k]["train/vf_loss"]), float(theirs[k]["train/vf_loss"])
         assert abs(a - b) <= 1e-4 * abs(b)
