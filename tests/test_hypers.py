@@ -138,6 +138,9 @@ def test_every_traced_key_has_a_grid_test():
     assert sorted(GRID) == sorted(traced_keys())
 
 
+# On one worker: `_programs` compiles once per process, for every key's cells (split over both
+# workers, each compiled the same two programs at the same time).
+@pytest.mark.xdist_group("tests/test_hypers.py::_programs")
 @pytest.mark.parametrize("key", sorted(GRID))
 def test_a_grid_over_a_traced_key_trains_each_cell_as_its_run_alone(key):
     """Two cells that differ in one traced key share a program (hydra/launcher=vmap groups them)
