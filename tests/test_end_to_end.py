@@ -339,15 +339,3 @@ def test_deterministic_evaluation_repeats_bit_for_bit(tmp_path, tiny):
     assert sampled["episode_return"] == recorded["episode_return_sampled"]
     plays = lambda evaluation: {k: v for k, v in evaluation.items() if k.endswith(("_sampled", "_greedy"))}  # noqa: E731
     assert plays(sampled) == plays(recorded) and len(plays(recorded)) == 4
-
-
-@pytest.mark.timeout(300)
-def test_several_seeds_across_two_host_devices_complete(tmp_path, tiny):
-    """The batched-QR hang (docs/toolchain.md) must not come back: init is per seed."""
-    run_dir = tmp_path / "run"
-    args = [a for a in tiny if not a.startswith("hardware.host_devices")]
-    proc = launch([*args, "num_seeds=4", "hardware.host_devices=2"], run_dir, timeout=240)
-    assert "devices: 2 x cpu" in proc.stdout + proc.stderr
-    s = read_summary(run_dir)
-    assert s["status"] == "completed" and s["layout"]["mode"] == "seeds" and s["layout"]["num_devices"] == 2
-    assert len(s["eval"]["episode_return"]) == 4

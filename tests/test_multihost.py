@@ -93,12 +93,22 @@ def two_processes(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def one_process(tmp_path_factory):
+    """The two-process run's seeds in one process of two host devices. Returns (run dir, its output)."""
     run_dir = tmp_path_factory.mktemp("multihost") / "one"
     args = [*[a for a in TINY if not a.startswith("hardware.host_devices")], "hardware.host_devices=2", "num_seeds=2"]
     proc = subprocess.run([sys.executable, "launch.py", *args, f"hydra.run.dir={run_dir}"], cwd=ROOT,
                           capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return run_dir
+    return run_dir, proc.stdout + proc.stderr
+
+
+def test_several_seeds_across_two_host_devices_of_one_process_complete(one_process):
+    """The batched-QR hang (docs/toolchain.md) must not come back: init is per seed."""
+    run_dir, output = one_process
+    assert "devices: 2 x cpu" in output
+    s = read_summary(run_dir)
+    assert s["status"] == "completed" and s["layout"]["mode"] == "seeds" and s["layout"]["num_devices"] == 2
+    assert len(s["eval"]["episode_return"]) == 2
 
 
 def test_two_processes_train_one_run_written_once(two_processes):
@@ -145,14 +155,14 @@ def test_processes_sharing_a_hosts_cpus_split_them_and_others_keep_theirs():
 
 
 def test_two_processes_equal_one_process_of_two_devices(two_processes, one_process):
-    run_dir = two_processes[0] / "0"
+    run_dir, one_run = two_processes[0] / "0", one_process[0]
     ours = {(r["update"], r["seed"]): r for r in read_rows(run_dir)}
-    theirs = {(r["update"], r["seed"]): r for r in read_rows(one_process)}
+    theirs = {(r["update"], r["seed"]): r for r in read_rows(one_run)}
     assert set(ours) == set(theirs)
     for seed in ("0", "1"):
         a, b = float(ours[("1", seed)]["train/vf_loss"]), float(theirs[("1", seed)]["train/vf_loss"])
         assert abs(a - b) <= 1e-4 * abs(b)
-    assert read_summary(run_dir)["eval"] == read_summary(one_process)["eval"]
+    assert read_summary(run_dir)["eval"] == read_summary(one_run)["eval"]
 
 
 def test_a_coordinator_that_does_not_answer_is_named_exit_2(tmp_path):
