@@ -112,16 +112,20 @@ def interval_method(low: float | None, high: float | None) -> str:
     return ANDERSON if low is not None and high is not None else T
 
 
+def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row (the last axis), NaN ignored: the count, the mean and the variance (ddof=1)."""
+    n = np.sum(~np.isnan(x), axis=-1)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # rows with fewer than 2 values
+        return n, np.nanmean(x, axis=-1), np.nanvar(x, axis=-1, ddof=1)
+
+
 def t_interval(x, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Student t interval of the mean of each row of `x` (the last axis: seeds; NaN ignored):
     ``mean -/+ t_{(1+c)/2, n-1} * std / sqrt(n)``; NaN where a row has fewer than 2 values."""
-    x = np.asarray(x, dtype=np.float64)
-    n = np.sum(~np.isnan(x), axis=-1)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # rows with no value, or one
-        mean = np.nanmean(x, axis=-1)
-        sem = np.nanstd(x, axis=-1, ddof=1) / np.sqrt(n)
-        half = _special.stdtrit(np.maximum(n - 1, 1), (1.0 + confidence) / 2.0) * sem
+    n, mean, var = _moments(np.asarray(x, dtype=np.float64))
+    with np.errstate(all="ignore"):
+        half = _special.stdtrit(np.maximum(n - 1, 1), (1.0 + confidence) / 2.0) * (np.sqrt(var) / np.sqrt(n))
     ok = n >= 2
     return np.where(ok, mean - half, np.nan), np.where(ok, mean + half, np.nan)
 
@@ -204,14 +208,6 @@ def small_sample_warning(n: int) -> str | None:
 
 
 # ----------------------------------------------------------------------------- two groups
-def _moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row (the last axis), NaN ignored: the count, the mean and the variance (ddof=1)."""
-    n = np.sum(~np.isnan(x), axis=-1)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # rows with fewer than 2 values
-        return n, np.nanmean(x, axis=-1), np.nanvar(x, axis=-1, ddof=1)
-
-
 def difference_interval(a, b, low: float | None = None, high: float | None = None, confidence: float = 0.95):
     """The interval of mean(a) - mean(b), per row of `a` and `b` (the last axis: seeds; NaN
     ignored), and its method: for a metric in a known [low, high], each group's Anderson interval
@@ -321,37 +317,20 @@ def iqm(values: Iterable[float] | np.ndarray) -> float:
     return float(trim_mean(x, 0.25)) if x.size else _NAN
 
 
-def aggregate_iqm(scores: np.ndarray) -> float:
-    return float(trim_mean(scores, 0.25, axis=None))
-
-
-def aggregate_median(scores: np.ndarray) -> float:
-    return float(np.median(np.mean(scores, axis=0)))
-
-
-def aggregate_mean(scores: np.ndarray) -> float:
-    return float(np.mean(np.mean(scores, axis=0)))
-
-
-def aggregate_optimality_gap(scores: np.ndarray, gamma: float = 1.0) -> float:
-    return float(gamma - np.mean(np.minimum(scores, gamma)))
-
-
-#: rliable's aggregates of a (runs, tasks) matrix, in the order rliable.json lists them.
-AGGREGATES: dict[str, Callable[[np.ndarray], float]] = {
-    "iqm": aggregate_iqm,
-    "median": aggregate_median,
-    "mean": aggregate_mean,
-    "optimality_gap": aggregate_optimality_gap,
-}
-
-# The same over a stack of resamples (reps, runs, tasks) at once.
-_BATCHED: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+#: rliable's aggregates, in the order rliable.json lists them, each over a stack of (runs, tasks)
+#: score matrices at once (reps, runs, tasks): the bootstrap's replicates in one call, and one
+#: matrix's aggregate as its stack of one (`aggregate`). Median and mean: of the per-task means.
+AGGREGATES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "iqm": lambda s: trim_mean(s.reshape(s.shape[0], -1), 0.25, axis=1),
     "median": lambda s: np.median(np.mean(s, axis=1), axis=1),
     "mean": lambda s: np.mean(np.mean(s, axis=1), axis=1),
     "optimality_gap": lambda s: 1.0 - np.mean(np.minimum(s, 1.0).reshape(s.shape[0], -1), axis=1),
 }
+
+
+def aggregate(name: str, scores) -> float:
+    """rliable's aggregate `name` (AGGREGATES) of one (runs, tasks) matrix."""
+    return float(AGGREGATES[name](np.asarray(scores, dtype=np.float64)[None])[0])
 
 
 def bootstrap_percentiles(confidence: float, runs: int | None) -> tuple[float, float]:
@@ -398,10 +377,6 @@ def _as_matrix(scores) -> np.ndarray:
     return x
 
 
-def _runs(n: int, as_rliable: bool) -> int | None:
-    return None if as_rliable else n
-
-
 def interval_estimates(scores, *, reps: int = DEFAULT_REPS, seed: int = DEFAULT_SEED, confidence: float = 0.95,
                        names: Sequence[str] = tuple(AGGREGATES), as_rliable: bool = False) -> dict[str, dict]:
     """Each aggregate in ``names`` of a (runs, tasks) matrix with its stratified bootstrap
@@ -411,9 +386,9 @@ def interval_estimates(scores, *, reps: int = DEFAULT_REPS, seed: int = DEFAULT_
     x = _as_matrix(scores)
     out = {}
     for name in names:
-        replicates = _BATCHED[name](stratified_resamples(x, reps, seed))
-        low, high = percentile_interval(replicates, confidence, _runs(x.shape[0], as_rliable))
-        out[name] = {"point": AGGREGATES[name](x), "ci_low": float(low), "ci_high": float(high)}
+        replicates = AGGREGATES[name](stratified_resamples(x, reps, seed))
+        low, high = percentile_interval(replicates, confidence, None if as_rliable else x.shape[0])
+        out[name] = {"point": aggregate(name, x), "ci_low": float(low), "ci_high": float(high)}
     return out
 
 
@@ -431,7 +406,7 @@ def performance_profile(scores, taus, *, reps: int = DEFAULT_REPS, seed: int = D
     taus = np.asarray(taus, dtype=np.float64)
     stack = stratified_resamples(x, reps, seed).reshape(reps, -1)
     replicates = np.mean(stack[:, :, None] > taus[None, None, :], axis=1)
-    low, high = percentile_interval(replicates, confidence, _runs(x.shape[0], as_rliable))
+    low, high = percentile_interval(replicates, confidence, None if as_rliable else x.shape[0])
     return {"tau": taus.tolist(), "profile": score_distribution(x, taus).tolist(),
             "low": np.asarray(low).tolist(), "high": np.asarray(high).tolist()}
 
@@ -470,7 +445,7 @@ def probability_of_improvement_interval(x, y, *, reps: int = DEFAULT_REPS, seed:
         rx, ry = np.stack([d[0] for d in draws]), np.stack([d[1] for d in draws])
     tasks = np.arange(x.shape[1])[None, None, :]
     replicates = _improvement(x[rx, tasks], y[ry, tasks])
-    low, high = percentile_interval(replicates, confidence, _runs(min(x.shape[0], y.shape[0]), as_rliable))
+    low, high = percentile_interval(replicates, confidence, None if as_rliable else min(x.shape[0], y.shape[0]))
     return {"point": point, "ci_low": float(low), "ci_high": float(high)}
 
 

@@ -48,7 +48,7 @@ def test_interval_estimates_match_rliable(name):
 
 
 def test_iqm_is_scipys_trimmed_mean():
-    assert rs.aggregate_iqm(SCORES) == pytest.approx(stats.trim_mean(SCORES.ravel(), 0.25))
+    assert rs.aggregate("iqm", SCORES) == pytest.approx(stats.trim_mean(SCORES.ravel(), 0.25))
 
 
 def test_performance_profile_matches_rliable():
