@@ -143,14 +143,14 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
     col = sw.collect(dirs, include_stopped=include_stopped, ignore=ignore)
     rows = sw.aggregate_rows(col, confidence=confidence)
     paths = {"aggregate": out_dir / rundir.AGGREGATE, "runs": out_dir / rundir.RUNS}
-    sw.write_csv(paths["aggregate"], rows, sw.aggregate_columns(col))
+    rundir.write_table(paths["aggregate"], rows, sw.aggregate_columns(col))
     crit_rows, crit_cols = criteria_table(rows, col.group_keys)
     if crit_cols:
         paths["criteria"] = out_dir / rundir.CRITERIA
-        sw.write_csv(paths["criteria"], crit_rows, ["group", *col.swept_keys, "n_seeds", *crit_cols])
+        rundir.write_table(paths["criteria"], crit_rows, ["group", *col.swept_keys, "n_seeds", *crit_cols])
     units = sw.unit_rows(col)
     unit_cols = ["group", *col.swept_keys, "seed", "status", "used", "reason", "job", "job_id", "updates", "run_dir", *col.metrics]
-    sw.write_csv(paths["runs"], units, unit_cols)
+    rundir.write_table(paths["runs"], units, unit_cols)
     # The experiment's headline metric unless told another (ppo_lab/judging/headline.py)
     try:
         headline = headline_of(run.env for run in col.runs if run.env)

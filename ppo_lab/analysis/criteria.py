@@ -93,6 +93,13 @@ def seed_criteria(columns: Mapping[str, np.ndarray], env_criteria: EnvCriteria |
     return {PREFIX + k: v for k, v in out.items()}
 
 
+def criteria_by_seed(history: Mapping[int, Mapping[str, np.ndarray]], env_section: Mapping | None) -> dict[int, dict]:
+    """seed -> its criteria from its metrics.csv columns (`rundir.columns_by_seed`), the env's own
+    (`declared_criteria` of its env section) included."""
+    env_criteria = declared_criteria(env_section)
+    return {seed: seed_criteria(columns, env_criteria) for seed, columns in history.items()}
+
+
 def criteria_table(rows: list[dict], group_keys: Mapping[str, Mapping[str, str]]) -> tuple[list[dict], list[str]]:
     """criteria.csv: one row per cell (group), per criterion its mean and 95% interval as
     columns `<criterion>`, `<criterion>_ci_low`, `<criterion>_ci_high`, and `n_seeds`.

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ppo_lab import rundir
-from ppo_lab.analysis.criteria import declared_criteria, seed_criteria
+from ppo_lab.analysis.criteria import criteria_by_seed
 from ppo_lab.judging.headline import TRAIN_RETURN
 
 DEFAULT_POINTS = 60
@@ -59,14 +59,12 @@ def planned(dirs: Sequence[Path], by_dir: bool = False) -> dict[str, Path]:
     return names
 
 
-def criteria_by_seed(run_dir: Path) -> dict[int, dict[str, float]]:
+def criteria_of(run_dir: Path) -> dict[int, dict[str, float]]:
     """seed -> its criteria (`analysis/criteria.py`, its env's own included) from the whole
     metrics.csv, which the record keeps only cut."""
     config = rundir.read_config(run_dir) or {}
     rundir.use_recorded_parts(run_dir)
-    env_criteria = declared_criteria(config.get("env"))
-    return {seed: seed_criteria(columns, env_criteria)
-            for seed, columns in rundir.columns_by_seed(run_dir / rundir.METRICS).items()}
+    return criteria_by_seed(rundir.columns_by_seed(run_dir / rundir.METRICS), config.get("env"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -98,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, run_dir in plan.items():
             benchmark = rundir.is_benchmark_run(run_dir)
             record = rundir.write_record(run_dir, args.into / name, columns, args.points,
-                                         None if benchmark else criteria_by_seed(run_dir))
+                                         None if benchmark else criteria_of(run_dir))
             kept = "benchmark.json" if benchmark else (f"{record['updates_per_seed']} of {record['updates_per_seed_in_run']} "
                                                         "updates per seed in metrics.csv")
             print(f"{args.into / name}: from {run_dir} ({kept})")

@@ -28,7 +28,6 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ppo_lab import estimators as es
-from ppo_lab import rundir
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.sweep import Collection
 from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE
@@ -78,17 +77,11 @@ def collect_scores(col: Collection, metric: str, refs_cli: Mapping[str, tuple[fl
     """config -> task -> raw scores of the used units, and task -> (random, reference, source)."""
     per_config: dict[str, dict[str, list[float]]] = {}
     refs: dict[str, tuple] = {}
-    envs: dict[Path, Mapping] = {}
     for u in col.units:
         value = u.values.get(metric, math.nan) if u.used else math.nan
         if value is None or math.isnan(value):
             continue
-        if u.run.path not in envs:
-            try:
-                envs[u.run.path] = rundir.read_config(u.run.path).get("env") or {}
-            except (FileNotFoundError, ValueError):
-                envs[u.run.path] = {}
-        env = envs[u.run.path]
+        env = u.run.env
         task = task_of(env)
         keys = col.group_keys[u.group]
         config = ",".join(f"{k}={v}" for k, v in keys.items() if not _is_task_key(k)) or "all"

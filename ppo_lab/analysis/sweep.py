@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -35,7 +35,7 @@ from omegaconf import OmegaConf
 
 import ppo_lab.resolvers  # noqa: F401 - registers ${ppo_lab.scaled:...} for the configs read here
 from ppo_lab import rundir
-from ppo_lab.analysis.criteria import declared_criteria, seed_criteria
+from ppo_lab.analysis.criteria import criteria_by_seed
 from ppo_lab.estimators import SMALL_SAMPLE, SUMMARY_KEYS, mean_interval, mean_summary
 from ppo_lab.judging.headline import declared_bounds
 from ppo_lab.rundir.run_summary import RunSummary
@@ -69,6 +69,7 @@ class Run:
     experiment: str | None = None
     env: dict = field(default_factory=dict)  # config.yaml's env section: its declared `metrics:`
     reward: dict = field(default_factory=dict)  # config.yaml's reward section: the reward function it was paid by
+    tags: dict = field(default_factory=dict)  # config.yaml's tags section: what the user said of the run
 
     @property
     def name(self) -> str:
@@ -111,10 +112,6 @@ class Collection:
 
 
 # ----------------------------------------------------------------------------- reading
-def _strip_key(key: str) -> str:
-    return key.lstrip("+~")
-
-
 def parse_overrides(lines: Iterable[str]) -> dict[str, str]:
     out = {}
     for line in lines:
@@ -122,7 +119,7 @@ def parse_overrides(lines: Iterable[str]) -> dict[str, str]:
         if "=" not in line:
             continue
         key, value = line.split("=", 1)
-        out[_strip_key(key)] = value
+        out[key.lstrip("+~")] = value
     return out
 
 
@@ -170,20 +167,21 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
         if job_failed and status != "completed":
             status = "failed"
             reason = f"job {job.get('job_id')} {state or 'failed'}" + (f": {job['error']}" if job.get("error") else "") + (f" (run dir: {summary.status})" if summary else "")
-    env, reward = _config_sections(path)
+    env, reward, tags = _config_sections(path)
     return Run(path=path, overrides=overrides, seeds=seeds, status=status, reason=reason, summary=summary,
-               job_num=_job_num(path), job_id=(job or {}).get("job_id"), experiment=experiment, env=env, reward=reward)
+               job_num=_job_num(path), job_id=(job or {}).get("job_id"), experiment=experiment, env=env, reward=reward,
+               tags=tags)
 
 
-def _config_sections(path: Path) -> tuple[dict, dict]:
-    """The env and reward sections of a run's config.yaml ({} without one, or one that does not
-    parse), the run's own parts found as it found them."""
+def _config_sections(path: Path) -> tuple[dict, dict, dict]:
+    """The env, reward and tags sections of a run's config.yaml ({} without one, or one that
+    does not parse), the run's own parts found as it found them."""
     try:
         rundir.use_recorded_parts(path)
         config = rundir.read_config(path)
     except Exception:  # noqa: BLE001 - a run without a readable config only loses its declarations
-        return {}, {}
-    return dict(config.get("env") or {}), dict(config.get("reward") or {})
+        return {}, {}, {}
+    return tuple(dict(config.get(section) or {}) for section in ("env", "reward", "tags"))
 
 
 def group_bounds(col: "Collection", group: str) -> dict:
@@ -192,12 +190,6 @@ def group_bounds(col: "Collection", group: str) -> dict:
     for run in {id(u.run): u.run for u in col.units if u.group == group}.values():
         bounds.update(declared_bounds(run.env))
     return bounds
-
-
-def expected_jobs(sweep_dir: Path) -> list[list[str]]:
-    """The jobs (override lists, by job number) that `<sweep_dir>/multirun.yaml` defines."""
-    cfg = rundir.read_multirun(sweep_dir)
-    return [] if cfg is None else expected_jobs_from_config(cfg)
 
 
 def expected_jobs_from_config(cfg) -> list[list[str]]:
@@ -216,9 +208,9 @@ def expected_jobs_from_config(cfg) -> list[list[str]]:
         return []
 
 
-def _multirun_defaults(sweep_dir: Path) -> tuple[int, int, str | None]:
-    """(seed, num_seeds, experiment) of the sweep's base config, for runs that did not say."""
-    cfg = rundir.read_multirun(sweep_dir)
+def _multirun_defaults(cfg) -> tuple[int, int, str | None]:
+    """(seed, num_seeds, experiment) of a sweep's base config (its multirun.yaml, or None), for
+    runs that did not say."""
     if cfg is not None:
         try:
             experiment = OmegaConf.select(cfg, "experiment", default=None)
@@ -242,8 +234,9 @@ def load_runs(dirs: Sequence[Path]) -> list[Run]:
         sweep_roots = rundir.find_sweep_roots(d)
         for root in sweep_roots:
             jobs = jobs_by_number(root)
-            defaults = _multirun_defaults(root)
-            expected = expected_jobs(root)
+            multirun = rundir.read_multirun(root)  # the jobs it defines, by number
+            defaults = _multirun_defaults(multirun)
+            expected = [] if multirun is None else expected_jobs_from_config(multirun)
             nums = set(range(len(expected))) | set(jobs)
             for num in sorted(nums):
                 path = (root / str(num)).resolve()
@@ -307,7 +300,7 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
         # them from the whole metrics.csv, of which it keeps only some rows.
         history = rundir.columns_by_seed(run.path / rundir.METRICS) if used else {}
         recorded = rundir.recorded_criteria(run.path) if used else None
-        env_criteria = declared_criteria(run.env) if used and recorded is None else None
+        criteria = (recorded if recorded is not None else criteria_by_seed(history, run.env)) if used else {}
         diverged = {e.get("seed"): e for e in (run.summary.diverged if run.summary is not None else [])}
         for i, seed in enumerate(run.seeds or [None]):
             values = {}
@@ -319,8 +312,7 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
                     values[f"eval/{name}"] = _at(per_seed, i)
                 for name, per_seed in final.items():
                     values[name] = _at(per_seed, i)
-                values.update(recorded.get(seed, {}) if recorded is not None
-                              else seed_criteria(history.get(seed, {}), env_criteria))
+                values.update(criteria.get(seed, {}))
             units.append(Unit(run=run, seed=seed, group=label, values=values, used=used,
                               logged=_logged_shares(history.get(seed, {}))))
     metrics = sorted({m for u in units for m in u.values}, key=_metric_order)
@@ -385,51 +377,39 @@ def aggregate_columns(col: Collection) -> list[str]:
 
 def unit_rows(col: Collection) -> list[dict]:
     """runs.csv: one row per (run, seed), used or not, with status and reason."""
-    rows = []
-    for u in col.units:
-        rows.append({
-            "group": u.group, **col.group_keys[u.group], "seed": u.seed, "status": u.status, "used": u.used,
-            "reason": u.reason or "", "job": u.run.job_num if u.run.job_num is not None else "",
-            "job_id": u.run.job_id or "", "updates": u.run.summary.updates if u.run.summary is not None else "", "run_dir": u.run.name,
-            **{m: u.values.get(m, math.nan) for m in col.metrics},
-        })
-    return rows
-
-
-def write_csv(path: Path, rows: list[dict], columns: list[str]) -> None:
-    """aggregate.csv / runs.csv (written by the run-directory layer)."""
-    rundir.write_table(path, rows, columns)
+    return [{"group": u.group, **col.group_keys[u.group], "seed": u.seed, "status": u.status, "used": u.used,
+             "reason": u.reason or "", "job": u.run.job_num if u.run.job_num is not None else "", "job_id": u.run.job_id or "",
+             "updates": u.run.summary.updates if u.run.summary is not None else "", "run_dir": u.run.name,
+             **{m: u.values.get(m, math.nan) for m in col.metrics}} for u in col.units]
 
 
 def problem_lines(col: Collection) -> list[str]:
     """Every unit that is not in the statistics, by name."""
-    lines = []
-    for u in col.problems():
-        where = f"job {u.run.job_num}" if u.run.job_num is not None else ""
-        lines.append(f"{u.status.upper():9s} {u.group} seed={u.seed} ({where + ': ' if where else ''}{u.run.name})"
-                     + (f": {u.reason}" if u.reason else ""))
-    return lines
+    return [f"{u.status.upper():9s} {u.group} seed={u.seed} ("
+            + (f"job {u.run.job_num}: " if u.run.job_num is not None else "") + f"{u.run.name})"
+            + (f": {u.reason}" if u.reason else "") for u in col.problems()]
 
 
 # ----------------------------------------------------------------------------- curves
-def read_metric_curves(col: Collection, metric: str) -> dict[str, list[tuple[np.ndarray, np.ndarray]]]:
-    """Per group, the (timesteps, values) series of `metric`, one per used unit, with the updates
-    where it holds no value left out (a sparse metric, an episode mean logged only where an
-    episode ended, keeps its points instead of a line broken at every gap)."""
-    out: dict[str, list] = {g: [] for g in col.groups}
+def read_metric_curves(col: Collection, metric: str, key: Callable[[Unit], object] | None = None) -> dict[object, list]:
+    """Per group (or per `key(unit)`, a unit whose key is None left out), the (timesteps, values)
+    series of `metric`, one per used unit, with the updates where it holds no value left out (a
+    sparse metric, an episode mean logged only where an episode ended, keeps its points instead
+    of a line broken at every gap)."""
+    out: dict[object, list] = {g: [] for g in col.groups} if key is None else {}
     cache: dict[Path, dict] = {}
     for u in col.units:
-        if not u.used:
+        name = u.group if key is None else key(u)
+        if not u.used or name is None:
             continue
         path = u.run.path / rundir.METRICS
         if path not in cache:
             cache[path] = rundir.columns_by_seed(path)
-        by_seed = cache[path]
-        series = by_seed.get(u.seed, {})
+        series = cache[path].get(u.seed, {})
         if metric in series:
             kept = ~np.isnan(series[metric])
             if kept.any():
-                out[u.group].append((series["timesteps"][kept], series[metric][kept]))
+                out.setdefault(name, []).append((series["timesteps"][kept], series[metric][kept]))
     return out
 
 

@@ -57,6 +57,7 @@ MAIN = [  # (column, metric, format)
     ("vf loss", "train/vf_loss", ".3g"),
 ]
 SPARK = "▁▂▃▄▅▆▇█"
+STOP_BY = "ppo_lab.analysis.watch"  # who wrote a STOP file, as the file says
 
 
 def _mean(values) -> float:
@@ -178,10 +179,6 @@ def sparkline(values, width: int = 30) -> str:
 
 def _fmt(x, spec: str) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
-
-
-def write_stop(run_dir: Path) -> Path:
-    return rundir.request_stop(run_dir, by="ppo_lab.analysis.watch")
 
 
 # --- rendering ----------------------------------------------------------------------------
@@ -368,7 +365,7 @@ def live(root: Path, interval: float) -> int:
             if confirm:
                 confirm = False
                 if key in ("y", "Y") and views:
-                    path = write_stop(views[dash.selected].path)
+                    path = rundir.request_stop(views[dash.selected].path, by=STOP_BY)
                     message = f"wrote {path}: the run stops after its current chunk"
                 else:
                     message = "stop cancelled"
@@ -392,7 +389,7 @@ def main(argv=None) -> int:
     parser.add_argument("--stop", metavar="RUN_DIR", type=Path, help="write RUN_DIR's STOP file and exit")
     args = parser.parse_args(argv)
     if args.stop is not None:
-        print(f"wrote {write_stop(args.stop)}")
+        print(f"wrote {rundir.request_stop(args.stop, by=STOP_BY)}")
         return 0
     if not args.dir.exists():
         print(f"error: {args.dir} does not exist", file=sys.stderr)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ppo_lab import rundir
+from ppo_lab.analysis import page_blocks
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis import zoo_table as zt
 from ppo_lab.analysis.figures import plt, save_figure
@@ -36,10 +37,9 @@ from ppo_lab.estimators import (BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE, difference_int
                                 small_sample_warning, welch_t_test)
 from ppo_lab.judging.headline import RETURN, TRAIN_RETURN, declared_bounds
 
-START = "<!-- zoo-table:start -->"
-END = "<!-- zoo-table:end -->"
-PARITY_START = "<!-- zoo-parity:start -->"
-PARITY_END = "<!-- zoo-parity:end -->"
+BLOCK, PARITY_BLOCK = "zoo-table", "zoo-parity"
+START, END = page_blocks.markers(BLOCK)
+PARITY_START, PARITY_END = page_blocks.markers(PARITY_BLOCK)
 # The cases of a `python -m ppo_lab.bench.zoo_parity` record, in the parity table's columns.
 PARITY_CASES = ("purejaxrl", "lab", "lab_at_peer_network")
 COLUMNS = ("env", "preset", "protocol", "seeds", "steps per seed (reference's)", "sampled: mean [95% CI]",
@@ -233,36 +233,35 @@ def parity_block(records: Sequence[Path], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def splice(page: str, generated: str, start: str = START, end: str = END) -> str:
-    """`page` with the text between its markers `start` and `end` replaced by `generated`
-    (markers included); a page without them gets the block at its end."""
-    if start in page and end in page and page.index(start) < page.index(end):
-        head, rest = page.split(start, 1)
-        tail = rest.split(end, 1)[1]
-        return head + generated.rstrip("\n") + tail
+def splice(page: str, generated: str, name: str = BLOCK) -> str:
+    """`page` with its block `name` replaced by `generated` (markers included); a page without
+    the block gets it at its end."""
+    if page_blocks.current(page, name) is not None:
+        return page_blocks.splice(page, name, generated)
     return page + ("\n" if page and not page.endswith("\n") else "") + generated
 
 
-def plot_learning_curves(curves: dict, path: Path, references: dict | None = None, confidence: float = 0.95,
-                         bounds: dict | None = None):
-    """One panel per env: per preset (task -> preset -> series), the mean across seeds of the
-    training return with the band of the interval of the mean (within the env's declared
-    `bounds`, task -> its `metrics.bounds`), and the env's reference return (dashed) where it
-    has one; returns the figure's path, or None when no env has a curve (nothing is written then)."""
+def plot_learning_curves(col: sw.Collection, rows: Sequence[zt.ZooRow], curves: dict, path: Path,
+                         confidence: float = 0.95):
+    """One panel per env: per preset (`curves`: task -> preset -> series), the mean across seeds
+    of the training return with the band of the interval of the mean (within the env's declared
+    `metrics.bounds`), and the env's reference return (dashed) where it has one; returns the
+    figure's path, or None when no env has a curve (nothing is written then)."""
     tasks = [t for t, presets in curves.items() if any(presets.values())]
     if not tasks:
         return None
+    bounds = {task_of(run.env): declared_bounds(run.env) for run in col.runs if run.env}
+    references = {r.task: r.ref.reference for r in rows if r.ref}
     cols = min(4, len(tasks))
-    rows = math.ceil(len(tasks) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 3.0 * rows), squeeze=False)
+    nrows = math.ceil(len(tasks) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(4.0 * cols, 3.0 * nrows), squeeze=False)
     for ax, task in zip(axes.flat, tasks):
         fewest = min(len(series) for series in curves[task].values())
         for name, series in curves[task].items():
-            x, mean, low, high, _ = sw.mean_curve(series, confidence,
-                                                  *metric_range(TRAIN_RETURN, (bounds or {}).get(task, {})))
+            x, mean, low, high, _ = sw.mean_curve(series, confidence, *metric_range(TRAIN_RETURN, bounds.get(task, {})))
             line, = ax.plot(x, mean, lw=1.5, label=name)
             ax.fill_between(x, low, high, alpha=0.25, lw=0, color=line.get_color())
-        if (references or {}).get(task) is not None:
+        if references.get(task) is not None:
             ax.axhline(references[task], color="0.4", ls="--", lw=1, label="reference")
         ax.legend(fontsize=6, loc="best")
         ax.set_title(f"{task} ({fewest} seeds{f' < {SMALL_SAMPLE}' if fewest < SMALL_SAMPLE else ''})", fontsize=9)
@@ -275,24 +274,12 @@ def plot_learning_curves(curves: dict, path: Path, references: dict | None = Non
     return save_figure(fig, path, close=True)
 
 
-def _curves(col: sw.Collection, rows: Sequence[zt.ZooRow]) -> dict:
-    """task -> preset -> the training-return series of its seeds, in the table's order."""
-    found = zt.learning_curves(col)
-    return {task: found[task] for task in dict.fromkeys(r.task for r in rows) if task in found}
-
-
-def _plot(col: sw.Collection, rows: Sequence[zt.ZooRow], curves: dict, figure: Path):
-    bounds = {task_of(run.env): declared_bounds(run.env) for run in col.runs if run.env}
-    references = {r.task: r.ref.reference for r in rows if r.ref}
-    return plot_learning_curves(curves, figure, references, bounds=bounds)
-
-
 def draw_figure(dirs: Sequence[Path], figure: Path, include_stopped: bool = False):
     """The learning curves of the runs under `dirs` into `figure` (the path, or None where no
     env has a curve: nothing is written then)."""
     col = sw.collect(dirs, include_stopped=include_stopped)
     rows = zt.zoo_rows(col)
-    return _plot(col, rows, _curves(col, rows), figure)
+    return plot_learning_curves(col, rows, zt.learning_curves(col, rows), figure)
 
 
 def table_block(dirs: Sequence[Path], out: Path, figure: Path | None, command: str, include_stopped: bool = False,
@@ -303,13 +290,13 @@ def table_block(dirs: Sequence[Path], out: Path, figure: Path | None, command: s
     rows = zt.zoo_rows(col)
     link, notes = None, zt.jobs_without_env(col)
     if figure is not None:
-        curves = _curves(col, rows)
+        curves = zt.learning_curves(col, rows)
         notes += [f"{r.name}: no curve in the figure: no training episode ended" for r in rows
                   if r.seeds and r.name not in curves.get(r.task, {})]
         if any(any(presets.values()) for presets in curves.values()):
             link = os.path.relpath(figure, out.parent)
             if draw:
-                _plot(col, rows, curves, figure)
+                plot_learning_curves(col, rows, curves, figure)
     roots = [root for d in dirs for root in rundir.find_sweep_roots(Path(d))]
     commands = [c for c in dict.fromkeys(sweep_command(r) for r in roots) if c] + [command]
     return block(rows, commands, link, notes)
@@ -323,7 +310,7 @@ def render(dirs: Sequence[Path], out: Path, figure: Path | None, command: str, i
     page = splice(out.read_text() if out.exists() else "", generated)
     if parity:
         side = parity_block(parity, command)
-        page = splice(page, side, PARITY_START, PARITY_END)
+        page = splice(page, side, PARITY_BLOCK)
         generated += "\n" + side
     out.parent.mkdir(parents=True, exist_ok=True)
     rundir.write_text_atomic(out, page)

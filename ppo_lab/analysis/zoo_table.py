@@ -34,7 +34,6 @@ from ppo_lab.analysis import rliable_report as rr
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis.rliable_report import task_of
 from ppo_lab.judging.headline import RETURN, TRAIN_RETURN, declared_bounds
-from ppo_lab.rundir.run_summary import RunSummary
 
 # The evaluation's plays (run/evaluate.py), the verdict's first: gymnax-blines sampled the policy.
 PLAYS = ("sampled", "greedy")
@@ -94,7 +93,6 @@ class ZooRow:
     protocol: str | None = None        # tags.zoo.protocol: "as gymnax-blines" or "changed: ..."
     tuned_on: str | None = None        # tags.zoo.tuned_on: the seeds (and grids) that chose its settings
     straight_translation: str | None = None  # tags.zoo.straight_translation: the preset beside it
-    runs: list[Path] = field(default_factory=list)
     not_used: list[str] = field(default_factory=list)  # "seed S: status (reason)" of seeds left out
 
     def reached(self, play: str = VERDICT_PLAY) -> bool | None:
@@ -118,19 +116,6 @@ def hardware_of(run_dir: Path) -> str:
     return ", ".join(f"{n} x {kind}" for kind, n in kinds.items()) or "unknown"
 
 
-def _run_seconds(summary: RunSummary) -> float:
-    return sum(float(seconds or 0.0) for seconds in (summary.wall_s, summary.compile_s, summary.eval_s))
-
-
-def _zoo_tags(run_dir: Path) -> dict:
-    """`tags.zoo` of a run's config.yaml ({} without one)."""
-    try:
-        config = rundir.read_config(run_dir)
-    except Exception:  # noqa: BLE001 - a run without a readable config has no tags to say
-        return {}
-    return dict(((config or {}).get("tags") or {}).get("zoo") or {})
-
-
 def row_name(run: sw.Run) -> str:
     """The preset a run trained (its `experiment`), or its env id where it names none beyond its
     env's (`experiment` defaults to `env.name`)."""
@@ -140,7 +125,7 @@ def row_name(run: sw.Run) -> str:
 
 def _new_row(run: sw.Run, name: str) -> ZooRow:
     task = task_of(run.env)
-    tags = _zoo_tags(run.path)
+    tags = run.tags.get("zoo") or {}
     return ZooRow(name, task, ref=Reference.of(run.env, task), protocol=tags.get("protocol"),
                   tuned_on=tags.get("tuned_on"), straight_translation=tags.get("straight_translation"))
 
@@ -157,9 +142,8 @@ def zoo_rows(col: sw.Collection) -> list[ZooRow]:
         if name not in rows:
             rows[name] = _new_row(run, name)
         row = rows[name]
-        row.runs.append(run.path)
         if run.status in sw.USED_STATUSES:
-            row.wall_s += _run_seconds(run.summary)
+            row.wall_s += sum(float(s or 0.0) for s in (run.summary.wall_s, run.summary.compile_s, run.summary.eval_s))
             for value, bucket in ((int(run.summary.timesteps), row.steps_per_seed),
                                   (hardware_of(run.path), row.hardware)):
                 if value not in bucket:
@@ -249,22 +233,11 @@ def jobs_without_env(col: sw.Collection) -> list[str]:
     return notes
 
 
-def learning_curves(col: sw.Collection, metric: str = TRAIN_RETURN) -> dict[str, dict[str, list[tuple[np.ndarray, np.ndarray]]]]:
+def learning_curves(col: sw.Collection, rows: Sequence[ZooRow], metric: str = TRAIN_RETURN) -> dict[str, dict[str, list]]:
     """task -> row name -> the (timesteps, values) series of `metric`, one per used seed, the
-    updates where it holds no value (no episode ended) left out."""
-    out: dict[str, dict[str, list]] = {}
-    cache: dict[Path, dict] = {}
-    for u in col.units:
-        if not u.used or not u.run.env:
-            continue
-        path = u.run.path / rundir.METRICS
-        if path not in cache:
-            cache[path] = rundir.columns_by_seed(path) if path.exists() else {}
-        series = cache[path].get(u.seed, {})
-        if metric in series:
-            kept = ~np.isnan(series[metric])
-            if kept.any():
-                task = task_of(u.run.env)
-                out.setdefault(task, {}).setdefault(row_name(u.run), []).append(
-                    (series["timesteps"][kept], series[metric][kept]))
-    return out
+    updates where it holds no value (no episode ended) left out; tasks in the order of `rows`."""
+    found: dict[str, dict[str, list]] = {}
+    for (task, name), series in sw.read_metric_curves(
+            col, metric, key=lambda u: (task_of(u.run.env), row_name(u.run)) if u.run.env else None).items():
+        found.setdefault(task, {})[name] = series
+    return {task: found[task] for task in dict.fromkeys(r.task for r in rows) if task in found}
