@@ -20,8 +20,8 @@ metric no input has is refused, exit 2, naming the valid ones): the difference o
 A - B with its interval (Welch's, or Anderson's for a metric with known bounds:
 `estimators.difference_interval`), Welch's t-test p-value, Cohen's d and the seeds a side; and
 the probability that the first improves on the second, P(A > B), with rliable's bootstrap
-interval (`analysis/improvement.py`). Returns paid under different reward functions are never
-ranked (judging/reward_modes.py).
+interval (`improvement`). Returns paid under different reward functions are never ranked
+(judging/reward_modes.py).
 """
 
 from __future__ import annotations
@@ -34,10 +34,13 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
+
+from ppo_lab import estimators as es
 from ppo_lab import rundir
 from ppo_lab.analysis import sweep as sw
 from ppo_lab.analysis.figures import parse_formats, plt, save_figure
-from ppo_lab.analysis.improvement import format_improvement, improvement
+from ppo_lab.analysis.rliable_report import collect_scores, estimate_text
 from ppo_lab.estimators import (SMALL_SAMPLE, WELCH, cohens_d, difference_interval, finite, metric_range,
                                 welch_t_test)
 from ppo_lab.judging.closing import across_seeds, method_words
@@ -106,11 +109,6 @@ def _folder(path: Path) -> Path:
     return Path(path) if Path(path).is_dir() else Path(path).parent
 
 
-def _runs(path: Path) -> list:
-    """The runs of an input (a run dir, a sweep dir, or a run's JSON file)."""
-    return sw.load_runs([_folder(path)])
-
-
 def check_metric(paths, metric: str) -> None:
     """Refuse (ValueError) a metric that no input's seeds have, naming the closest and every
     valid one: a typo would otherwise compare nothing."""
@@ -141,7 +139,7 @@ def labels_by_difference(paths) -> list[str]:
     two inputs would read alike."""
     settings = []
     for path in paths:
-        runs = _runs(path)
+        runs = sw.load_runs([_folder(path)])
         common = {}
         for key in {k for run in runs for k in run.overrides if not k.startswith("hydra.")}:
             values = {run.overrides.get(key) for run in runs}
@@ -228,6 +226,46 @@ def format_difference(d: dict, label_a: str, label_b: str, tasks: int = 1) -> st
     return line
 
 
+def scores_by_task(path: Path, metric: str) -> dict[str, list[float]]:
+    """task -> every used unit's `metric` under `path` (all its configurations together)."""
+    per_config, _ = collect_scores(sw.collect([Path(path)]), metric, {})
+    out: dict[str, list[float]] = {}
+    for per_task in per_config.values():
+        for task, values in per_task.items():
+            out.setdefault(task, []).extend(values)
+    return out
+
+
+def improvement(a: Path, b: Path, metric: str = DEFAULT_HEADLINE, reps: int = es.DEFAULT_REPS,
+                seed: int = es.DEFAULT_SEED, confidence: float = 0.95) -> dict | None:
+    """P(A > B) on `metric` over the tasks both have, with rliable's independent stratified
+    bootstrap interval (`estimators.probability_of_improvement_interval`: none below
+    BOOTSTRAP_MIN_RUNS runs a side; ranks within a task, so no normalisation), fewer than 5 runs
+    a side marked; None when A and B share no task with scores."""
+    sa, sb = scores_by_task(a, metric), scores_by_task(b, metric)
+    tasks = [t for t in sa if t in sb]
+    if not tasks:
+        return None
+    xa, _ = es.score_matrix({t: sa[t] for t in tasks})
+    xb, _ = es.score_matrix({t: sb[t] for t in tasks})
+    est = es.probability_of_improvement_interval(xa, xb, reps=reps, seed=seed, confidence=confidence)
+    n_a, n_b = int(xa.shape[0]), int(xb.shape[0])
+    warning = None
+    if min(n_a, n_b) < SMALL_SAMPLE:
+        warning = f"n={min(n_a, n_b)} run(s) on a side (< {SMALL_SAMPLE}): too few to tell the two apart"
+    return {"metric": metric, "tasks": tasks, "n_a": n_a, "n_b": n_b, **est, "confidence": confidence,
+            "bootstrap": {"reps": reps, "seed": seed}, "warning": warning,
+            "mean_a": float(np.mean(xa)), "mean_b": float(np.mean(xb))}
+
+
+def format_improvement(result: dict, label_a: str, label_b: str) -> str:
+    line = (f"P({label_a} > {label_b}) on {result['metric']} = {estimate_text(result, '.3f')} "
+            f"({int(result['confidence'] * 100)}% stratified bootstrap, "
+            f"{result['bootstrap']['reps']} reps, seed {result['bootstrap']['seed']}; n={result['n_a']} vs {result['n_b']} "
+            f"run(s) on {', '.join(result['tasks'])})")
+    return line + (f"\nWARNING: {result['warning']}" if result["warning"] else "")
+
+
 def _values_cell(record: dict, key: str, metric: str) -> str:
     """mean [95% interval] across the record's seeds (the closing summary's method and format)."""
     values = [v for v in record.get(key) or [] if v is not None]
@@ -283,7 +321,7 @@ def _judged_by(paths, metric: str | None) -> tuple[str | None, str | None, bool]
     """(the metric to compare on, why none, whether the inputs were paid under different reward
     functions): `metric` if named, else the inputs' headline; a return paid under different
     reward functions is refused (ppo_lab/judging/reward_modes.py)."""
-    runs = [run for p in paths for run in _runs(p)]
+    runs = [run for p in paths for run in sw.load_runs([_folder(p)])]
     modes = differing_modes(runs)
     try:
         metric = metric or headline_of(run.env for run in runs if run.env)
