@@ -20,11 +20,10 @@ from ppo_lab.judging.headline import TRAIN_RETURN
 from ppo_lab.judging.metric_names import axis_label, label
 
 
-def _lineage(run_dir: Path, df) -> list[dict]:
-    summary = rundir.read_summary(run_dir)
-    lineage = (summary.pbt or {}).get("lineage") if summary else None
-    if lineage:
-        return lineage
+def _lineage(pbt: dict, df) -> list[dict]:
+    """The best member's lineage as the run recorded it, else the member best at the end alone."""
+    if pbt.get("lineage"):
+        return pbt["lineage"]
     last = df[df["update"] == df["update"].max()]
     best = int(last.sort_values(TRAIN_RETURN)["member"].iloc[-1])
     return [{"member": best, "from_update": 0, "until_update": int(df["update"].max())}]
@@ -36,7 +35,9 @@ def plot_population(run_dir: Path, out: Path | None = None, formats: tuple[str, 
     df = metrics_frame(run_dir / rundir.METRICS)
     steps = rundir.read_pbt_log(run_dir / rundir.PBT_LOG)
     keys = [c for c in df.columns if c.startswith("pbt/")]
-    lineage = _lineage(run_dir, df)
+    summary = rundir.read_summary(run_dir)
+    pbt = (summary.pbt if summary else None) or {}
+    lineage = _lineage(pbt, df)
     fig, axes = plt.subplots(1, len(keys) + 1, figsize=(5 * (len(keys) + 1), 3.6), squeeze=False)
     for ax, key in zip(axes[0], keys):
         for _, part in df.sort_values("update").groupby("member"):
@@ -67,8 +68,7 @@ def plot_population(run_dir: Path, out: Path | None = None, formats: tuple[str, 
         ax.legend(fontsize=6)
     ax.set_title("fitness at each exploit step", fontsize=10)
     ax.set_xlabel("update", fontsize=8)
-    summary = rundir.read_summary(run_dir)
-    fitness = (summary.pbt or {}).get("fitness_metric") if summary else None
+    fitness = pbt.get("fitness_metric")
     ax.set_ylabel(f"fitness: {axis_label(fitness)}" if fitness else "fitness", fontsize=8)
     fig.suptitle(f"{run_dir.name}: population of {df['member'].nunique()}, {len(steps)} exploit steps", fontsize=11)
     return save_figure(fig, out or run_dir / "pbt.png", close=True, formats=formats)

@@ -8,7 +8,7 @@ in bold: return, episode length, entropy, approx KL, clip fraction, policy and v
 explained variance, every `true/*` counter and `reward/*` component the env logs, the
 action distribution (stacked, mean over seeds), and for a run that logs what it pays and its
 true objective the Goodhart curve (the two per 1k steps, mean over seeds with a 95% band;
-`ppo_lab.analysis.goodhart_curve`). Health thresholds from the run's config are
+`ppo_lab.analysis.sweep_plots.draw_goodhart`). Health thresholds from the run's config are
 drawn as dashed lines (entropy, KL, clip fraction).
 """
 
@@ -23,8 +23,8 @@ from ppo_lab import rundir
 from ppo_lab.analysis.action_columns import continuous_dimensions, discrete_shares
 from ppo_lab.analysis.figures import parse_formats, plt, save_figure
 from ppo_lab.analysis.frames import metrics_frame
-from ppo_lab.analysis.goodhart_curve import PAID, TRUE, draw_goodhart
 from ppo_lab.analysis.pbt_plots import plot_population
+from ppo_lab.analysis.sweep_plots import PAID, TRUE, draw_goodhart
 from ppo_lab.judging.headline import TRAIN_LENGTH, TRAIN_RETURN
 from ppo_lab.judging.metric_names import axis_label, label
 from ppo_lab.rundir.run_summary import RunSummary

@@ -17,8 +17,7 @@ import math
 from typing import Sequence
 
 from ppo_lab.analysis.sweep import Collection
-from ppo_lab.estimators import bonferroni, cohens_d, mean_summary, welch_t_test
-from ppo_lab.experiments.goodhart.report import mode_of_group
+from ppo_lab.experiments.goodhart.report import interval_row, mode_of_group, nanmean, tests_between
 
 #: the survival metrics the fidelity table leads with (sampled play), and the rest.
 METRICS = ("poison_per_1k", "energy_per_1k", "food_share", "efficiency_per_life", "food_per_1k",
@@ -63,13 +62,8 @@ def values(col: Collection, cell: tuple[str, str], metric: str) -> list[float]:
 def cell_table(col: Collection, metrics: Sequence[str] = METRICS, confidence: float = 0.95) -> list[dict]:
     """Rows (mode, recipe, metric, n_seeds, mean, ci_low, ci_high, ci_method): the interval
     `estimators.mean_summary` gives (Anderson's for shares and efficiencies, Student t otherwise)."""
-    rows = []
-    for cell in cells_in(col):
-        for metric in metrics:
-            s = mean_summary(values(col, cell, metric), f"eval/{metric}", confidence=confidence)
-            rows.append({"mode": cell[0], "recipe": cell[1], "metric": metric, "n_seeds": s["n_seeds"],
-                         "mean": s["mean"], "ci_low": s["ci_low"], "ci_high": s["ci_high"], "ci_method": s["ci_method"]})
-    return rows
+    return [{"mode": cell[0], "recipe": cell[1], "metric": metric, **interval_row(values(col, cell, metric), metric, confidence)}
+            for cell in cells_in(col) for metric in metrics]
 
 
 def comparisons(col: Collection) -> list[tuple[tuple[str, str], tuple[str, str]]]:
@@ -88,18 +82,8 @@ def comparisons(col: Collection) -> list[tuple[tuple[str, str], tuple[str, str]]
 def pairwise_tests(col: Collection, metrics: Sequence[str] = METRICS) -> list[dict]:
     """Welch's t (> 0 when a's mean is larger), p, Cohen's d, p Bonferroni-corrected over the
     pairs of each metric."""
-    rows = []
-    for metric in metrics:
-        block = []
-        for a, b in comparisons(col):
-            xa, xb = values(col, a, metric), values(col, b, metric)
-            t, p = welch_t_test(xa, xb)
-            block.append({"metric": metric, "mode": a[0], "a": a[1], "b": b[1], "mean_a": _mean(xa),
-                          "mean_b": _mean(xb), "t": t, "p": p, "cohens_d": cohens_d(xa, xb)})
-        for row, adjusted in zip(block, bonferroni([r["p"] for r in block])):
-            row["p_bonferroni"] = float(adjusted)
-        rows += block
-    return rows
+    return tests_between(comparisons(col), lambda cell, metric: values(col, cell, metric), metrics,
+                         label=lambda a, b: {"mode": a[0], "a": a[1], "b": b[1]})
 
 
 def same_seed_for_seed(col: Collection, mode: str, a: str, b: str, metric: str) -> bool | None:
@@ -113,7 +97,7 @@ def same_seed_for_seed(col: Collection, mode: str, a: str, b: str, metric: str) 
 
 def bar(col: Collection) -> list[dict]:
     """The uint8-storage checks on lab vs lab_uint8 (sampled play): one row per check, with `holds`."""
-    m = lambda mode, recipe, metric: _mean(values(col, (mode, recipe), metric))  # noqa: E731
+    m = lambda mode, recipe, metric: nanmean(values(col, (mode, recipe), metric))  # noqa: E731
     rows = []
     b = "ground_truth_blinded"
     p32, p8 = m(b, "lab", "poison_per_1k"), m(b, "lab_uint8", "poison_per_1k")
@@ -131,8 +115,3 @@ def bar(col: Collection) -> list[dict]:
                  "value": f"{sum(bool(s) for s in same)}/{len(same)} metrics identical",
                  "holds": all(s is True for s in same)})
     return rows
-
-
-def _mean(xs) -> float:
-    xs = [x for x in xs if x is not None and not math.isnan(x)]
-    return sum(xs) / len(xs) if xs else math.nan

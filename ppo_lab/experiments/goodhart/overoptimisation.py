@@ -37,7 +37,7 @@ from ppo_lab import rundir
 from ppo_lab.analysis.overoptimisation import Drop, GaoFit, Stop, drop_height, gao_fit, gao_gain, plateau_stop
 from ppo_lab.analysis.sweep import collect
 from ppo_lab.estimators import bonferroni, mean_summary, permutation_test, welch_t_test
-from ppo_lab.experiments.goodhart.report import MODES, format_cell, mode_of_group
+from ppo_lab.experiments.goodhart.report import format_cell, in_report_order, mode_of_group
 
 TRUE, PAID, DISTANCE = "eval/energy_per_1k", "eval/paid_per_1k", "eval/distance"
 REFERENCE_MODE = "ground_truth"
@@ -96,13 +96,8 @@ def load_paths(dirs: Sequence[Path]) -> tuple[list[SeedPath], list[str]]:
     return paths, skipped
 
 
-def modes_of(paths: list[SeedPath]) -> list[str]:
-    found = list(dict.fromkeys(p.mode for p in paths))
-    return [m for m in MODES if m in found] + [m for m in found if m not in MODES]
-
-
 def by_mode(paths: list[SeedPath]) -> dict[str, list[SeedPath]]:
-    return {mode: [p for p in paths if p.mode == mode] for mode in modes_of(paths)}
+    return {mode: [p for p in paths if p.mode == mode] for mode in in_report_order(p.mode for p in paths)}
 
 
 # ----------------------------------------------------------------------------- per mode
@@ -120,56 +115,47 @@ def _num(x: float) -> str:
     return "n/a" if x is None or math.isnan(x) else f"{x:.3g}"
 
 
-def fit_rows(paths: list[SeedPath]) -> list[dict]:
+def fit_table(paths: list[SeedPath]) -> str:
     """Per mode: Gao's alpha, beta (mean [95% CI] across seeds), the fit's residual, and where
     the fitted form peaks: d* and J there (median over the seeds whose fit peaks inside the
     distances measured)."""
     rows = []
     for mode, group in by_mode(paths).items():
         peaking = [p for p in group if p.fit.peaks_within]
-        rows.append({
-            "mode": mode, "n": len(group), "alpha": _ci([p.fit.alpha for p in group], "alpha"),
-            "beta": _ci([p.fit.beta for p in group], "beta"), "rmse": _num(_median([p.fit.rmse for p in group])),
-            "r2": _num(_median([p.fit.r2 for p in group])), "peaks": f"{len(peaking)} of {len(group)}",
-            "d_peak": _num(_median([p.fit.d_peak for p in peaking])),
-            "true_at_peak": _num(_median([p.true[0] + p.fit.gain_peak for p in peaking])),
-        })
-    return rows
+        rows.append([mode, str(len(group)), _ci([p.fit.alpha for p in group], "alpha"), _ci([p.fit.beta for p in group], "beta"),
+                     _num(_median([p.fit.rmse for p in group])), _num(_median([p.fit.r2 for p in group])),
+                     f"{len(peaking)} of {len(group)}", _num(_median([p.fit.d_peak for p in peaking])),
+                     _num(_median([p.true[0] + p.fit.gain_peak for p in peaking]))])
+    return _table(["mode", "seeds", "alpha", "beta", "RMSE (median)", "R^2 (median)", "fit peaks within measured d",
+                   "d* (median)", "J at d* (median)"], rows)
 
 
-def drop_rows(paths: list[SeedPath]) -> list[dict]:
+def drop_table(paths: list[SeedPath]) -> str:
     """Per mode: J at the start, its measured peak (and the d and update there), at the end,
     the drop and the Normalised Drop Height (mean [95% CI]), and the seeds that fall beyond noise."""
-    rows = []
-    for mode, group in by_mode(paths).items():
-        rows.append({
-            "mode": mode, "n": len(group), "start": _ci([p.true[0] for p in group], TRUE),
-            "peak": _ci([p.drop.peak for p in group], TRUE),
-            "d_at_peak": _num(_median([p.d[p.drop.peak_index] for p in group])),
-            "update_at_peak": _num(_median([p.updates[p.drop.peak_index] for p in group])),
-            "final": _ci([p.drop.final for p in group], TRUE), "drop": _ci([p.drop.drop for p in group], "drop"),
-            "ndh": _ci([p.drop.ndh for p in group], "ndh", NDH_BOUNDS),
-            "falls": f"{sum(p.drop.falls for p in group)} of {len(group)}",
-        })
-    return rows
+    rows = [[mode, str(len(group)), _ci([p.true[0] for p in group], TRUE), _ci([p.drop.peak for p in group], TRUE),
+             _num(_median([p.d[p.drop.peak_index] for p in group])),
+             _num(_median([p.updates[p.drop.peak_index] for p in group])), _ci([p.drop.final for p in group], TRUE),
+             _ci([p.drop.drop for p in group], "drop"), _ci([p.drop.ndh for p in group], "ndh", NDH_BOUNDS),
+             f"{sum(p.drop.falls for p in group)} of {len(group)}"] for mode, group in by_mode(paths).items()]
+    return _table(["mode", "seeds", "J at update 0", "J at its peak", "d at the peak (median)", "update at the peak (median)",
+                   "J at the end", "drop", "NDH", "falls beyond noise"], rows)
 
 
-def stop_rows(paths: list[SeedPath]) -> list[dict]:
+def stop_table(paths: list[SeedPath]) -> str:
     """Per mode: where the plateau rule on the paid return stops (median update and d of the
     policy it keeps), J there and at the end, and J lost by not stopping there (mean [95% CI];
     negative: training on gained)."""
     rows = []
     for mode, group in by_mode(paths).items():
         kept = [p.stop.kept for p in group]
-        rows.append({
-            "mode": mode, "n": len(group), "triggered": f"{sum(p.stop.triggered for p in group)} of {len(group)}",
-            "update_kept": _num(_median([p.updates[k] for p, k in zip(group, kept)])),
-            "d_kept": _num(_median([p.d[k] for p, k in zip(group, kept)])),
-            "true_kept": _ci([p.true[k] for p, k in zip(group, kept)], TRUE),
-            "final": _ci([p.true[-1] for p in group], TRUE),
-            "lost": _ci([p.true[k] - p.true[-1] for p, k in zip(group, kept)], "lost"),
-        })
-    return rows
+        rows.append([mode, str(len(group)), f"{sum(p.stop.triggered for p in group)} of {len(group)}",
+                     _num(_median([p.updates[k] for p, k in zip(group, kept)])),
+                     _num(_median([p.d[k] for p, k in zip(group, kept)])),
+                     _ci([p.true[k] for p, k in zip(group, kept)], TRUE), _ci([p.true[-1] for p in group], TRUE),
+                     _ci([p.true[k] - p.true[-1] for p, k in zip(group, kept)], "lost")])
+    return _table(["mode", "seeds", "rule stopped before the end", "update kept (median)", "d kept (median)", "J kept",
+                   "J at the end", "J lost by not stopping"], rows)
 
 
 POOR_FIT = 0.5  # a median R^2 below this: the form does not describe the mode's paths
@@ -239,22 +225,10 @@ def _p(p: float) -> str:
 def markdown(paths: list[SeedPath]) -> str:
     """The report's four tables (fit, peak and drop, early stopping, drop heights against
     ground_truth), after a line per mode on the shape of its paths."""
-    fits = _table(["mode", "seeds", "alpha", "beta", "RMSE (median)", "R^2 (median)", "fit peaks within measured d",
-                   "d* (median)", "J at d* (median)"],
-                  [[r["mode"], str(r["n"]), r["alpha"], r["beta"], r["rmse"], r["r2"], r["peaks"], r["d_peak"],
-                    r["true_at_peak"]] for r in fit_rows(paths)])
-    drops = _table(["mode", "seeds", "J at update 0", "J at its peak", "d at the peak (median)", "update at the peak (median)",
-                    "J at the end", "drop", "NDH", "falls beyond noise"],
-                   [[r["mode"], str(r["n"]), r["start"], r["peak"], r["d_at_peak"], r["update_at_peak"], r["final"],
-                     r["drop"], r["ndh"], r["falls"]] for r in drop_rows(paths)])
-    stops = _table(["mode", "seeds", "rule stopped before the end", "update kept (median)", "d kept (median)", "J kept",
-                    "J at the end", "J lost by not stopping"],
-                   [[r["mode"], str(r["n"]), r["triggered"], r["update_kept"], r["d_kept"], r["true_kept"], r["final"],
-                     r["lost"]] for r in stop_rows(paths)])
     tests = _table(["mode", "NDH (mean)", f"{REFERENCE_MODE} NDH (mean)", "test", "p", "p (Bonferroni)", "n"],
                    [[r["mode"], _num(r["ndh"]), _num(r["reference_ndh"]), r["test"], _p(r["p"]), _p(r["p_bonferroni"]),
                      r["n"]] for r in drop_tests(paths)])
-    return "\n\n".join(["\n".join(shape_lines(paths)), fits, drops, stops, tests]) + "\n"
+    return "\n\n".join(["\n".join(shape_lines(paths)), fit_table(paths), drop_table(paths), stop_table(paths), tests]) + "\n"
 
 
 SEED_COLUMNS = ["mode", "run", "seed", "evaluations", "alpha", "beta", "rmse", "r2", "d_peak", "true_at_d_peak", "true_start",

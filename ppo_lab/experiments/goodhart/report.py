@@ -1,7 +1,7 @@
 """The Goodhart report's numbers: modes of a sweep, the mode table, pairwise tests, the curves.
 
 Used by `notebooks/goodhart_report.ipynb`; `ppo-lab plots` draws one run's curve with the
-generic `ppo_lab.analysis.goodhart_curve`.
+generic `ppo_lab.analysis.sweep_plots.draw_goodhart`.
 A sweep's groups are mapped to reward modes by their `reward=` override (or the run's summary).
 
 - `REFERENCE`: the reference project's published one-seed table, under OUR metric names and
@@ -13,7 +13,7 @@ A sweep's groups are mapped to reward modes by their `reward=` override (or the 
   Bonferroni-corrected within each metric (the family: which modes differ on that metric).
 - The Goodhart curve: per update, what the agent was paid (`reward/paid_per_1k`) against the
   true objective from counts (`true/objective_per_1k`), both per 1k agent steps of the training
-  rollouts; per mode, the mean over seeds with its interval band (`analysis.goodhart_curve`).
+  rollouts; per mode, the mean over seeds with its interval band (`analysis.sweep_plots.draw_goodhart`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from __future__ import annotations
 import itertools
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ppo_lab.analysis.figures import plt, save_figure
-from ppo_lab.analysis.goodhart_curve import PAID, TRUE, draw_goodhart
 from ppo_lab.analysis.sweep import Collection, read_metric_curves
+from ppo_lab.analysis.sweep_plots import PAID, TRUE, draw_goodhart
 from ppo_lab.estimators import bonferroni, cohens_d, mean_summary, welch_t_test
 
 MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
@@ -63,8 +63,13 @@ def mode_of_group(col: Collection) -> dict[str, str]:
 
 
 def modes_in(col: Collection) -> list[str]:
-    """The sweep's modes, the known ones in the report's order first."""
-    found = list(dict.fromkeys(mode_of_group(col).values()))
+    """The sweep's modes, in the report's order (`in_report_order`)."""
+    return in_report_order(mode_of_group(col).values())
+
+
+def in_report_order(modes) -> list[str]:
+    """The distinct `modes`, the known ones (MODES) first in the report's order, then the rest as found."""
+    found = list(dict.fromkeys(modes))
     return [m for m in MODES if m in found] + [m for m in found if m not in MODES]
 
 
@@ -78,13 +83,14 @@ def mode_table(col: Collection, metrics: Sequence[str], confidence: float = 0.95
     """Rows (mode, metric, n_seeds, mean, ci_low, ci_high, ci_method) for every mode and metric:
     the interval `estimators.mean_summary` gives (Anderson's for shares and efficiencies, which
     lie in [0, 1]; Student t otherwise)."""
-    rows = []
-    for mode in modes_in(col):
-        for metric in metrics:
-            s = mean_summary(seed_values(col, mode, metric), f"eval/{metric}", confidence=confidence)
-            rows.append({"mode": mode, "metric": metric, "n_seeds": s["n_seeds"], "mean": s["mean"],
-                         "ci_low": s["ci_low"], "ci_high": s["ci_high"], "ci_method": s["ci_method"]})
-    return rows
+    return [{"mode": mode, "metric": metric, **interval_row(seed_values(col, mode, metric), metric, confidence)}
+            for mode in modes_in(col) for metric in metrics]
+
+
+def interval_row(values: Sequence[float], metric: str, confidence: float = 0.95) -> dict:
+    """n_seeds, mean, ci_low, ci_high and ci_method of the evaluation metric `metric` over `values`."""
+    s = mean_summary(values, f"eval/{metric}", confidence=confidence)
+    return {k: s[k] for k in ("n_seeds", "mean", "ci_low", "ci_high", "ci_method")}
 
 
 def format_cell(mean: float, low: float, high: float) -> str:
@@ -98,13 +104,21 @@ def format_cell(mean: float, low: float, high: float) -> str:
 def pairwise_tests(col: Collection, metrics: Sequence[str]) -> list[dict]:
     """Every pair of modes (a, b) on every metric: Welch's t (> 0 when a's mean is larger),
     its p, Cohen's d, and p Bonferroni-corrected over the pairs of that metric."""
+    return tests_between(list(itertools.combinations(modes_in(col), 2)), lambda mode, m: seed_values(col, mode, m), metrics)
+
+
+def tests_between(pairs: Sequence[tuple], values: Callable[[object, str], list[float]], metrics: Sequence[str],
+                  label: Callable[[object, object], dict] = lambda a, b: {"a": a, "b": b}) -> list[dict]:
+    """Per metric, each pair (a, b) of sides (`values(side, metric)`: its seeds' values), named by
+    `label(a, b)`: Welch's t (> 0 when a's mean is larger), its p, Cohen's d, and p
+    Bonferroni-corrected over the pairs of that metric (the family: which sides differ on it)."""
     rows = []
     for metric in metrics:
         block = []
-        for a, b in itertools.combinations(modes_in(col), 2):
-            xa, xb = seed_values(col, a, metric), seed_values(col, b, metric)
+        for a, b in pairs:
+            xa, xb = values(a, metric), values(b, metric)
             t, p = welch_t_test(xa, xb)
-            block.append({"metric": metric, "a": a, "b": b, "mean_a": _nanmean(xa), "mean_b": _nanmean(xb),
+            block.append({"metric": metric, **label(a, b), "mean_a": nanmean(xa), "mean_b": nanmean(xb),
                           "t": t, "p": p, "cohens_d": cohens_d(xa, xb)})
         for row, adjusted in zip(block, bonferroni([r["p"] for r in block])):
             row["p_bonferroni"] = float(adjusted)
@@ -114,13 +128,13 @@ def pairwise_tests(col: Collection, metrics: Sequence[str]) -> list[dict]:
 
 def intervals_separate(col: Collection, better: str, worse: str, metric: str, confidence: float = 0.95) -> bool:
     """True when `better`'s interval lies wholly above `worse`'s on `metric` (no overlap)."""
-    a = mean_summary(seed_values(col, better, metric), f"eval/{metric}", confidence=confidence)
-    b = mean_summary(seed_values(col, worse, metric), f"eval/{metric}", confidence=confidence)
+    a, b = (interval_row(seed_values(col, mode, metric), metric, confidence) for mode in (better, worse))
     return bool(a["ci_low"] > b["ci_high"])
 
 
-def _nanmean(values) -> float:
-    x = np.asarray(values, dtype=float)
+def nanmean(values) -> float:
+    """The mean of the values that are not NaN (None counts as NaN); NaN without one."""
+    x = np.asarray([math.nan if v is None else v for v in values], dtype=float)
     x = x[~np.isnan(x)]
     return float(x.mean()) if x.size else math.nan
 
