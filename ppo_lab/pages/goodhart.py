@@ -128,26 +128,19 @@ def _per_population(group: dict, metric: str, stat: str) -> list[float]:
     return [r[stat] if metric == TRUE else r["also"][metric][stat] for r in group["populations"]]
 
 
-def _fidelity_table(col, recipe: str, with_eaters: bool) -> str:
-    rows = []
-    for mode in dict.fromkeys(m for m, _ in fidelity.cells_in(col)):
-        for cell in RECIPES[recipe]:
-            cells = [tb.mean_ci(fidelity.values(col, (mode, cell), m), f"eval/{m}") for m, _ in COLUMNS]
-            if with_eaters:
-                poison = fidelity.values(col, (mode, cell), "poison_per_1k")
-                cells.append(tb.count(p > POISON_EATER for p in poison if not math.isnan(p)))
-            rows.append([mode, STORAGE[cell], *cells])
-    header = ["mode", "rollout storage", *[h for _, h in COLUMNS]] + ([f"seeds eating > {POISON_EATER:g} poison per 1k"]
-                                                                      if with_eaters else [])
-    return tb.table(header, ["l", "l", *["r"] * (len(header) - 2)], rows)
-
-
-def lab_recipe(root: Path) -> str:
-    return _fidelity_table(collect([root / FIDELITY]), "lab", with_eaters=True)
-
-
-def reference_recipe(root: Path) -> str:
-    return _fidelity_table(collect([root / FIDELITY]), "reference", with_eaters=True)
+def _fidelity_table(recipe: str):
+    """The renderer of a recipe's table: per mode and storage, each survival metric's mean [95%
+    CI] over seeds, and the seeds that eat poison."""
+    def render(root: Path) -> str:
+        col, rows = collect([root / FIDELITY]), []
+        for mode in dict.fromkeys(m for m, _ in fidelity.cells_in(col)):
+            for cell in RECIPES[recipe]:
+                values = {m: fidelity.values(col, (mode, cell), m) for m, _ in COLUMNS}
+                rows.append([mode, STORAGE[cell], *[tb.mean_ci(values[m], f"eval/{m}") for m, _ in COLUMNS],
+                             tb.count(p > POISON_EATER for p in values["poison_per_1k"] if not math.isnan(p))])
+        header = ["mode", "rollout storage", *[h for _, h in COLUMNS], f"seeds eating > {POISON_EATER:g} poison per 1k"]
+        return tb.table(header, ["l", "l", *["r"] * (len(header) - 2)], rows)
+    return render
 
 
 def storage_tests(root: Path) -> str:
@@ -164,8 +157,9 @@ BLOCKS = (
     Block("goodhart-overoptimisation", PAGE, (OVEROPTIMISATION,), overoptimisation, measure=measured_by("goodhart"),
           figure=Figure(OVEROPTIMISATION_FIGURE, overoptimisation_figure)),
     Block("goodhart-one-level-up", PAGE, (ONE_LEVEL_UP,), one_level_up, measure=measured_by("goodhart_pbt")),
-    Block("goodhart-lab-recipe", PAGE, (FIDELITY,), lab_recipe, measure=measured_by("goodhart_fidelity")),
-    Block("goodhart-reference-recipe", PAGE, (FIDELITY,), reference_recipe, measure=measured_by("goodhart_fidelity")),
+    Block("goodhart-lab-recipe", PAGE, (FIDELITY,), _fidelity_table("lab"), measure=measured_by("goodhart_fidelity")),
+    Block("goodhart-reference-recipe", PAGE, (FIDELITY,), _fidelity_table("reference"),
+          measure=measured_by("goodhart_fidelity")),
     Block("goodhart-storage-tests", PAGE, (FIDELITY,), storage_tests, measure=measured_by("goodhart_fidelity")),
 )
 

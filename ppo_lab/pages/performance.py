@@ -31,9 +31,6 @@ def suite(root: Path) -> str:
                      if not line.startswith(PUREJAXRL_ROW))
 
 
-
-
-
 SUITE = "docs/records/performance/suite"
 SUITE_CPU = "docs/benchmark_cpu_2core.json"
 CPU_RECORD = "docs/benchmark_cpu.json"  # per CPU type: the side by side with PureJaxRL, where an update's time goes

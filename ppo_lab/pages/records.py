@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from ppo_lab import rundir
 from ppo_lab.analysis.sweep import Run, Unit, collect, load_run
-from ppo_lab.judging.headline import declared_bounds
 
 
 def run(root: Path, record: str) -> Run:
@@ -29,18 +27,6 @@ def benchmark(root: Path, record: str) -> dict:
 
 def config(root: Path, record: str) -> dict:
     return rundir.read_config(root / record) or {}
-
-
-def seed_values(found: Run, metric: str) -> list[float]:
-    """One value per seed of `metric`: `eval/<name>` from summary.json's evaluation, any other
-    name from its final training window."""
-    section, name = (found.summary.eval, metric[5:]) if metric.startswith("eval/") else (found.summary.final, metric)
-    return [math.nan if v is None else float(v) for v in section.get(name, [])]
-
-
-def bounds(found: Run) -> dict:
-    """The metric bounds the run's env declares (its `metrics.bounds`)."""
-    return declared_bounds(found.env)
 
 
 def units(root: Path, record: str) -> list[Unit]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ppo_lab.judging.headline import RETURN, declared_bounds
+from ppo_lab.judging.objective import seed_values
 from ppo_lab.pages import records as rec
 from ppo_lab.pages import tables as tb
 from ppo_lab.pages.block import Block, measured_by
@@ -33,10 +35,7 @@ def pendulum_parity(root: Path) -> str:
         f"Welch's t-test against PureJaxRL: like for like {like}; the lab's default {default}."])
 
 
-
-
 RESULTS = "docs/records/results"
-RETURN = "eval/episode_return"
 
 
 def _command(found) -> str:
@@ -46,8 +45,8 @@ def _command(found) -> str:
 
 def _returns(found, digits: int = 3) -> tuple[str, str]:
     """(each seed's evaluation return, their mean [95% CI])."""
-    values = rec.seed_values(found, RETURN)
-    return tb.per_seed(values, digits), tb.mean_ci(values, RETURN, rec.bounds(found))
+    values = seed_values(found.summary, RETURN)
+    return tb.per_seed(values, digits), tb.mean_ci(values, RETURN, declared_bounds(found.env))
 
 
 def memory(root: Path) -> str:
@@ -59,7 +58,7 @@ def memory(root: Path) -> str:
         net = rec.config(root, f"{RESULTS}/memory/{name}")["network"]
         label = f"{net['recurrent'].upper()} {net['recurrent_size']}" if net.get("recurrent") else "feed-forward (the same MLP)"
         rows.append([label, *_returns(found)])
-        values[name] = rec.seed_values(found, RETURN)
+        values[name] = seed_values(found.summary, RETURN)
     return "\n".join([
         tb.table(["network", "eval return per seed", "mean [95% CI]"], ["l", "l", "l"], rows), "",
         f"Welch's t-test against the feed-forward network: GRU {tb.welch(values['gru'], values['feed_forward'])}; "
@@ -82,7 +81,7 @@ def outside_jax(root: Path) -> str:
         found = rec.run(root, f"{RESULTS}/envpool/{name}")
         s = found.summary
         rows.append([_command(found), str(len(s.devices)), f"{s.updates} of {s.total_updates}",
-                     tb.per_seed(rec.seed_values(found, RETURN), 4)])
+                     tb.per_seed(seed_values(found.summary, RETURN), 4)])
     return tb.table(["command", "devices", "updates", "greedy evaluation return per seed"], ["l", "r", "l", "l"], rows)
 
 
@@ -95,7 +94,7 @@ def jumanji(root: Path) -> str:
         last = [u.values["criteria/final_return"] for u in seeds]
         first = [u.values["criteria/final_return"] - u.values["criteria/return_gain"] for u in seeds]
         rows.append([_command(found), f"{found.summary.timesteps:,}", f"{tb.per_seed(first)} -> {tb.per_seed(last)}",
-                     tb.per_seed(rec.seed_values(found, RETURN)), f"{found.summary.wall_s:.0f}"])
+                     tb.per_seed(seed_values(found.summary, RETURN)), f"{found.summary.wall_s:.0f}"])
     return tb.table(["command", "steps per seed", "training return per seed, first -> last tenth",
                      "greedy eval return per seed", "training s"], ["l", "r", "l", "l", "r"], rows)
 
@@ -107,7 +106,7 @@ def cartpole(root: Path) -> str:
         found = rec.run(root, f"{RESULTS}/cartpole/{name}")
         s, ppo = found.summary, rec.config(root, f"{RESULTS}/cartpole/{name}")["ppo"]
         rows.append([label, f"{ppo['num_envs']} x {ppo['num_steps']}",
-                     tb.per_seed(rec.seed_values(found, RETURN), 4), f"{s.compile_s:.1f}", f"{s.wall_s:.1f}", f"{s.sps:,.0f}"])
+                     tb.per_seed(seed_values(found.summary, RETURN), 4), f"{s.compile_s:.1f}", f"{s.wall_s:.1f}", f"{s.sps:,.0f}"])
     return tb.table(["`experiment=cartpole num_seeds=4`", "envs x steps", "greedy return per seed", "compile s",
                      "training s", "training steps/s (4 seeds)"], ["l", "l", "l", "r", "r", "r"], rows)
 

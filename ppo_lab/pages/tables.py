@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 from ppo_lab import estimators as es
 from ppo_lab.bench.markdown import table
 
-__all__ = ["table", "decimals", "num", "signed", "interval", "mean_ci", "per_seed", "welch", "pvalue", "probability", "count"]
+__all__ = ["table", "decimals", "num", "interval", "mean_ci", "per_seed", "welch", "pvalue", "probability", "count"]
 
 MAX_DECIMALS = 4
 
@@ -27,11 +27,6 @@ def num(x: float | None, digits: int = 3, places: int | None = None) -> str:
         return "-"
     places = decimals(x, digits) if places is None else places
     return f"{x:,.{places}f}" if abs(x) >= 10_000 else f"{x:.{places}f}"
-
-
-def signed(x: float | None, digits: int = 3) -> str:
-    text = num(x, digits)
-    return text if text.startswith("-") or text == "-" else "+" + text
 
 
 def interval(point: float, low: float, high: float, digits: int = 3) -> str:
