@@ -17,5 +17,5 @@ def metrics_frame(path: Path) -> pd.DataFrame:
     """metrics.csv at `path` as a DataFrame with the same typing as `rundir.read_metrics`."""
     header = rundir.read_header(path)
     if header is None:
-        raise FileNotFoundError(f"{path} does not exist or is empty")
+        raise FileNotFoundError(f"{path.parent} has no {path.name} (not a run directory, or no chunk finished yet)")
     return pd.DataFrame.from_records(rundir.read_metrics(path), columns=header)

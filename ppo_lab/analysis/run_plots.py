@@ -35,14 +35,6 @@ SPARSE = 0.5  # a metric with a value in fewer than this share of the rows is dr
 THRESHOLDS = {"train/entropy": "entropy_min", "train/approx_kl": "kl_max", "train/clip_frac": "clip_frac_max"}
 
 
-def load_metrics(run_dir: Path):
-    """metrics.csv as a DataFrame (the run-directory layer's typing)."""
-    path = Path(run_dir) / rundir.METRICS
-    if not path.exists():
-        raise FileNotFoundError(f"{run_dir} has no {rundir.METRICS} (not a run directory, or no chunk finished yet)")
-    return metrics_frame(path)
-
-
 def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1, formats: tuple[str, ...] = ()) -> Path:
     """Write the run's panel figure (and beside it each of `formats`); returns the PNG's path.
     Axis labels come from the metric registry (ppo_lab/judging/metric_names.py); a metric without a
@@ -50,7 +42,7 @@ def plot_run(run_dir: Path, out: Path | None = None, smooth: int = 1, formats: t
     a sparse one (values in fewer than half the updates) is drawn as points."""
     run_dir = Path(run_dir)
     rundir.check_format(run_dir)
-    df = load_metrics(run_dir)
+    df = metrics_frame(run_dir / rundir.METRICS)
     try:
         config = rundir.read_config(run_dir)
     except FileNotFoundError:

@@ -31,6 +31,6 @@ def parity(root: Path) -> str:
 
 
 BLOCKS = (
-    Block("zoo-table", PAGE, (RECORDS,), table, whole=True, figure=Figure(FIGURE, curves)),
-    Block("zoo-parity", PAGE, PARITY, parity, whole=True),
+    Block(zr.BLOCK, PAGE, (RECORDS,), table, whole=True, figure=Figure(FIGURE, curves)),
+    Block(zr.PARITY_BLOCK, PAGE, PARITY, parity, whole=True),
 )
