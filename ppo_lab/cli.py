@@ -29,103 +29,65 @@ import gymnax or Jumanji at its top: that would start the backend before those s
 from __future__ import annotations
 
 import sys
+from functools import partial
 
 from ppo_lab.errors import RunDirFormatError
 
 
-def _train(argv):
-    from ppo_lab.launching.train_command import main
-    return main(argv)
-
-
-def _resume(argv):
-    from ppo_lab.launching.resume_command import main
-    return main(argv)
-
-
-def _check_env(argv):
-    from ppo_lab.launching.check_env_command import main
-    return main(argv)
-
-
-def _watch(argv):
-    from ppo_lab.analysis.watch import main
-    return main(argv)
-
-
-def _aggregate(argv):
-    from ppo_lab.analysis.aggregate import main
-    return main(argv)
-
-
-def _evaluate(argv):
-    from ppo_lab.run.evaluate import main
-    return main(argv)
-
-
-def _replay(argv):
-    from ppo_lab.run.replay import main
-    return main(argv)
-
-
-def _plots(argv):
-    from ppo_lab.analysis.run_plots import main
-    return main(argv)
-
-
-def _compare(argv):
-    from ppo_lab.analysis.compare import main
-    return main(argv)
-
-
-def _zoo_table(argv):
-    from ppo_lab.analysis.zoo_report import main
-    return main(argv)
-
-
-def _goodhart_report(argv):
-    from ppo_lab.experiments.goodhart.overoptimisation import main
-    return main(argv)
-
-
-def _record(argv):
-    from ppo_lab.analysis.records import main
-    return main(argv)
-
-
-def _reproduce(argv):
-    from ppo_lab.run.reproduce import main
-    return main(argv)
-
-
-def _docs(argv):
-    from ppo_lab.pages.command import main
-    return main(argv)
-
-
-def _benchmark(argv):
-    from ppo_lab.bench.suite import main
+def _run(name: str, argv: list[str]) -> int | None:
+    """Command `name`'s `main(argv)`, its module imported only now (see the module docstring)."""
+    match name:
+        case "train":
+            from ppo_lab.launching.train_command import main
+        case "resume":
+            from ppo_lab.launching.resume_command import main
+        case "check-env":
+            from ppo_lab.launching.check_env_command import main
+        case "watch":
+            from ppo_lab.analysis.watch import main
+        case "aggregate":
+            from ppo_lab.analysis.aggregate import main
+        case "evaluate":
+            from ppo_lab.run.evaluate import main
+        case "replay":
+            from ppo_lab.run.replay import main
+        case "plots":
+            from ppo_lab.analysis.run_plots import main
+        case "compare":
+            from ppo_lab.analysis.compare import main
+        case "zoo-table":
+            from ppo_lab.analysis.zoo_report import main
+        case "goodhart-report":
+            from ppo_lab.experiments.goodhart.overoptimisation import main
+        case "record":
+            from ppo_lab.analysis.records import main
+        case "reproduce":
+            from ppo_lab.run.reproduce import main
+        case "benchmark":
+            from ppo_lab.bench.suite import main
+        case "docs":
+            from ppo_lab.pages.command import main
     return main(argv)
 
 
 # name -> (what runs it, one line for the help)
-SUBCOMMANDS = {
-    "train": (_train, "train: group=option and key=value overrides, -m for a sweep, --help for the keys"),
-    "resume": (_resume, "relaunch a run (or a sweep) directory exactly as it was launched, from any folder"),
-    "check-env": (_check_env, "check an env (an option like cartpole, or a builder's dotted path) against the contract"),
-    "watch": (_watch, "live dashboard of every run under a directory"),
-    "aggregate": (_aggregate, "statistics across seeds of a sweep (aggregate.csv, curves.png)"),
-    "evaluate": (_evaluate, "re-evaluate a saved run from its latest checkpoint"),
-    "replay": (_replay, "render one episode of a trained agent to a GIF (an env that draws frames)"),
-    "plots": (_plots, "a PNG panel of one run's training curves"),
-    "compare": (_compare, "compare runs or benchmarks (table and comparison.png)"),
-    "zoo-table": (_zoo_table, "the zoo's table per env beside reference returns, between a page's markers"),
-    "goodhart-report": (_goodhart_report, "the true objective along training per reward mode (Gao's fit, drop heights)"),
-    "record": (_record, "keep the small records of finished runs (config, manifest, summary, a cut metrics.csv)"),
-    "reproduce": (_reproduce, "re-run a run's first updates from its config and compare metrics.csv"),
-    "benchmark": (_benchmark, "the performance suite (steps/s and their ratios)"),
-    "docs": (_docs, "re-render the docs pages' figures from the records committed beside them"),
-}
+SUBCOMMANDS = {name: (partial(_run, name), text) for name, text in {
+    "train": "train: group=option and key=value overrides, -m for a sweep, --help for the keys",
+    "resume": "relaunch a run (or a sweep) directory exactly as it was launched, from any folder",
+    "check-env": "check an env (an option like cartpole, or a builder's dotted path) against the contract",
+    "watch": "live dashboard of every run under a directory",
+    "aggregate": "statistics across seeds of a sweep (aggregate.csv, curves.png)",
+    "evaluate": "re-evaluate a saved run from its latest checkpoint",
+    "replay": "render one episode of a trained agent to a GIF (an env that draws frames)",
+    "plots": "a PNG panel of one run's training curves",
+    "compare": "compare runs or benchmarks (table and comparison.png)",
+    "zoo-table": "the zoo's table per env beside reference returns, between a page's markers",
+    "goodhart-report": "the true objective along training per reward mode (Gao's fit, drop heights)",
+    "record": "keep the small records of finished runs (config, manifest, summary, a cut metrics.csv)",
+    "reproduce": "re-run a run's first updates from its config and compare metrics.csv",
+    "benchmark": "the performance suite (steps/s and their ratios)",
+    "docs": "re-render the docs pages' figures from the records committed beside them",
+}.items()}
 
 
 def usage() -> str:
