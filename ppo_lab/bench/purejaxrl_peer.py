@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -52,38 +53,31 @@ def find_checkout(path: str | os.PathLike | None) -> Path | None:
 
 
 class _FiveValueEnv:
-    """A gymnax 1.0 env seen through gymnax 0.0.x's `step` (one `done`)."""
+    """A gymnax 1.0 env seen through gymnax 0.0.x's `step` (one `done`). Given `params`, it uses
+    them where a call gives None, as Brax's wrapper in PureJaxRL (which has no params) is called:
+    `ppo_continuous_action.py`'s `make_train` passes `env_params=None`."""
 
-    def __init__(self, env):
-        self._env = env
+    def __init__(self, env, params=None):
+        self._env, self._params = env, params
 
     def __getattr__(self, name):
         return getattr(self._env, name)
 
-    def step(self, key, state, action, params=None):
-        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
-        return obs, state, reward, terminated | truncated, info
-
-
-class _OwnParamsEnv(_FiveValueEnv):
-    """`_FiveValueEnv` that uses the env's default params where it is given None, as Brax's
-    wrapper in PureJaxRL (which has no params) is called: `make_train` passes `env_params=None`."""
-
-    def __init__(self, env, params):
-        super().__init__(env)
-        self._params = params
+    def _own(self, params):
+        return self._params if params is None else params
 
     def reset(self, key, params=None):
-        return self._env.reset(key, self._params if params is None else params)
+        return self._env.reset(key, self._own(params))
 
     def step(self, key, state, action, params=None):
-        return super().step(key, state, action, self._params if params is None else params)
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, self._own(params))
+        return obs, state, reward, terminated | truncated, info
 
     def observation_space(self, params=None):
-        return self._env.observation_space(self._params if params is None else params)
+        return self._env.observation_space(self._own(params))
 
     def action_space(self, params=None):
-        return self._env.action_space(self._params if params is None else params)
+        return self._env.action_space(self._own(params))
 
 
 def _five_value_gymnax(gymnax) -> types.SimpleNamespace:
@@ -105,21 +99,15 @@ def installed(name: str) -> bool:
 
 def _placeholder_modules() -> None:
     """brax and navix, only as far as wrappers.py's top-level imports need them."""
-    for name in ("brax", "navix"):
-        if installed(name):
-            continue
-        if name == "brax":
-            training = types.ModuleType("brax.envs.wrappers.training")
-            training.EpisodeWrapper = training.AutoResetWrapper = object
-            modules = {"brax": types.ModuleType("brax"), "brax.envs": types.ModuleType("brax.envs"),
-                       "brax.envs.wrappers": types.ModuleType("brax.envs.wrappers"), "brax.envs.wrappers.training": training}
-            modules["brax"].envs = modules["brax.envs"]
-            modules["brax.envs"].wrappers = modules["brax.envs.wrappers"]
-            modules["brax.envs.wrappers"].training = training
-        else:
-            modules = {"navix": types.ModuleType("navix")}
-        for module_name, module in modules.items():
-            sys.modules.setdefault(module_name, module)
+    names = [] if installed("brax") else ["brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training"]
+    for name in names + ([] if installed("navix") else ["navix"]):
+        module = sys.modules.setdefault(name, types.ModuleType(name))
+        parent, _, child = name.rpartition(".")
+        if parent:  # what `import parent.child` binds
+            setattr(sys.modules[parent], child, module)
+    if names:
+        training = sys.modules["brax.envs.wrappers.training"]
+        training.EpisodeWrapper = training.AutoResetWrapper = object
 
 
 class CategoricalStandIn:
@@ -197,9 +185,9 @@ def load(path: str | os.PathLike | None = None) -> types.SimpleNamespace:
 def load_continuous(path: str | os.PathLike | None, gymnax_id: str) -> types.SimpleNamespace:
     """PureJaxRL's `ppo_continuous_action.py`, its training code unchanged, on the gymnax env
     `gymnax_id` instead of a Brax one. Two names its `make_train` reads are given the gymnax env:
-    - `BraxGymnaxWrapper(name)` builds the gymnax env (seen through `_FiveValueEnv`): the same
-      reset/step/spaces interface (its default params where given None), and gymnax resets itself where an episode ends, as Brax's
-      AutoResetWrapper does;
+    - `BraxGymnaxWrapper(name)` builds the gymnax env (seen through `_FiveValueEnv`, with its
+      default params): the same reset/step/spaces interface, and gymnax resets itself where an
+      episode ends, as Brax's AutoResetWrapper does;
     - `ClipAction` clips to the env's own bounds (PureJaxRL's default is [-1, 1], Brax's range;
       Pendulum's torque is [-2, 2]: its own TODO line in `ClipAction.step` says the same).
     Its observation and reward normalisation (`NORMALIZE_ENV`), network, losses and schedule
@@ -213,13 +201,30 @@ def load_continuous(path: str | os.PathLike | None, gymnax_id: str) -> types.Sim
     low, high = float(jax.numpy.min(space.low)), float(jax.numpy.max(space.high))
     clip = names["ClipAction"]
     train_globals = names["make_train"].__globals__
-    train_globals["BraxGymnaxWrapper"] = lambda env_name, backend=None: _OwnParamsEnv(*gymnax.make(env_name))
+    train_globals["BraxGymnaxWrapper"] = lambda env_name, backend=None: _FiveValueEnv(*gymnax.make(env_name))
     train_globals["ClipAction"] = lambda inner: clip(inner, low=low, high=high)
     return types.SimpleNamespace(**names)
 
 
-def make_train(module, num_envs: int, total_timesteps: int, num_seeds: int = 1):
-    """PureJaxRL's CartPole `train(rng)` at `num_envs`, jitted whole; with seeds, the
-    jit-of-vmap its README shows (`jax.jit(jax.vmap(make_train(config)))(keys)`)."""
-    train = module.make_train({**CARTPOLE, "NUM_ENVS": num_envs, "TOTAL_TIMESTEPS": total_timesteps})
-    return jax.jit(jax.vmap(train) if num_seeds > 1 else train)
+class PeerTraining:
+    """PureJaxRL's CartPole `train(rng)` at `num_envs`, jitted whole (with seeds, the jit-of-vmap
+    its README shows: `jax.jit(jax.vmap(make_train(config)))(keys)`) and lowered once, timed as
+    the side by side times it: `first_call_s` compiles it afresh (from the persistent cache after
+    the first) and times that executable's first call, as each lab run compiles its chunk and its
+    `sps` includes that executable's first calls."""
+
+    def __init__(self, module, num_envs: int, num_seeds: int, total_timesteps: int):
+        self.train = module.make_train({**CARTPOLE, "NUM_ENVS": num_envs, "TOTAL_TIMESTEPS": total_timesteps})
+        self.updates = total_timesteps // (num_envs * CARTPOLE["NUM_STEPS"])
+        self.steps = num_seeds * self.updates * num_envs * CARTPOLE["NUM_STEPS"]
+        self.key = jax.random.split(jax.random.PRNGKey(0), num_seeds) if num_seeds > 1 else jax.random.PRNGKey(0)
+        self.lowered = jax.jit(jax.vmap(self.train) if num_seeds > 1 else self.train).lower(self.key)
+        t0 = time.perf_counter()
+        self.program = self.lowered.compile()
+        self.compile_s = time.perf_counter() - t0
+
+    def first_call_s(self) -> float:
+        compiled = self.lowered.compile()
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(self.key))
+        return time.perf_counter() - t0

@@ -35,7 +35,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import jax
@@ -45,6 +44,7 @@ from ppo_lab.bench.configs import compose
 from ppo_lab.hardware import start_jax
 from ppo_lab.host_cpu import cpu_id, cpu_record
 from ppo_lab.run.entry import train
+from ppo_lab.rundir import RunSummary
 
 # (label, num_envs, seeds, timesteps per seed) at each size; the bar: lab / PureJaxRL at least.
 CASES = {
@@ -60,45 +60,25 @@ def lab_overrides(num_envs: int, num_seeds: int, timesteps: int) -> list[str]:
     return [*purejaxrl_settings.lab_overrides(peer), f"num_seeds={num_seeds}", "benchmark=true"]
 
 
-class PeerCase:
-    """PureJaxRL's training for one case. Every round compiles it afresh (from the persistent
-    cache after the first) and times its first call, as the lab's side is timed: each lab run
-    compiles its chunk and its `sps` includes that executable's first calls."""
-
-    def __init__(self, module, num_envs: int, num_seeds: int, timesteps: int):
-        self.steps = num_seeds * (timesteps // (num_envs * 128)) * num_envs * 128
-        self.key = jax.random.split(jax.random.PRNGKey(0), num_seeds) if num_seeds > 1 else jax.random.PRNGKey(0)
-        self.make = lambda: purejaxrl_peer.make_train(module, num_envs, timesteps, num_seeds).lower(self.key).compile()
-        t0 = time.perf_counter()
-        self.make()
-        self.compile_s = time.perf_counter() - t0
-
-    def sps(self) -> float:
-        compiled = self.make()
-        t0 = time.perf_counter()
-        jax.block_until_ready(compiled(self.key))
-        return self.steps / (time.perf_counter() - t0)
-
-
-def lab_sps(overrides: list[str], extra: list[str], workdir: Path) -> tuple[float, dict]:
-    """One lab run as `launch.py` makes it (`run.entry.train`), in this process's JAX."""
-    summary = train(compose(overrides + extra), Path(tempfile.mkdtemp(dir=workdir)))
-    return summary.sps, summary.layout
+def lab_run(overrides: list[str], workdir: Path) -> RunSummary:
+    """One lab run as `launch.py` makes it (`run.entry.train`), in this process's JAX, into a new folder of `workdir`."""
+    return train(compose(overrides), Path(tempfile.mkdtemp(dir=workdir)))
 
 
 def measure(checkout, extra: list[str], rounds: int, quick: bool) -> dict:
     """Interleaved rounds of every case; PeerUnavailable when PureJaxRL cannot be imported."""
     module = purejaxrl_peer.load(checkout)
     cases = CASES["quick" if quick else "full"]
-    peers = {label: PeerCase(module, envs, seeds, steps) for label, envs, seeds, steps in cases}
+    peers = {label: purejaxrl_peer.PeerTraining(module, envs, seeds, steps) for label, envs, seeds, steps in cases}
     samples: dict = {label: {"purejaxrl": [], "lab": [], "ratio": []} for label, *_ in cases}
     layouts = {}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ppo_lab_sidebyside_") as workdir:
         for round_ in range(rounds):
             for label, envs, seeds, steps in cases:
-                peer = peers[label].sps()
-                lab, layouts[label] = lab_sps(lab_overrides(envs, seeds, steps), extra, Path(workdir))
+                peer = peers[label].steps / peers[label].first_call_s()
+                summary = lab_run(lab_overrides(envs, seeds, steps) + extra, Path(workdir))
+                lab, layouts[label] = summary.sps, summary.layout
                 s = samples[label]
                 s["purejaxrl"].append(peer), s["lab"].append(lab), s["ratio"].append(lab / peer)
                 print(f"[sidebyside] round {round_ + 1}/{rounds} {label}: lab {lab:,.0f} / PureJaxRL {peer:,.0f} "
@@ -144,15 +124,31 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for the lab's runs")
+def peer_parser(doc: str, overrides_help: str) -> argparse.ArgumentParser:
+    """The command line this side by side and `update_parts` share."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("overrides", nargs="*", help=overrides_help)
     parser.add_argument("--purejaxrl", default=None, help=f"PureJaxRL checkout (default: ${purejaxrl_peer.ENV_VAR})")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (tests)")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--record", type=Path, default=None,
                         help="keep the result under this CPU's id in a per-CPU record (docs/benchmark_cpu.json)")
+    return parser
+
+
+def report(args, result: dict, table: str, section: str) -> None:
+    """The table printed, the result written to `--out` and kept as `section` of this CPU's entry in `--record`."""
+    print(table)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2, default=str))
+    if args.record and "skipped" not in result:
+        keep_record(args.record, section, result)
+
+
+def main(argv=None) -> int:
+    parser = peer_parser(__doc__, "extra Hydra overrides for the lab's runs")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (tests)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
@@ -162,12 +158,7 @@ def main(argv=None) -> int:
         result = measure(args.purejaxrl, list(args.overrides), args.rounds, args.quick)
     except purejaxrl_peer.PeerUnavailable as exc:
         result = {"skipped": str(exc)}
-    print(format_table(result))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2, default=str))
-    if args.record and "skipped" not in result:
-        keep_record(args.record, "sidebyside", result)
+    report(args, result, format_table(result), "sidebyside")
     return 0
 
 

@@ -30,12 +30,9 @@ the code measured.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,14 +41,15 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from ppo_lab.bench import purejaxrl_peer, purejaxrl_settings, sidebyside
+from ppo_lab.bench import purejaxrl_peer, sidebyside
 from ppo_lab.bench.configs import compose
+from ppo_lab.bench.purejaxrl_settings import CARTPOLE
 from ppo_lab.config import validate
 from ppo_lab.hardware import start_jax
 from ppo_lab.host_cpu import cpu_record
-from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.train import NONFINITE, Trainer
 from ppo_lab.run.build import build
+from ppo_lab.run.manifest import lab_source
 
 PARTS = ("rollout", "gae", "epochs", "metrics", "guard", "rest", "host")
 MIN_S = 0.5  # least seconds of calls per timing
@@ -165,51 +163,35 @@ class LabSide:
         num_updates = jnp.asarray(self.trainer.num_updates, jnp.int32)
         state = jax.jit(self.trainer.init)(*jax.random.split(jax.random.PRNGKey(0)), hypers, num_updates)
         self.args = (state, jnp.asarray(0, jnp.int32), hypers, num_updates)
-        k = self.trainer.chunk_updates
-        self.programs = {name: (jax.jit(kind(**{f.name: getattr(self.trainer, f.name) for f in dataclasses.fields(Trainer)}).chunk)
-                                .lower(*self.args).compile(), k)
-                         for name, kind in (("update", Trainer), ("without_metrics", WithoutMetrics),
-                                            ("without_guard", WithoutGuard))}
+        self.programs = {name: jax.jit(kind(**{f.name: getattr(self.trainer, f.name) for f in dataclasses.fields(Trainer)}).chunk)
+                         .lower(*self.args).compile()
+                         for name, kind in (("update", Trainer), ("without_metrics", WithoutMetrics), ("without_guard", WithoutGuard))}
         jaxpr = jax.make_jaxpr(self.trainer.update)(state, self.args[1], hypers, num_updates).jaxpr
         self.scans = {name: scan_us(eqn) for name, eqn in find_scans(jaxpr, ppo.num_steps, ppo.update_epochs).items()}
 
     def run_us(self) -> float:
         """One run as launch.py makes it, wall time per update (the host's work included)."""
-        from ppo_lab.run.entry import train  # noqa: PLC0415 - the run's whole stack, only here
         with tempfile.TemporaryDirectory(prefix="ppo_lab_parts_") as workdir:
-            summary = train(compose(self.overrides), Path(workdir) / "run")
-        return self.steps_per_update / summary.sps * 1e6
+            return self.steps_per_update / sidebyside.lab_run(self.overrides, Path(workdir)).sps * 1e6
 
     def round(self) -> dict:
-        times = {name: timed_us(program, self.args, k) for name, (program, k) in self.programs.items()}
+        times = {name: timed_us(program, self.args, self.trainer.chunk_updates) for name, program in self.programs.items()}
         times.update({name: timed_us(program, args, 1) for name, (program, args) in self.scans.items()})
         times["run"] = self.run_us()
         return times
 
 
-class PeerSide:
+class PeerSide(purejaxrl_peer.PeerTraining):
     """PureJaxRL's `train` at its CartPole settings, `num_envs` envs, one seed."""
 
     def __init__(self, module, num_envs: int, timesteps: int):
-        config = {**purejaxrl_settings.CARTPOLE, "NUM_ENVS": num_envs, "TOTAL_TIMESTEPS": timesteps}
-        self.num_updates = timesteps // (num_envs * config["NUM_STEPS"])
-        train = module.make_train(config)
-        key = jax.random.PRNGKey(0)
-        self.lowered, self.args = jax.jit(train).lower(key), (key,)
-        self.program = self.lowered.compile()
-        body = update_body(jax.make_jaxpr(train)(key).jaxpr, self.num_updates)
-        self.scans = {name: scan_us(eqn) for name, eqn in
-                      find_scans(body, config["NUM_STEPS"], config["UPDATE_EPOCHS"]).items()}
-
-    def run_us(self) -> float:
-        """Its training as the side by side times it: a freshly compiled executable's first call."""
-        compiled = self.lowered.compile()
-        t0 = time.perf_counter()
-        jax.block_until_ready(compiled(*self.args))
-        return (time.perf_counter() - t0) / self.num_updates * 1e6
+        super().__init__(module, num_envs, 1, timesteps)
+        body = update_body(jax.make_jaxpr(self.train)(self.key).jaxpr, self.updates)
+        self.scans = {name: scan_us(eqn) for name, eqn in find_scans(body, CARTPOLE["NUM_STEPS"], CARTPOLE["UPDATE_EPOCHS"]).items()}
 
     def round(self) -> dict:
-        times = {"update": timed_us(self.program, self.args, self.num_updates), "run": self.run_us()}
+        # "run": its training as the side by side times it, a freshly compiled executable's first call.
+        times = {"update": timed_us(self.program, (self.key,), self.updates), "run": self.first_call_s() / self.updates * 1e6}
         times.update({name: timed_us(program, args, 1) for name, (program, args) in self.scans.items()})
         return times
 
@@ -251,14 +233,9 @@ def measure(checkout, num_envs: int, timesteps: int, rounds: int, extra: list[st
 
 
 def measured_commit() -> str | None:
-    """The commit of the lab's code measured (with "+changes" when its tree differs from it)."""
-    here = Path(__file__).resolve().parent
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=here.parent, capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return commit + ("+changes" if dirty.strip() else "")
+    """The commit of the lab's code measured, with "+changes" when its tracked files differ from it."""
+    source = lab_source()
+    return None if source["commit"] is None else source["commit"] + ("+changes" if source["dirty"] else "")
 
 
 def format_table(result: dict) -> str:
@@ -273,24 +250,14 @@ def format_table(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for the lab's side")
-    parser.add_argument("--purejaxrl", default=None, help=f"PureJaxRL checkout (default: ${purejaxrl_peer.ENV_VAR})")
+    parser = sidebyside.peer_parser(__doc__, "extra Hydra overrides for the lab's side")
     parser.add_argument("--envs", type=int, default=4)
     parser.add_argument("--timesteps", type=int, default=250_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--record", type=Path, default=None, help="a per-CPU record to keep the result in")
     parser.add_argument("--section", default="update_parts", help="its section in this CPU's entry")
     args = parser.parse_args(argv)
     start_jax(compose(list(args.overrides))["hardware"])
     result = measure(args.purejaxrl, args.envs, args.timesteps, args.rounds, list(args.overrides))
-    print(format_table(result))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2, default=str))
-    if args.record:
-        sidebyside.keep_record(args.record, args.section, result)
+    sidebyside.report(args, result, format_table(result), args.section)
     return 0
 
 
