@@ -2,9 +2,10 @@
 they were measured into (`ppo-lab benchmark --markdown FILE.json`; tests/test_docs.py checks that
 docs/performance.md holds exactly what this renders from each `docs/benchmark_*.json`).
 
-Three kinds of file, told apart by their keys:
+Four kinds of file, told apart by their keys:
 - a suite run (`ppo-lab benchmark --out`): `machine` and `envs`;
-- the PureJaxRL side by side (`python -m ppo_lab.bench.sidebyside --out`): `cases`;
+- the PureJaxRL side by side (`python -m ppo_lab.bench.sidebyside --out`): `cases`, in the
+  per-CPU record's table;
 - accelerator figures with a `device` per row (docs/benchmark_gpu.json): `rows`, and optionally
   `runs` (launches as users run them), `update_parts` and `sidebyside`;
 - the per-CPU record (docs/benchmark_cpu.json): `cpus`, each CPU's side by side (`sidebyside`)
@@ -54,19 +55,6 @@ def suite_tables(d: dict) -> list[str]:
     return [checks, envs]
 
 
-def sidebyside_table(cases: dict) -> str:
-    """The lab against PureJaxRL, case by case: medians of interleaved rounds."""
-    rows = []
-    for c in cases.values():
-        layout = c["lab_layout"]
-        where = "one device" if layout["num_devices"] == 1 else f"{layout['mode']} over {layout['num_devices']} devices"
-        per_round = ", ".join(f"{x:.2f}" for x in c["samples"]["ratio"])
-        rows.append([f"{c['num_seeds']} seed{'s' if c['num_seeds'] > 1 else ''} x {c['num_envs']} envs", where,
-                     f"{_int(c['lab_sps'])} / {_int(c['purejaxrl_sps'])}", f"**{c['ratio']:.2f}x** ({per_round})"])
-    return table(["case", "lab layout", "lab / PureJaxRL steps/s (medians)", "ratio: median (each round)"],
-                  ["l", "l", "r", "l"], rows)
-
-
 def accelerator_table(rows: list[dict]) -> str:
     """The accelerator section's rows, one device per row; 'x one seed' against the same device and precision."""
     one = {(r["device"], r["precision"]): r["sps"] for r in rows if r["seeds"] == 1}
@@ -96,7 +84,7 @@ def parts_table(parts: dict) -> str:
                   [[p["part"], *[_num(v, ".1f") for v in p["ms"]]] for p in parts["parts"]])
 
 
-def sidebyside_rounds_table(side: dict) -> str:
+def sidebyside_table(side: dict) -> str:
     """The side by side on one CPU: each side's best round, their ratio against the bar, and
     every round's figures (lab / PureJaxRL, thousands of steps/s)."""
     rows = []
@@ -140,7 +128,7 @@ def cpu_record_tables(data: dict) -> list[str]:
         tables.append(f"**{cpu.get('model_name') or cpu.get('vendor')}** (family {cpu.get('family')} model "
                       f"{cpu.get('model')}), {first['date']}, jax {first['jax']}:")
         if entry.get("sidebyside"):
-            tables.append(sidebyside_rounds_table(entry["sidebyside"]))
+            tables.append(sidebyside_table(entry["sidebyside"]))
         if entry.get("update_parts"):
             tables.append(update_parts_table(entry))
     return tables
@@ -166,7 +154,7 @@ def render(data: dict) -> str:
     elif "envs" in data and "machine" in data:
         tables = suite_tables(data)
     elif "cases" in data:
-        tables = [sidebyside_table(data["cases"])]
+        tables = [sidebyside_table(data)]
     elif "rows" in data and all("device" in r for r in data["rows"]):
         tables = [accelerator_table(data["rows"])]
         tables += [runs_table(data["runs"])] if data.get("runs") else []
