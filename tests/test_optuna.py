@@ -18,7 +18,8 @@ from conftest import ROOT, TINY, read_summary
 
 from ppo_lab.errors import ConfigError
 from ppo_lab.judging.objective import Objective, ObjectiveError, job_result, objective_value, parse_objective
-from ppo_lab.launching.optuna_sweeper import override_text, search_space
+from ppo_lab.launching.command_line import override_text
+from ppo_lab.launching.optuna_sweeper import search_space
 from ppo_lab.rundir import RunSummary
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab.config_keys import CONF_DIR
+from ppo_lab.launching import command_line
 
 # Used for an env only while it has no experiment config of its own.
 # Foraging: the project's default foraging scale for this hardware (conf/scale). For the
@@ -57,6 +56,4 @@ def known_env(name: str) -> bool:
 
 def compose(overrides: list[str]) -> dict:
     """The resolved config for these overrides, composed exactly as launch.py would."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=list(overrides))
-    return OmegaConf.to_container(cfg, resolve=True)
+    return OmegaConf.to_container(command_line.compose(list(overrides)), resolve=True)

@@ -22,6 +22,7 @@ Nothing here imports jax: the config is checked before any backend starts.
 from __future__ import annotations
 
 from ppo_lab.config import PRECISIONS
+from ppo_lab.launching.command_line import override_text
 from ppo_lab.ppo.autoscale import scaled_minibatches_and_epochs
 
 # PureJaxRL's published CartPole settings (the `__main__` block of its ppo.py).
@@ -143,14 +144,9 @@ def network_differences(cfg: dict, continuous: bool) -> dict:
     return {key: (get(cfg, key), value) for key, value in peer_network(cfg, continuous).items() if get(cfg, key) != value}
 
 
-def _literal(value) -> str:
-    """A value as a Hydra override writes it."""
-    return "null" if value is None else str(value).replace(" ", "").replace("False", "false").replace("True", "true")
-
-
 def peer_network_overrides(cfg: dict, continuous: bool) -> list[str]:
     """Hydra overrides that put the lab on PureJaxRL's network (`network=mlp` first: a CNN preset's keys go)."""
-    return ["network=mlp", *(f"{key}={_literal(value)}" for key, value in peer_network(cfg, continuous).items()
+    return ["network=mlp", *(f"{key}={override_text(value)}" for key, value in peer_network(cfg, continuous).items()
                              if key != "network.kind")]
 
 
@@ -168,7 +164,7 @@ def lab_overrides(config: dict) -> list[str]:
         "ppo.lr_final": 0.0,
     }
     network = peer_network_overrides({"network": {"activation": config["ACTIVATION"]}}, continuous=False)
-    return ["env=gymnax", *network, *(f"{key}={_literal(value)}" for key, value in keys.items())]
+    return ["env=gymnax", *network, *(f"{key}={override_text(value)}" for key, value in keys.items())]
 
 
 def differences(cfg: dict, continuous: bool) -> dict:

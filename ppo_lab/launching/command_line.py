@@ -85,13 +85,17 @@ def compose(overrides, config_dir: Path | None = None, config_name: str = "confi
     conf/ on its search path, as `launch.py -cd FOLDER` has it), the user's config folders met so
     far (`config_keys.use_config_dirs`) on its search path too."""
     folder = Path(config_dir or config_keys.CONF_DIR).resolve()
-    given = [o for o in overrides if o.startswith(SEARCHPATH_KEY + "=")]
-    entries = searchpath_entries(given) + [f"file://{d}" for d in config_keys.user_config_dirs()]
+    entries = [f"file://{d}" for d in config_keys.user_config_dirs()]
     entries += [f"file://{config_keys.CONF_DIR}"] if folder != config_keys.CONF_DIR else []
-    overrides = [o for o in overrides if o not in given] + ([f"{SEARCHPATH_KEY}=[{','.join(dict.fromkeys(entries))}]"]
-                                                            if entries else [])
     with initialize_config_dir(config_dir=str(folder), version_base="1.3"):
-        return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=hydra)
+        return hydra_compose(config_name=config_name, overrides=with_searchpath(overrides, entries), return_hydra_config=hydra)
+
+
+def with_searchpath(argv, entries) -> list[str]:
+    """`argv` with `entries` on Hydra's search path, after the folders it names itself (each once)."""
+    given = [a for a in argv if a.startswith(SEARCHPATH_KEY + "=")]
+    joined = ",".join(dict.fromkeys([*searchpath_entries(given), *entries]))
+    return [a for a in argv if a not in given] + ([f"{SEARCHPATH_KEY}=[{joined}]"] if joined else [])
 
 
 def searchpath_entries(overrides) -> list[str]:
@@ -100,6 +104,24 @@ def searchpath_entries(overrides) -> list[str]:
             value = override.value()
             return [str(v) for v in (value if isinstance(value, list) else [value])]
     return []
+
+
+def override_text(value) -> str:
+    """A value as Hydra override text (`[64,64]`, `null`, `0.001`, `'a b'`)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(override_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{override_text(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if text and all(c.isalnum() or c in "_-./:" for c in text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _first(override) -> str:
@@ -179,12 +201,16 @@ def _composed(overrides, config_dir, config_name):
 
 def _unknown_option(group, option, overrides, config_dir, config_name) -> UnknownOptionError:
     """An option no file of its group has; for a reward mode, the selected env's modes listed."""
-    options = group_options(group)
     if group == "reward":
         rest = [o for o in overrides if not o.split("=")[0].lstrip("+~") == "reward"]
-        env = compose(rest, config_dir, config_name).env.name
-        options = [o for o in options if OmegaConf.load(config_keys.option_file("reward", o)).get("env") in (None, env)]
-    return UnknownOptionError(group, option, options)
+        return UnknownOptionError(group, option, env_rewards(compose(rest, config_dir, config_name).env.name))
+    return UnknownOptionError(group, option, group_options(group))
+
+
+def env_rewards(env: str, folders=None) -> list[str]:
+    """The reward modes env `env` takes: those whose YAML names it as their `env`, or no env."""
+    return [o for o in group_options("reward", folders) or []
+            if OmegaConf.load(config_keys.option_file("reward", o, folders)).get("env") in (None, env)]
 
 
 def _unknown_own_key(dotted: str, cfg, keys) -> ConfigError:

@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 from ppo_lab import config_keys
 from ppo_lab.config import declared_keys
 from ppo_lab.config_keys import USER_NAMESPACE, group_options, option_file, searchpath_folders, train_command
-from ppo_lab.launching.command_line import compose, searchpath_entries
+from ppo_lab.launching.command_line import compose, env_rewards, searchpath_entries
 
 GROUPS = {
     "experiment": "a preset setting what differs",
@@ -84,14 +84,6 @@ def _value(cfg, key: str) -> str:
     return "null" if value is None else str(value).replace(" ", "")
 
 
-def _options(group: str, cfg, folders) -> list[str]:
-    """A group's options; a reward mode only for the env that takes it (its YAML's `env`)."""
-    options = group_options(group, folders) or []
-    if group == "reward":
-        options = [o for o in options if OmegaConf.load(option_file(group, o, folders)).get("env") in (None, cfg.env.name)]
-    return options
-
-
 def help_text(overrides: list[str], config_dir=None, config_name: str = "config") -> str:
     """The help for the config these overrides compose (errors in them are the caller's)."""
     cfg = compose(overrides, config_dir, config_name, hydra=True)
@@ -102,7 +94,9 @@ def help_text(overrides: list[str], config_dir=None, config_name: str = "config"
              "Config groups (group=option):"]
     choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
     for group, says in GROUPS.items():
-        options, chosen = _options(group, cfg, folders), choices.get(group)
+        # a reward mode only for the env that takes it
+        options = env_rewards(cfg.env.name, folders) if group == "reward" else group_options(group, folders) or []
+        chosen = choices.get(group)
         listed = ", ".join(options) if len(options) <= 14 else f"{len(options)} in conf/{group}/"
         lines.append(f"  {group:<11} {says}: {listed}" + (f" (now {chosen})" if chosen in options else ""))
     lines.append("  ppo, train  the sections every key below is in (conf/ppo/default.yaml, conf/train/default.yaml)")
@@ -122,7 +116,3 @@ def help_text(overrides: list[str], config_dir=None, config_name: str = "config"
               f"          {command} -m experiment=cartpole ppo.lr=1e-3,3e-4",
               "Hydra's own help: --hydra-help."]
     return "\n".join(lines)
-
-
-def asked_for_help(argv: list[str]) -> bool:
-    return "--help" in argv or "-h" in argv

@@ -45,11 +45,12 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 from hydra.plugins.sweeper import Sweeper
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from ppo_lab.judging.objective import Objective, ObjectiveError, parse_objective, read_objective
 from ppo_lab.errors import ConfigError
+from ppo_lab.launching.command_line import override_text
 from ppo_lab.launching.vmap_launcher import VmapLauncher
 from ppo_lab.rundir import MULTIRUN, write_text_atomic
 
@@ -61,24 +62,6 @@ _PRIMITIVE = (type(None), bool, int, float, str)
 
 
 # --- search space -----------------------------------------------------------------------------
-def override_text(value) -> str:
-    """A value as Hydra override text (`[64,64]`, `null`, `0.001`, `'a b'`)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(override_text(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{k}:{override_text(v)}" for k, v in value.items()) + "}"
-    text = str(value)
-    if text and all(c.isalnum() or c in "_-./:" for c in text):
-        return text
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def distribution(override: Override):
     """The Optuna distribution of one sweep override (see the module docstring)."""
     value = override.value()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ppo_lab import config_keys
-from ppo_lab.launching.command_line import SEARCHPATH_KEY, refuse_unknown_overrides, searchpath_entries
+from ppo_lab.launching.command_line import SEARCHPATH_KEY, refuse_unknown_overrides, searchpath_entries, with_searchpath
 
 
 def project_config_dir(folder: Path | None = None) -> Path | None:
@@ -26,14 +26,10 @@ def with_project_config(argv: list[str]) -> list[str]:
     """`argv` with the working folder's conf/ on Hydra's search path (after the folders the
     command names itself), when there is one and the command does not name it already."""
     project = project_config_dir()
-    if project is None:
-        return list(argv)
     given = [a for a in argv if a.startswith(SEARCHPATH_KEY + "=")]
-    entries = searchpath_entries(given)
-    if project in config_keys.searchpath_folders(entries):
+    if project is None or project in config_keys.searchpath_folders(searchpath_entries(given)):
         return list(argv)
-    joined = ",".join([*entries, f"file://{project}"])
-    return [a for a in argv if a not in given] + [f"{SEARCHPATH_KEY}=[{joined}]"]
+    return with_searchpath(argv, [f"file://{project}"])
 
 
 def main(argv: list[str]) -> None:
