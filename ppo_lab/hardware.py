@@ -48,36 +48,13 @@ def host_core_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def resolve_host_devices(hw: HardwareConfig) -> int:
-    value = hw.host_devices
-    return host_core_count() if value == "auto" else int(value)
-
-
 def set_xla_flag(name: str, value) -> None:
     """Set one XLA flag for the backend not started yet (replacing any value it had)."""
     flags = re.sub(rf"--{name}=\S+", "", os.environ.get("XLA_FLAGS", "")).split()
     os.environ["XLA_FLAGS"] = " ".join(flags + [f"--{name}={value}"])
 
 
-def cache_dir(hw: HardwareConfig) -> Path | None:
-    path = hw.compilation_cache_dir
-    if not path:
-        return None
-    # Relative to the working folder, as the run dirs are: an installed lab's package folder
-    # may not be writable (and is no place for a user's cache).
-    return Path(os.path.expanduser(str(path))).absolute()
-
-
 _APPLIED: dict | None = None  # what this process's JAX was started with
-
-
-def _startup_settings(hw: HardwareConfig) -> dict:
-    keys = ("platform", "host_devices", "preallocate", "mem_fraction", "deterministic")
-    return {k: getattr(hw, k) for k in keys}
-
-
-def backend_started() -> bool:
-    return jax_private.backends_are_initialized()
 
 
 def apply_hardware(hw: HardwareConfig) -> None:
@@ -86,8 +63,8 @@ def apply_hardware(hw: HardwareConfig) -> None:
     Several jobs in one process (Hydra's basic launcher) share one JAX: a later job can only
     run with the settings the first one applied, so it is told when it asks for others."""
     global _APPLIED
-    wanted = _startup_settings(hw)
-    if backend_started():
+    wanted = {k: getattr(hw, k) for k in ("platform", "host_devices", "preallocate", "mem_fraction", "deterministic")}
+    if jax_private.backends_are_initialized():
         if _APPLIED is None:
             log.warning("XLA's backend started before the hardware settings were applied; they may not take effect")
         elif wanted != _APPLIED:
@@ -100,7 +77,7 @@ def apply_hardware(hw: HardwareConfig) -> None:
         jax.config.update("jax_platforms", "cpu")  # jax read JAX_PLATFORMS when it was imported
         # One XLA device per core: a single CPU device does not keep two cores busy with
         # PPO's small ops; sharding seeds over per-core devices does (1.6x on 2 cores).
-        set_xla_flag("xla_force_host_platform_device_count", resolve_host_devices(hw))
+        set_xla_flag("xla_force_host_platform_device_count", host_core_count() if hw.host_devices == "auto" else int(hw.host_devices))
     else:
         # Leave the choice to JAX and verify afterwards: naming an absent plugin in
         # JAX_PLATFORMS fails with a message about plugins, not about the user's request.
@@ -132,7 +109,9 @@ def apply_deterministic(platform: str) -> None:
 
 def configure_jax(hw: HardwareConfig) -> None:
     """Settings that go through jax.config (before the first compile)."""
-    path = cache_dir(hw)
+    # Relative to the working folder, as the run dirs are: an installed lab's package folder
+    # may not be writable (and is no place for a user's cache).
+    path = Path(str(hw.compilation_cache_dir)).expanduser().absolute() if hw.compilation_cache_dir else None
     if path is not None and _DISTRIBUTED is not None and hw.platform == "cpu":
         # No process but 0 ever hits it: JAX's key of a CPU program hashes the topology of its
         # devices, whose fingerprint differs per process (measured: every other part of the key
@@ -275,7 +254,7 @@ def start_distributed(hw: HardwareConfig) -> None:
         if procs is not None and procs != _DISTRIBUTED:
             log.warning("this process already joined %s; %s cannot take effect here", _DISTRIBUTED, procs)
         return
-    if backend_started():
+    if jax_private.backends_are_initialized():
         raise HardwareError("a multi-process run must join its processes before XLA's backend starts "
                             "(something started JAX before start_jax)")
     timeout = int(max(1, round(hw.init_timeout_s)))

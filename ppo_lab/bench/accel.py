@@ -19,9 +19,6 @@ FLOPs per env step = forward FLOPs of one observation (XLA's cost analysis of th
 variant of `VARIANTS` (the switches that may make the GPU faster, each a set of overrides; a row
 says its `variant`) beside `baseline` at every (seeds, precision): one command for a short GPU
 lease, whose rows say which switches to keep as `hardware=gpu`'s defaults.
-
-jax is imported at the top (importing it does not start XLA's backend); `main` applies the
-`hardware` settings with `ppo_lab.hardware.start_jax` before anything runs on a device.
 """
 
 from __future__ import annotations

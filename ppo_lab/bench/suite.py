@@ -37,9 +37,6 @@ Sections in processes of their own (their own JAX start-up):
   ratios against the bar; `{"skipped": reason}` when PureJaxRL is not given or not importable;
 - `accelerator` (`ppo_lab.bench.accel`): the reference-scale experiment at 1-16 seeds, at
   every precision of `hardware.precision` (on a GPU/TPU, or with `--accelerator`).
-
-jax is imported at the top (importing it does not start XLA's backend); `main` applies the
-`hardware` settings with `ppo_lab.hardware.start_jax` before anything runs on a device.
 """
 
 from __future__ import annotations

@@ -25,16 +25,11 @@ from ppo_lab import rundir
 from ppo_lab.config_keys import CONF_DIR
 from ppo_lab.judging.objective import job_result
 from ppo_lab.launching.command_line import config_source, fail, lab_error, overrides_of
-from ppo_lab.launching.exit_codes import DIVERGED, REFUSED, STOPPED, exit_code
-from ppo_lab.launching.help import asked_for_help, help_text
-from ppo_lab.run.divergence import RunDiverged
+from ppo_lab.launching.help import help_text
+from ppo_lab.run.divergence import EXIT_DIVERGED, RunDiverged
 from ppo_lab.run.entry import USER_ERRORS, train
 from ppo_lab.run.failure import traceback_to_log_files
 from ppo_lab.run.recorders.console import resume_command
-
-
-def _run_dir() -> Path:
-    return Path(HydraConfig.get().runtime.output_dir)
 
 
 def _multirun() -> bool:
@@ -55,14 +50,25 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-# The status of the run this process trained (not a sweep's: it exits 0 once its jobs ran),
-# for the exit code `launch` ends with (ppo_lab/launching/exit_codes.py).
+# The exit code a script that launches a run reads (README, "Exit codes"): its summary.json
+# `status` by this table. A stop on request (Ctrl+C, SIGTERM, the STOP file) is no completion:
+# 130, as a shell reports a command ended by Ctrl+C (128 + SIGINT), so `launch.py ... && next-step`
+# does not go on after a stop. A sweep (-m) exits 0 once its jobs ran: each job's status is in its
+# summary.json and the aggregate.
+COMPLETED = 0  # the budget or train.target_return reached, or train.duration_min used (timed_out)
+FAILED = 1  # an error while training (summary.json's `error`), or any other Python error
+REFUSED = 2  # bad input, a refused relaunch, a locked run dir: nothing trained or written
+DIVERGED = EXIT_DIVERGED  # a non-finite loss or parameter stopped the run (summary.json's status `diverged`)
+STOPPED = 130  # stopped on request: a signal or the STOP file; resumable from its checkpoint
+BY_STATUS = {"completed": COMPLETED, "timed_out": COMPLETED, "failed": FAILED, "diverged": DIVERGED, "stopped": STOPPED}
+
+# The status of the run this process trained (not a sweep's), for the exit code `launch` ends with.
 _ended: list[str] = []
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> rundir.RunSummary | float | None:
-    run_dir = _run_dir()
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         summary = train(cfg, run_dir)
     except USER_ERRORS as exc:  # bad config, missing hardware, a refused resume: nothing written
@@ -102,7 +108,7 @@ def launch(argv: list[str]) -> None:
     """`main` on the command line `argv` (Hydra's, as `python launch.py` takes it), with the lab's
     errors in one form (a key or group typo was refused before the lab loaded); what Hydra or a
     job still refuses is printed once as `error:`, exit 2."""
-    if asked_for_help(argv):  # ours, for people; Hydra's own is --hydra-help
+    if "--help" in argv or "-h" in argv:  # ours, for people; Hydra's own is --hydra-help
         print(help_text(overrides_of(argv), *config_source(argv)))
         return
     # Hydra's own report (its wording, exit 1) is skipped: it re-raises, and we say it our way.
@@ -124,5 +130,6 @@ def launch(argv: list[str]) -> None:
         if message is None:
             raise
         fail(message)
-    if _ended and exit_code(_ended[-1]):
-        sys.exit(exit_code(_ended[-1]))
+    code = BY_STATUS.get(_ended[-1], FAILED) if _ended else COMPLETED  # an unknown status: FAILED
+    if code:
+        sys.exit(code)

@@ -50,14 +50,6 @@ from ppo_lab.rundir.slurm_jobs import KILLED_STATES, final_state, read_jobs, sac
 
 log = logging.getLogger(__name__)
 
-# Our own keys in conf/hydra/launcher/*.yaml, not submitit parameters.
-OWN_KEYS = ("wait", "sizing", "poll_s", "vectorize", "max_replicas")
-
-
-def repo_root(module_name: str) -> Path:
-    """The folder that holds `hydra_plugins/<plugin>/` (the repository root)."""
-    return Path(sys.modules[module_name].__file__).resolve().parents[2]
-
 
 class SweepLauncherMixin:
     """The changes described in the module docstring, over BaseSubmititLauncher."""
@@ -75,7 +67,7 @@ class SweepLauncherMixin:
     def _executor(self):
         params = dict(self.params)
         setup = list(params.pop("setup", None) or [])
-        root = repo_root(type(self).__module__)
+        root = Path(sys.modules[type(self).__module__].__file__).resolve().parents[2]  # holds hydra_plugins/<plugin>/
         setup.insert(0, f"export PYTHONPATH={shlex.quote(str(root))}${{PYTHONPATH:+:$PYTHONPATH}}")
         init = {"folder": params.pop("submitit_folder")}
         if "max_num_timeout" in params:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -36,6 +35,7 @@ from ppo_lab.config import traced_keys
 from ppo_lab.run.shared_program import shared_program_key
 from ppo_lab.judging.objective import job_result
 from ppo_lab.errors import ConfigError
+from ppo_lab.launching.command_line import fail
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,7 @@ def max_replicas_at_start(value: Any) -> int | None:
     try:
         return check_max_replicas(value)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
+        fail(exc)
 
 
 def task_config(sweep_config: DictConfig) -> dict:
