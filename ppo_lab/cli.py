@@ -1,23 +1,8 @@
-"""The `ppo-lab` command: the lab's tools under one name.
+"""The `ppo-lab` command: the lab's tools under one name, each a line of `SUBCOMMANDS` below
+(`ppo-lab --help` lists them; in a checkout, `python launch.py` is `ppo-lab train`).
 
-    ppo-lab train KEY=VALUE ...  train (Hydra; `python launch.py` in a checkout is the same command)
-    ppo-lab resume RUN_DIR       relaunch a run or sweep as it was launched, from any folder
-    ppo-lab check-env TARGET     check an env against the lab's env contract, before training it
-    ppo-lab watch DIR            live dashboard of every run under DIR
-    ppo-lab aggregate SWEEP_DIR  statistics across seeds: aggregate.csv, runs.csv, curves.png
-    ppo-lab evaluate RUN_DIR     re-evaluate a saved run from its latest checkpoint
-    ppo-lab replay RUN_DIR       a GIF of one episode of a trained agent (an env that draws frames)
-    ppo-lab plots RUN_DIR        a PNG panel of one run's training curves
-    ppo-lab compare A B ...      compare runs or benchmarks: a table and comparison.png
-    ppo-lab zoo-table DIR ...    the zoo's results table (docs/results-zoo.md) and its curves
-    ppo-lab goodhart-report DIR ...  the true objective along training per reward mode: fits, drop heights
-    ppo-lab record DIR ... --into RECORDS   the small files of finished runs a docs page is rendered from
-    ppo-lab reproduce RUN_DIR    re-run a run's first updates and compare metrics.csv row by row
-    ppo-lab benchmark            the performance suite
-    ppo-lab docs [--check]       the docs pages' figures, re-rendered from their committed records
-
-Each subcommand is a module with a `main(argv) -> int`, imported when that command runs (in
-its function below): `ppo-lab --help` and `ppo-lab watch` need neither jax nor the plotting and
+Each subcommand is a module with a `main(argv) -> int`, imported when that command runs (by
+`_run` below): `ppo-lab --help` and `ppo-lab watch` need neither jax nor the plotting and
 statistics stacks the others import. Measured on 2 cores,
 `import ppo_lab.cli` took 2.05 s with every command's module imported here; `replay` alone
 imports in 1.15 s, `aggregate` in 0.70 s, `watch` in 0.29 s. Importing jax (and flax, optax)
