@@ -47,15 +47,8 @@ def agree(flags: list[int]) -> list[int]:
     return [int(v) for v in np.asarray(gathered).reshape(jax.process_count(), -1).max(axis=0)]
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
-    return out
-
-
 def _compared(resolved: dict) -> dict:
-    flat = _flat({k: v for k, v in resolved.items() if k != "hydra"})
+    flat = rundir.dotted_keys({k: v for k, v in resolved.items() if k != "hydra"})
     return {k: json.dumps(v, sort_keys=True, default=str) for k, v in flat.items() if k not in PER_PROCESS_KEYS}
 
 

@@ -29,6 +29,7 @@ from ppo_lab.config import ALLOWED, FIXED, FREE, field_at
 from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
 from ppo_lab.run import checkpoint, processes
 from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
+from ppo_lab.rundir.config_file import UNSET
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,6 @@ ALLOW_KEY = "allow_config_change"
 # How each key may change on a relaunch is the `resume` mark on its field (`on_resume`):
 # FIXED (its change makes a checkpoint unusable: refused even with allow_config_change=true),
 # FREE (changes nothing trained) or ALLOWED (with allow_config_change=true, recorded).
-_UNSET = "<unset>"
 
 
 def on_resume(dotted: str) -> str:
@@ -50,21 +50,11 @@ class ResumeError(RuntimeError):
     """A run cannot resume (no checkpoint, a config or layout that does not match)."""
 
 
-def flatten(d, prefix: str = "") -> dict:
-    """Nested dicts as dotted keys; lists and scalars are leaves."""
-    if not isinstance(d, dict):
-        return {prefix: d}
-    out = {}
-    for k, v in d.items():
-        out.update(flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
-    return out
-
-
 def config_changes(saved: dict, now: dict) -> dict[str, tuple]:
     """Every key (dotted) that changes training and differs: key -> (saved, now)."""
-    a, b = flatten(saved), flatten(now)
-    return {k: (a.get(k, _UNSET), b.get(k, _UNSET)) for k in sorted(set(a) | set(b))
-            if on_resume(k) != FREE and a.get(k, _UNSET) != b.get(k, _UNSET)}
+    a, b = rundir.dotted_keys(saved), rundir.dotted_keys(now)
+    return {k: (a.get(k, UNSET), b.get(k, UNSET)) for k in sorted(set(a) | set(b))
+            if on_resume(k) != FREE and a.get(k, UNSET) != b.get(k, UNSET)}
 
 
 @dataclass

@@ -38,7 +38,7 @@ from ppo_lab.rundir.config_file import (
     validated_config,
     write_config,
 )
-from ppo_lab.rundir.evals import evals_by_seed, evals_file, evaluated_updates, keep_evals, read_evals
+from ppo_lab.rundir.evals import evals_by_seed, evals_file, evaluated_updates, keep_evals
 from ppo_lab.rundir.jobs import read_jobs, write_jobs
 from ppo_lab.rundir.jsonfile import read_json
 from ppo_lab.rundir.logger_state import read_logger_state, write_logger_state
@@ -56,15 +56,11 @@ from ppo_lab.rundir.metrics import (
 from ppo_lab.rundir.pbt_log import append_pbt_step, pbt_log_until, read_pbt_log
 from ppo_lab.rundir.paths import (
     AGGREGATE,
-    BENCHMARK,
     CHECKPOINTS,
     CONFIG,
     CONFIG_HISTORY,
     CRITERIA,
-    ERROR,
     EVALS,
-    JOBS,
-    MANIFEST,
     KEY_COLUMNS,
     LOGGERS,
     METRICS,
@@ -73,9 +69,8 @@ from ppo_lab.rundir.paths import (
     RUNS,
     STOP_FILE,
     SUMMARY,
-    has_run_files,
 )
-from ppo_lab.rundir.manifest import check_format, manifest_differences, read_manifest, use_recorded_parts, write_manifest
+from ppo_lab.rundir.manifest import check_format, dotted_keys, manifest_differences, read_manifest, use_recorded_parts, write_manifest
 from ppo_lab.rundir.record import RECORD, is_benchmark_run, recorded_criteria, write_record
 from ppo_lab.rundir.stop_file import request_stop, stop_requested
 from ppo_lab.rundir.error_file import read_error, write_error
@@ -90,16 +85,16 @@ from ppo_lab.rundir.run_summary import (
 from ppo_lab.rundir.sweep_files import find_run_dirs, find_sweep_roots, read_multirun, read_overrides, write_table
 
 __all__ = [
-    "AGGREGATE", "BENCHMARK", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "CRITERIA", "ERROR", "JOBS", "KEY_COLUMNS", "LOGGERS", "METRICS", "MULTIRUN",
+    "AGGREGATE", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "CRITERIA", "KEY_COLUMNS", "LOGGERS", "METRICS", "MULTIRUN",
     "RUNS", "STOP_FILE", "SUMMARY", "MetricsCSV", "MetricsFileError", "MetricsTail", "columns_by_seed",
-    "copy_rows_until", "find_run_dirs", "find_sweep_roots", "has_checkpoint", "has_run_files", "latest_checkpoint",
+    "copy_rows_until", "find_run_dirs", "find_sweep_roots", "has_checkpoint", "latest_checkpoint",
     "list_checkpoints", "load_run_config", "append_config_history", "config_spans", "read_config_history", "validated_config", "read_benchmark", "read_config", "read_error",
     "read_experiment", "read_header", "read_jobs", "read_json", "read_logger_state", "read_metrics", "read_multirun",
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
     "stop_requested", "write_summary", "RunSummary", "write_atomic", "write_benchmark", "write_config", "write_error",
-    "MANIFEST", "check_format", "manifest_differences", "read_manifest", "use_recorded_parts", "write_manifest",
+    "check_format", "dotted_keys", "manifest_differences", "read_manifest", "use_recorded_parts", "write_manifest",
     "write_failure", "write_jobs", "write_json_atomic", "write_logger_state", "write_table", "write_text_atomic",
     "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",
-    "EVALS", "evals_by_seed", "evals_file", "evaluated_updates", "keep_evals", "read_evals",
+    "EVALS", "evals_by_seed", "evals_file", "evaluated_updates", "keep_evals",
     "RECORD", "is_benchmark_run", "recorded_criteria", "write_record",
 ]

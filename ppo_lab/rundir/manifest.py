@@ -82,12 +82,12 @@ def use_recorded_parts(run_dir: Path) -> None:
     parts.use_import_dirs((own.get("import_dirs") or {}).values())
 
 
-def _flatten(d, prefix: str = "") -> dict:
-    if not isinstance(d, dict):
-        return {prefix.rstrip("."): d}
+def dotted_keys(tree: dict, prefix: str = "") -> dict:
+    """Nested dicts (a config, a manifest) as dotted keys: `{"ppo.lr": 3e-4}`; lists, scalars and
+    empty dicts are leaves."""
     out = {}
-    for k, v in d.items():
-        out.update(_flatten(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+    for k, v in tree.items():
+        out.update(dotted_keys(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
     return out
 
 
@@ -95,7 +95,7 @@ def manifest_differences(a: dict | None, b: dict | None) -> list[tuple[str, obje
     """(dotted field, value in a, value in b) for every field that differs, when and where aside."""
     if a is None or b is None:
         return [("manifest.json", "absent" if a is None else "present", "absent" if b is None else "present")]
-    fa, fb = _flatten(a), _flatten(b)
+    fa, fb = dotted_keys(a), dotted_keys(b)
     keys = sorted(set(fa) | set(fb))
     return [(k, fa.get(k), fb.get(k)) for k in keys
             if k.split(".", 1)[0] not in UNCOMPARED and fa.get(k) != fb.get(k)]

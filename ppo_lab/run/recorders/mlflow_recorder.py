@@ -129,17 +129,10 @@ def store_location(opts: dict) -> tuple[str, Path | None]:
     return f"sqlite:///{store / 'mlflow.db'}", store / "artifacts"
 
 
-def flatten(tree, prefix: str = "") -> dict[str, str]:
+def as_params(resolved: dict) -> dict[str, str]:
     """A resolved config as MLflow params: dotted keys, values as text."""
-    out: dict[str, str] = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out.update(flatten(value, name + "."))
-        else:
-            text = value if isinstance(value, str) else json.dumps(value)
-            out[name] = text[:MAX_PARAM_CHARS]
-    return out
+    return {name: (value if isinstance(value, str) else json.dumps(value))[:MAX_PARAM_CHARS]
+            for name, value in rundir.dotted_keys(resolved).items()}
 
 
 def convergence(summary: RunSummary, index: int, target: float | None, rule: dict) -> str | None:
@@ -154,7 +147,6 @@ def convergence(summary: RunSummary, index: int, target: float | None, rule: dic
         if index < len(final) and finite(final[index]) and final[index] >= target:
             return f"train/mean_episode_return {final[index]:.2f} >= train.target_return={target:g}"
     if rule["metric"] is not None:
-
         try:
             value = seed_values(summary, rule["metric"])[index]
         except (ObjectiveError, IndexError):
@@ -184,7 +176,7 @@ class MlflowRecorder(PerSeedLogger):
                         self.state.get("tracking_uri"), self.uri)
             self.state = {}
         tags = self._tags()
-        params = flatten(cfg.resolved)
+        params = as_params(cfg.resolved)
         self.parent = self._open_run(self.state.get("parent"), f"{cfg.experiment}-{self.run_dir.name}", tags, params)
         self.run_ids: dict[int, str] = {}
         for seed in self.seeds:
@@ -332,8 +324,6 @@ class MlflowRecorder(PerSeedLogger):
         log.info("registered seed %d's policy as MLflow model %s version %s (%s)", seed, version.name, version.version, reason)
 
     def _register(self, summary: RunSummary, index: int, seed: int, run, reason: str):
-
-
         meta = self._final_checkpoint()
         if meta is None:
             raise FileNotFoundError(f"no complete checkpoint in {self.run_dir / rundir.CHECKPOINTS}")
