@@ -38,6 +38,10 @@ class Layout:
     def grad_axis(self) -> str | None:
         return AXIS if self.mode == "envs" else None
 
+    def seed_replicas(self, num_seeds: int) -> list[int]:
+        """Each seed's replica in the stacked state: its own, or replica 0 for one seed split over devices."""
+        return list(range(num_seeds)) if self.mode == "seeds" else [0]
+
     def as_dict(self) -> dict:
         return dict(mode=self.mode, num_devices=self.num_devices, num_replicas=self.num_replicas, envs_per_replica=self.envs_per_replica)
 

@@ -54,11 +54,6 @@ def along_key(seed: int) -> jax.Array:
     return jax.random.fold_in(jax.random.PRNGKey(seed), ALONG_KEY_SALT)
 
 
-def replica_of_seed(layout, num_seeds: int) -> list[int]:
-    """Each seed's replica in the stacked state (one seed split over devices: replica 0)."""
-    return list(range(num_seeds)) if layout.mode == "seeds" else [0]
-
-
 def sized_along_training(eval_cfg):
     """The `eval` section as an evaluation along training reads it: its own sizes in place of the
     final evaluation's (an env's protocol reads `episodes`, `survival_envs`, `survival_steps`)."""
@@ -88,7 +83,7 @@ class AlongTraining:
         append the rows to evals.csv and return them."""
         comp, cfg = self.comp, self.cfg
         self._build()
-        replicas = replica_of_seed(comp.layout, cfg.num_seeds)
+        replicas = comp.layout.seed_replicas(cfg.num_seeds)
         per_seed = [jax.tree.map(lambda x, r=r: x[r], (state.params, state.policy_anchors)) for r in replicas]
         params = [p for p, _ in per_seed]
         if comp.env.lives_outside_jax:  # host copies, as evaluate_seeds takes them

@@ -46,8 +46,6 @@ def episodic_returns(env, env_params, policy, key, episodes: int, max_steps: int
     `policy(obs, key, mask) -> (actions, extras)` as `ppo.rollout` takes it; an env's action
     mask, if it has one, is honoured. A recurrent policy starts from `memory`
     (`ppo.rollout.initial_memory`), its state carried from step to step."""
-
-
     reset_key, run_key = jax.random.split(key)
     obs, state = batched_reset(env, env_params, reset_key, episodes)
     zeros = jnp.zeros((episodes,), jnp.float32)
@@ -137,8 +135,7 @@ def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=Non
 
 def params_per_seed(state, layout, num_seeds: int) -> list:
     """Each seed's parameters from a replica-stacked state (envs layout: replica 0)."""
-    index = range(num_seeds) if layout.mode == "seeds" else [0]
-    return [jax.tree.map(lambda x: x[i], state.params) for i in index]
+    return [jax.tree.map(lambda x: x[i], state.params) for i in layout.seed_replicas(num_seeds)]
 
 
 def main(argv=None) -> int:

@@ -37,16 +37,10 @@ from ppo_lab.rundir.run_summary import RunSummary, slurm_job_id
 log = logging.getLogger(__name__)
 
 
-def seed_replicas(comp: Components, cfg: RunConfig) -> list[int]:
-    """Each seed's replica in the chunk's metrics: its own, or replica 0 for one seed split
-    over devices (its metrics are combined across them)."""
-    return list(range(cfg.num_seeds)) if comp.layout.mode == "seeds" else [0]
-
-
 def rows_from_chunk(metrics: dict, comp: Components, cfg: RunConfig, first_update: int, count: int, wall_s: float, sps: float) -> list[dict]:
     """One row per (update, seed) from a chunk's stacked metrics ([replica, K, ...])."""
     batch = comp.ppo.batch_size
-    replicas = seed_replicas(comp, cfg)
+    replicas = comp.layout.seed_replicas(cfg.num_seeds)
     rows = []
     for k in range(count):
         update = first_update + k + 1
@@ -226,7 +220,7 @@ class Session:
         self.train_wall = self.prior_wall + self.loop_seconds()
         metrics = dict(metrics)
         self.rows_recorded = False
-        for entry in self.divergence.observe(metrics, self.update, count, seed_replicas(self.comp, self.cfg)):
+        for entry in self.divergence.observe(metrics, self.update, count, self.comp.layout.seed_replicas(self.cfg.num_seeds)):
             log.warning("%s: seed %d diverged at update %d: %s is not finite; it stops counting (the finite state it "
                         "started that chunk from is kept)", self.run_dir, entry["seed"], entry["update"], entry["metric"])
         rows = self.divergence.keep(rows_from_chunk(metrics, self.comp, self.cfg, self.update, count, self.train_wall,
