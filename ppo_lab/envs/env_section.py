@@ -1,5 +1,6 @@
-"""Checks shared by the jax-free `check:` functions of envs that take a fixed set of keys and
-their own reward (EnvPool, Gymnasium, Jumanji): no jax, no env library imported here."""
+"""Checks shared by the jax-free `check:` functions of the envs (conf/env/*.yaml): an env's
+section refuses keys it does not know, and an env with a reward of its own takes only
+`reward=default`. No jax, no env library imported here."""
 
 from __future__ import annotations
 
@@ -8,18 +9,28 @@ from typing import Any, Mapping
 from ppo_lab.errors import ConfigError
 
 
-def own_keys(env_cfg: Mapping, keys: tuple[str, ...], conf_file: str) -> dict[str, Any]:
-    """The env section's `keys` (besides `name`); ConfigError naming an unknown or a missing one."""
-    unknown = sorted(set(env_cfg) - set(keys) - {"name"})
+def known_keys(cfg: Mapping, defaults: Mapping[str, Any], section: str = "env",
+               ignore: tuple[str, ...] = ("name",)) -> dict[str, Any]:
+    """The section's keys of `defaults`, each from `cfg` or its default there; ConfigError
+    naming a key of `cfg` that is not among them (`ignore` aside)."""
+    unknown = sorted(set(cfg) - set(defaults) - set(ignore))
     if unknown:
-        raise ConfigError(f"env.{unknown[0]}", env_cfg[unknown[0]], f"one of the known keys {sorted(keys)}")
+        raise ConfigError(f"{section}.{unknown[0]}", cfg[unknown[0]], f"one of the known keys {sorted(defaults)}")
+    return {k: cfg.get(k, d) for k, d in defaults.items()}
+
+
+def own_keys(env_cfg: Mapping, keys: tuple[str, ...], conf_file: str) -> dict[str, Any]:
+    """The env section's `keys` (besides `name`), each required; ConfigError naming an unknown or a missing one."""
+    known_keys(env_cfg, dict.fromkeys(keys))
     missing = [k for k in keys if k not in env_cfg]
     if missing:
         raise ConfigError(f"env.{missing[0]}", None, f"a value ({conf_file} sets every key)")
     return {k: env_cfg[k] for k in keys}
 
 
-def require_own_reward(env_cfg: Mapping, reward_cfg: Mapping) -> None:
-    """Such envs bring their own reward: only `reward=default` goes with them."""
+def require_own_reward(env_cfg: Mapping, reward_cfg: Mapping, why: str | None = None) -> None:
+    """An env that brings its own reward goes only with `reward=default`; `why` it has no other
+    (default: the env's `id` has its own reward)."""
     if reward_cfg.get("name", "default") != "default":
-        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_cfg.get('id')} has its own reward)")
+        why = why or f"{env_cfg.get('id')} has its own reward"
+        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({why})")

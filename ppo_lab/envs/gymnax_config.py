@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from ppo_lab.envs.env_section import known_keys, require_own_reward
 from ppo_lab.errors import ConfigError
 
 
@@ -13,14 +14,11 @@ KEYS = ("gymnax_id", "kwargs", "params")
 
 
 def check_gymnax(env_cfg: Mapping, reward_cfg: Mapping) -> None:
-    unknown = sorted(set(env_cfg) - {*KEYS, "name"})
-    if unknown:
-        raise ConfigError(f"env.{unknown[0]}", env_cfg[unknown[0]], f"one of the known keys {sorted(KEYS)}")
+    known_keys(env_cfg, dict.fromkeys(KEYS))
     env_id = env_cfg.get("gymnax_id")
     if not isinstance(env_id, str) or not env_id:
         raise ConfigError("env.gymnax_id", env_id, "a gymnax environment id such as 'CartPole-v1'")
-    if reward_cfg.get("name", "default") != "default":
-        raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({env_id} has no reward modes)")
+    require_own_reward(env_cfg, reward_cfg, f"{env_id} has no reward modes")
     kwargs = env_cfg.get("kwargs")
     if kwargs is not None and not isinstance(kwargs, Mapping):
         raise ConfigError("env.kwargs", kwargs, f"a mapping of {env_id}'s constructor arguments to values, e.g. "

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from ppo_lab import config_keys
 from ppo_lab.config import ENV_WIRING_KEYS
+from ppo_lab.envs.env_section import known_keys
 from ppo_lab.errors import ConfigError
 
 MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
@@ -57,22 +58,13 @@ def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _read(cfg: Mapping, section: str, defaults: Mapping[str, Any],
-          ignore: tuple[str, ...] = ("name",)) -> dict[str, Any]:
-    unknown = sorted(set(cfg) - set(defaults) - set(ignore))
-    if unknown:
-        raise ConfigError(f"{section}.{unknown[0]}", cfg[unknown[0]],
-                          f"one of the known keys {sorted(defaults)}")
-    return {k: cfg.get(k, d) for k, d in defaults.items()}
-
-
 def _check(ok: bool, key: str, value, valid: str) -> None:
     if not ok:
         raise ConfigError(key, value, valid)
 
 
 def validate_env_cfg(env_cfg: Mapping) -> dict[str, Any]:
-    c = _read(env_cfg, "env", env_defaults())
+    c = known_keys(env_cfg, env_defaults())
     for k in ("grid_size", "view_range", "food_min", "food_max", "poison_min", "poison_max",
               "max_steps"):
         _check(_is_int(c[k]), f"env.{k}", c[k], "an integer")
@@ -107,7 +99,7 @@ def validate_reward_cfg(reward_cfg: Mapping) -> dict[str, Any]:
         # objective, the ground_truth mode (so `python launch.py` needs no reward=...).
         reward_cfg, mode = {"name": "ground_truth"}, "ground_truth"
     _check(mode in MODES, "reward.name", mode, f"one of {list(MODES)}")
-    c = _read(reward_cfg, "reward", mode_defaults(mode), ignore=("name", "env"))
+    c = known_keys(reward_cfg, mode_defaults(mode), "reward", ignore=("name", "env"))
     c["name"] = mode
     _check(c["observation"] in OBS_TABLES, "reward.observation", c["observation"],
            f"one of {sorted(OBS_TABLES)}")

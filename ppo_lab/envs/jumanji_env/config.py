@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from ppo_lab.envs.env_section import require_own_reward
+from ppo_lab.envs.env_section import known_keys, require_own_reward
 from ppo_lab.errors import ConfigError
 
 DEFAULTS: dict[str, Any] = dict(id=None, max_steps=1000, observation="flat", obs_transform="none", reward_scale=1.0)
@@ -16,10 +16,7 @@ OBS_TRANSFORMS = ("none", "symlog")
 
 def read_config(env_cfg: Mapping) -> dict[str, Any]:
     """The env section with defaults filled in; ConfigError naming any bad key or value."""
-    unknown = sorted(set(env_cfg) - set(DEFAULTS) - {"name"})
-    if unknown:
-        raise ConfigError(f"env.{unknown[0]}", env_cfg[unknown[0]], f"one of the known keys {sorted(DEFAULTS)}")
-    c = {k: env_cfg.get(k, d) for k, d in DEFAULTS.items()}
+    c = known_keys(env_cfg, DEFAULTS)
     if not isinstance(c["id"], str) or not c["id"]:
         raise ConfigError("env.id", c["id"], "a registered Jumanji id such as 'Game2048-v1' (jumanji.registered_environments())")
     steps = c["max_steps"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from ppo_lab.envs.env_section import known_keys, require_own_reward
 from ppo_lab.errors import ConfigError
 
 STATIC_DEFAULTS: dict[str, Any] = dict(grid_size=5, n_data=3)
@@ -25,11 +26,7 @@ ZERO_OK = ("shield_cost", "overclock_cost", "cache_cost", "overclock_range")
 
 def read_config(env_cfg: Mapping) -> dict[str, Any]:
     """The env section with defaults filled in; ConfigError naming any bad key or value."""
-    known = {**STATIC_DEFAULTS, **PARAM_DEFAULTS}
-    unknown = sorted(set(env_cfg) - set(known) - {"name"})
-    if unknown:
-        raise ConfigError(f"env.{unknown[0]}", env_cfg[unknown[0]], f"one of the known keys {sorted(known)}")
-    c = {k: env_cfg.get(k, d) for k, d in known.items()}
+    c = known_keys(env_cfg, {**STATIC_DEFAULTS, **PARAM_DEFAULTS})
     for k, v in c.items():
         if k in FLOAT_KEYS:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
@@ -47,5 +44,4 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
 def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
     """The registry's jax-free check: the env section, and reward=default (one reward only)."""
     read_config(env_cfg)
-    if reward_cfg.get("name", "default") != "default":
-        raise ConfigError("reward", reward_cfg.get("name"), "reward=default (rare_actions has one reward)")
+    require_own_reward(env_cfg, reward_cfg, "rare_actions has one reward")
