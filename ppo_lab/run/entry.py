@@ -61,7 +61,7 @@ from ppo_lab.run.population import Population
 from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
 from ppo_lab.run.shared_program import shared_program_key
-from ppo_lab.run.start import check_memory, lock_run_dir, start_session
+from ppo_lab.run.start import check_memory, start_session
 from ppo_lab.rundir import lock
 from ppo_lab.rundir.checkpoint_format import CheckpointError
 from ppo_lab.rundir.run_summary import RunSummary
@@ -168,8 +168,10 @@ def _checked(index: int, cfg: Mapping, run_dir: Path, grid: bool, results: list)
         return None
     if grid:
         check_grid_cell(run_cfg)
-    # process 0 of a multi-process run holds the lock for all of them; before any compile or write
-    held = lock_run_dir(run_dir, run_cfg, process_index_before_start(run_cfg.hardware))
+    # The run dir's lock (rundir/lock.py), before any compile or write, or RunDirLocked naming its
+    # live holder; process 0 of a multi-process run holds it for all of them.
+    held = lock.acquire(run_dir, lock.stale_after_s(run_cfg.checkpoint.every_min),
+                        process_index=process_index_before_start(run_cfg.hardware))
     try:
         disabled = []
         if not run_cfg.benchmark:  # a benchmark records to no logger

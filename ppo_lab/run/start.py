@@ -1,7 +1,6 @@
 """The host side of a run's start, for every cell of a launch (run/entry.py): a run alone, a
 population, each cell of a vmap group.
 
-    lock_run_dir     the run dir's lock, right after the config validates (before XLA starts)
     start_session    before compiling: config.yaml, manifest.json, the `loop.Session` with the
                      rows a resumed run keeps, the summary at start, the recorders started
     check_memory     after compiling, before the first step: the chunk against the devices'
@@ -24,14 +23,7 @@ from ppo_lab.run.manifest import write_run_manifest
 from ppo_lab.run.memory import ChunkMemory, ChunkTooLarge, check_fits
 from ppo_lab.run.population import Population
 from ppo_lab.run.recorders import RunContext, choose_recorders
-from ppo_lab.rundir import lock
 from ppo_lab.rundir.run_summary import RunSummary, lab_versions, slurm_job_id
-
-
-def lock_run_dir(run_dir: Path, run_cfg: RunConfig, process_index: int = 0):
-    """The run dir's lock (rundir/lock.py), or RunDirLocked naming its live holder. A run of
-    several processes passes its process index: process 0 holds the lock for all of them."""
-    return lock.acquire(run_dir, lock.stale_after_s(run_cfg.checkpoint.every_min), process_index=process_index)
 
 
 def start_session(cfg: RunConfig, comp: Components, run_dir: Path, devices, plan: resume.Plan, resumed: resume.Resumed, *,

@@ -151,16 +151,13 @@ def _flock_free(path: Path) -> bool:
 
 
 class RunDirLock:
-    """The held lock of one run dir: refreshed by a heartbeat thread, released by `release`."""
+    """The held lock of one run dir: refreshed every `heartbeat_s` by a thread, released by `release`."""
 
-    def __init__(self, run_dir: Path, fd: int, holder: Holder, made_dir: bool = False):
+    def __init__(self, run_dir: Path, fd: int, holder: Holder, made_dir: bool, heartbeat_s: float):
         self.run_dir, self.path, self.fd, self.holder = Path(run_dir), Path(run_dir) / RUN_LOCK, fd, holder
         self.made_dir = made_dir  # the run dir did not exist: a run refused before writing leaves none
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start_heartbeat(self, every_s: float) -> None:
-        self._thread = threading.Thread(target=self._beat, args=(every_s,), name=f"lock {self.run_dir}", daemon=True)
+        self._thread = threading.Thread(target=self._beat, args=(heartbeat_s,), name=f"lock {self.run_dir}", daemon=True)
         self._thread.start()
 
     def _beat(self, every_s: float) -> None:
@@ -188,7 +185,7 @@ class RunDirLock:
     def release(self) -> None:
         """Stop the heartbeat and remove the lock file (if still ours); safe to call twice."""
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
+        if self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         if self.fd < 0:
             return
@@ -211,16 +208,10 @@ class RunDirLock:
         self.release()
 
 
-class NoLock:
+class NoLock(contextlib.nullcontext):
     """What a process other than process 0 of a multi-process run holds: nothing."""
 
     def release(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
         pass
 
 
@@ -265,8 +256,7 @@ def _set_aside(path: Path, stale: Holder) -> bool:
     return True
 
 
-def acquire(run_dir: Path, stale_s: float, process_index: int = 0, heartbeat_s: float | None = None,
-            what: str = "launch") -> RunDirLock | NoLock:
+def acquire(run_dir: Path, stale_s: float, process_index: int = 0, heartbeat_s: float | None = None) -> RunDirLock | NoLock:
     """Take `run_dir`'s lock, or raise RunDirLocked naming its live holder and what to do.
     Writes nothing else; makes the run dir if missing (the lock lives in it; `release` removes
     it again if the run left it empty)."""
@@ -281,16 +271,14 @@ def acquire(run_dir: Path, stale_s: float, process_index: int = 0, heartbeat_s: 
     for _ in range(5):  # a lock that vanishes between our looks: try again
         fd = _create(path, me)
         if fd is not None:
-            lock = RunDirLock(run_dir, fd, me, made_dir)
-            lock.start_heartbeat(heartbeat_s if heartbeat_s is not None else min(HEARTBEAT_S, stale_s / 10))
-            return lock
+            return RunDirLock(run_dir, fd, me, made_dir, heartbeat_s if heartbeat_s is not None else min(HEARTBEAT_S, stale_s / 10))
         holder = read_holder(path)
         if holder is None:
             continue
         reason = stale_reason(holder, path, stale_s)
         if reason is None:
             raise RunDirLocked(
-                f"the run directory {run_dir} is in use by another run ({holder.describe()}); a second {what} "
+                f"the run directory {run_dir} is in use by another run ({holder.describe()}); a second launch "
                 f"would write the same rows. Wait for it to end (or stop it: touch {run_dir / 'STOP'}), or launch into "
                 f"another hydra.run.dir. If that process is dead on a host this one cannot see, remove {path}.")
         log.warning("taking over the lock of %s: %s (held by %s)", run_dir, reason, holder.describe())
