@@ -503,7 +503,6 @@ def field_at(dotted: str, root: type = RunConfig) -> tuple[dataclasses.Field | N
     return found, hint, path
 
 
-
 def declared_keys() -> dict[str, dataclasses.Field]:
     """Every key a dataclass declares, to `section.key` (`logger.<name>.key` of the lab's
     loggers), with its field, in the order of the fields."""
@@ -516,7 +515,6 @@ def declared_keys() -> dict[str, dataclasses.Field]:
     for name, schema in LOGGERS.items():
         out |= {f"logger.{name}.{f.name}": f for f in dataclasses.fields(schema)}
     return out
-
 
 
 # --- reading and checking ------------------------------------------------------------------------

@@ -52,16 +52,20 @@ def chunk_memory(compiled) -> ChunkMemory | None:
     return ChunkMemory(m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes, m.alias_size_in_bytes)
 
 
-def device_free_bytes(devices) -> int | None:
-    """The least free memory over `devices` (None where the backend reports none, e.g. CPU)."""
-    free = []
+def _memory_stats(devices) -> list[dict]:
+    """Each device's memory statistics, where its backend reports them (not on CPU)."""
+    stats = []
     for device in devices:
         try:
-            stats = device.memory_stats()
-        except Exception:  # noqa: BLE001
-            stats = None
-        if stats and "bytes_limit" in stats:
-            free.append(stats["bytes_limit"] - stats.get("bytes_in_use", 0))
+            stats.append(device.memory_stats() or {})
+        except Exception:  # noqa: BLE001 - backends without memory stats
+            pass
+    return stats
+
+
+def device_free_bytes(devices) -> int | None:
+    """The least free memory over `devices` (None where the backend reports none, e.g. CPU)."""
+    free = [s["bytes_limit"] - s.get("bytes_in_use", 0) for s in _memory_stats(devices) if "bytes_limit" in s]
     return min(free) if free else None
 
 
@@ -79,14 +83,7 @@ def peak_host_memory_mb() -> float:
 
 def device_memory_mb(devices) -> float | None:
     """The devices' peak memory in use, summed (summary.json; None where the backend reports none)."""
-    peaks = []
-    for d in devices:
-        try:
-            stats = d.memory_stats()
-        except Exception:  # noqa: BLE001 - backends without memory stats (CPU)
-            stats = None
-        if stats and "peak_bytes_in_use" in stats:
-            peaks.append(stats["peak_bytes_in_use"] / 2**20)
+    peaks = [s["peak_bytes_in_use"] / 2**20 for s in _memory_stats(devices) if "peak_bytes_in_use" in s]
     return float(sum(peaks)) if peaks else None
 
 

@@ -26,8 +26,6 @@ def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic:
     run_dir = Path(run_dir)
     cfg = rundir.load_run_config(run_dir, eval_episodes=eval_episodes, deterministic=deterministic)  # jax-free
     devices = start_jax(cfg.hardware)  # the run's hardware settings, before jax is imported
-
-
     if not rundir.has_checkpoint(run_dir / rundir.CHECKPOINTS):
         # Checked before building anything: fail in a second, not after a compile.
         raise FileNotFoundError(f"no complete checkpoint in {run_dir / rundir.CHECKPOINTS}")

@@ -73,7 +73,6 @@ class EnvPoolState:
 class EnvPoolEnv(HostBatchedEnv):
     """A pool of EnvPool envs behind the lab's batched-env API; see the module docstring."""
 
-
     def __init__(self, task_id: str, *, num_threads: int | None, seed: int, make_kwargs: Mapping,
                  image_scale: bool, reset_on_host: bool = False):
         self.task_id, self.seed, self.make_kwargs = task_id, seed, dict(make_kwargs)

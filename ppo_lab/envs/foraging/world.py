@@ -477,9 +477,6 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
     def is_truncated(self, state: EnvState, params: EnvParams) -> jax.Array:
         return state.time >= params.max_steps_in_episode
 
-    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
-        return jnp.logical_not(params.immortal) & (state.energy <= params.energy_tolerance)
-
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key: jax.Array, state: EnvState, action: int | jax.Array,
              params: EnvParams | None = None):

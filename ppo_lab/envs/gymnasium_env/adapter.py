@@ -58,7 +58,6 @@ class GymnasiumState:
 class GymnasiumEnv(HostBatchedEnv):
     """Gymnasium envs in a vector env behind the lab's batched-env API (module docstring)."""
 
-
     def __init__(self, factory: Callable[[], gymnasium.Env], label: str, *, seed: int, max_episode_steps: int | None,
                  reset_on_host: bool = False):
         self.factory, self.label, self.seed = factory, label, seed

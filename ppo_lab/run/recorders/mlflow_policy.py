@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import mlflow
 import numpy as np
 from mlflow.models import ModelSignature
+from mlflow.pyfunc import PythonModel
 from mlflow.types import Schema, TensorSpec
 from omegaconf import OmegaConf
 
@@ -42,11 +43,6 @@ from ppo_lab.config import validate
 from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.rollout import action_policy
 from ppo_lab.run.build import build_env_and_network
-
-try:  # mlflow is imported only where a model is saved or loaded
-    from mlflow.pyfunc import PythonModel
-except ImportError:  # pragma: no cover - mlflow is a declared dependency
-    PythonModel = object
 
 CODE_FILE = Path(__file__).with_name("mlflow_policy_code.py")
 REQUIREMENTS = ("jax", "jaxlib", "flax", "optax", "gymnax", "six", "omegaconf", "numpy")
