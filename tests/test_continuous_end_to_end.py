@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 from ppo_lab.analysis import aggregate
-from ppo_lab.run.checkpoint import list_checkpoints
-from ppo_lab.rundir.checkpoints import state_path
+from ppo_lab.rundir.checkpoints import list_checkpoints, state_path
 
 from conftest import launch, read_rows, read_summary, start_launch, train_run
 from store_readers import wandb_runs as read_wandb_runs

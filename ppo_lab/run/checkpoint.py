@@ -22,7 +22,6 @@ import numpy as np
 
 from ppo_lab.rundir import checkpoints as files
 from ppo_lab.rundir.checkpoint_format import DAMAGED, CheckpointError, DamagedCheckpoint, NoValidCheckpoint, set_aside, verify
-from ppo_lab.rundir.checkpoints import list_checkpoints  # noqa: F401 - callers use checkpoint.list_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +58,14 @@ def read_payload(meta_path: Path) -> tuple[dict, dict]:
     return meta, raw
 
 
-def load_verified(ckpt_dir: Path, template, update: int | None = None, *, set_aside_damaged: bool = False) -> Loaded:
-    """The newest checkpoint in `ckpt_dir` (or exactly `update`) that verifies, restored into
+def load_verified(ckpt_dir: Path, template, *, set_aside_damaged: bool = False) -> Loaded:
+    """The newest checkpoint in `ckpt_dir` that verifies, restored into
     `template`'s structure. Damaged ones are skipped with a warning, and moved to
     `checkpoints/damaged/` with `set_aside_damaged`. None verifies: NoValidCheckpoint. One of
     another format, or a state that does not fit this config's: CheckpointError (both before
     anything is compiled)."""
     ckpt_dir = Path(ckpt_dir)
-    candidates = list(reversed(files.list_checkpoints(ckpt_dir))) if update is None else [files.meta_path(ckpt_dir, update)]
+    candidates = list(reversed(files.list_checkpoints(ckpt_dir)))
     if not candidates:
         raise FileNotFoundError(f"no complete checkpoint in {ckpt_dir}")
     host_template = jax.tree.map(np.asarray, jax.device_get(template))
@@ -102,10 +101,3 @@ def _none_valid(ckpt_dir: Path, damaged: list[DamagedCheckpoint], moved: bool) -
             f"  - start over in this run directory, the old files kept aside in {DAMAGED}/: "
             f"checkpoint.if_all_damaged=start_over\n"
             f"  - resume another run's checkpoint: resume=PATH in a new run directory")
-
-
-def load(ckpt_dir: Path, template, update: int | None = None):
-    """Restore `(state, meta)` from the newest checkpoint that verifies (or the given one)
-    into `template`'s structure, leaving damaged ones in place (a reader, not the run)."""
-    loaded = load_verified(ckpt_dir, template, update)
-    return loaded.state, loaded.meta

@@ -38,7 +38,7 @@ from ppo_lab.run.episode import replay_key
 from ppo_lab.run.evaluate import params_per_seed
 from ppo_lab.run.gif import write_gif
 from ppo_lab.run.trained import load_trained  # applies the run's hardware, then imports jax
-from ppo_lab.rundir import checkpoints, read_config
+from ppo_lab.rundir import CHECKPOINTS, has_checkpoint, read_config
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,8 @@ def _check_run_dir(run_dir: Path) -> None:
     """Fail fast, before jax is imported (the run's hardware settings come first), on what
     cannot be replayed: not a run directory, no checkpoint."""
     read_config(run_dir)  # FileNotFoundError: not a run directory
-    ckpt_dir = checkpoints.checkpoint_dir(run_dir)
-    if not checkpoints.has_checkpoint(ckpt_dir):
+    ckpt_dir = run_dir / CHECKPOINTS
+    if not has_checkpoint(ckpt_dir):
         raise ReplayError(f"{run_dir} has no checkpoint to replay (no complete checkpoint in {ckpt_dir}); "
                           f"train it first or wait for its first checkpoint")
 

@@ -32,5 +32,5 @@ def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic:
     comp = build(cfg, len(devices))
     mesh = make_mesh(comp.layout, devices)
     template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh, *comp.init_arguments())
-    state, meta = checkpoint.load(run_dir / rundir.CHECKPOINTS, template)
-    return cfg, comp, state, meta
+    loaded = checkpoint.load_verified(run_dir / rundir.CHECKPOINTS, template)  # damaged ones left in place
+    return cfg, comp, loaded.state, loaded.meta

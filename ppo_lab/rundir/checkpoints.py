@@ -16,13 +16,8 @@ from pathlib import Path
 from ppo_lab.rundir.atomic import write_atomic, write_json_atomic
 from ppo_lab.rundir.checkpoint_format import stamp
 from ppo_lab.rundir.jsonfile import read_json
-from ppo_lab.rundir.paths import CHECKPOINTS
 
 _NAME = re.compile(r"ckpt_(\d+)\.json$")
-
-
-def checkpoint_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / CHECKPOINTS
 
 
 def meta_path(ckpt_dir: Path, update: int) -> Path:
