@@ -36,14 +36,10 @@ class MetricsFileError(ValueError):
 
 
 # ----------------------------------------------------------------------------- reading
-def _complete_lines(text: str) -> str:
-    """`text` up to its last newline: a line without one may be half written."""
-    return text[: text.rfind("\n") + 1]
-
-
 def _parse(text: str) -> tuple[list[str] | None, list[list[str]]]:
     """(header, raw rows) of complete CSV text; rows whose field count is wrong are skipped."""
-    records = list(csv.reader(io.StringIO(_complete_lines(text), newline="")))
+    # Up to the last newline: a line without one may be half written.
+    records = list(csv.reader(io.StringIO(text[: text.rfind("\n") + 1], newline="")))
     if not records:
         return None, []
     header = records[0]

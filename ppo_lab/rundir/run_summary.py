@@ -90,11 +90,6 @@ class RunSummary:
         """The per-seed sections by name: `eval` and `final` (metric names as `eval/<name>`)."""
         return {"eval": self.eval, "final": self.final}
 
-    def benchmark_record(self) -> dict:
-        """benchmark.json's fields (without its `config`)."""
-        data = self.to_json()
-        return {name: data[name] for name in BENCHMARK_FIELDS}
-
 
 # summary.json fields a benchmark.json repeats (docs/architecture.md, "Contracts").
 BENCHMARK_FIELDS = ("status", "stop_reason", "env", "reward", "seeds", "sps", "compile_s", "wall_s", "peak_host_memory_mb",
@@ -118,7 +113,8 @@ def read_benchmark(run_dir: Path) -> dict:
 
 def write_benchmark(run_dir: Path, summary: RunSummary, config: dict | None) -> Path:
     path = Path(run_dir) / BENCHMARK
-    write_json_atomic(path, {**summary.benchmark_record(), "config": config})
+    data = summary.to_json()
+    write_json_atomic(path, {**{name: data[name] for name in BENCHMARK_FIELDS}, "config": config})
     return path
 
 
