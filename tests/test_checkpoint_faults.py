@@ -16,7 +16,7 @@ from conftest import fill_disk, launch, read_rows, read_summary, train_run
 
 from ppo_lab import __version__
 from ppo_lab.errors import ConfigError, RunDirFormatError
-from ppo_lab.rundir.checkpoint_format import (
+from ppo_lab.rundir.checkpoints import (
     DAMAGED,
     CheckpointFormatError,
     DamagedCheckpoint,

@@ -30,7 +30,7 @@ from ppo_lab.run.divergence import EXIT_DIVERGED
 from ppo_lab.run.entry import train_cells
 from ppo_lab.run.recorders import RunContext
 from ppo_lab.rundir import MetricsCSV, RunSummary
-from ppo_lab.rundir.checkpoint_format import verify
+from ppo_lab.rundir.checkpoints import verify
 from ppo_lab.rundir.checkpoints import list_checkpoints
 
 # Adam's step is about the learning rate whatever the gradient: 1e38 overflows float32 at once.

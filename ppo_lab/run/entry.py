@@ -63,7 +63,7 @@ from ppo_lab.run.resume import ResumeError
 from ppo_lab.run.shared_program import shared_program_key
 from ppo_lab.run.start import check_memory, start_session
 from ppo_lab.rundir import lock
-from ppo_lab.rundir.checkpoint_format import CheckpointError
+from ppo_lab.rundir.checkpoints import CheckpointError
 from ppo_lab.rundir.run_summary import RunSummary
 
 log = logging.getLogger(__name__)

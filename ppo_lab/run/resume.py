@@ -28,7 +28,7 @@ from ppo_lab import rundir
 from ppo_lab.config import ALLOWED, FIXED, FREE, field_at
 from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
 from ppo_lab.run import checkpoint, processes
-from ppo_lab.rundir.checkpoint_format import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
+from ppo_lab.rundir.checkpoints import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
 from ppo_lab.rundir.config_file import UNSET
 
 log = logging.getLogger(__name__)

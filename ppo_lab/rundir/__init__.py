@@ -14,7 +14,8 @@ directory": contract):
     pbt_log      pbt.jsonl: a population's exploit steps
     run_summary  summary.json (`RunSummary`, the typed record), benchmark.json
     error_file   error.txt
-    checkpoints  which checkpoints exist (their pytree (de)serialisation: ppo_lab.run.checkpoint)
+    checkpoints  which checkpoints exist, their format and checksums (their pytree (de)serialisation:
+                 ppo_lab.run.checkpoint)
     manifest     manifest.json (the reproducibility record); `check_format`, which every
                  command that loads a run dir goes through (run_format: the format it checks)
     stop_file    STOP

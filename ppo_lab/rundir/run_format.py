@@ -4,7 +4,7 @@
 the files, their fields, the checkpoints' payload). A run stamps it in manifest.json
 (`format_version`, beside the lab's version, `lab_version`) when it starts, before config.yaml,
 so a run dir that holds any of a run's files says which format they are in; each checkpoint's
-meta carries it too (`checkpoint_format.stamp`).
+meta carries it too (`checkpoints.stamp`).
 
 `manifest.check_format(run_dir)` is the one check every command that loads a run dir goes
 through: a relaunch into it (`ppo-lab resume`, or `train` into its dir) and `resume=OTHER_RUN`
