@@ -418,12 +418,12 @@ def finish(summary: RunSummary, session: Session, recorders: list, devices) -> R
     summary.diverged = session.divergence.listed()
     end_progress(recorders)  # before the recorders' last lines (a failure ends it here)
     for recorder in recorders:
-        if session.error is None:
-            recorder.finish(summary)
-            continue
-        try:  # after a failure (a full disk) each recorder still gets its turn, and the summary is printed
+        try:
             recorder.finish(summary)
         except Exception as again:  # noqa: BLE001 - never hide the original error
+            if session.error is None:
+                raise
+            # after a failure (a full disk) each recorder still gets its turn, and the summary is printed
             failure.report(f"{type(recorder).__name__} could not finish after the failure", again)
     # The per-seed values are in summary.json; the console ends with what a user needs.
     if processes.writes():
