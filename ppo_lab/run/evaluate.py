@@ -1,4 +1,5 @@
-"""Final evaluation of trained policies, and `ppo-lab evaluate RUN_DIR`.
+"""Final evaluation of trained policies, and `ppo-lab evaluate RUN_DIR` (a trained run loaded back
+from its latest checkpoint by `load_trained`, which `ppo-lab replay` uses too).
 
 Episodic evaluation: `eval.episodes` envs per seed run until each finishes its first
 episode (or `eval.max_steps`), played twice from the same resets: sampling actions from the
@@ -24,12 +25,15 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from ppo_lab import parts
+from ppo_lab import parts, rundir
 from ppo_lab.errors import ConfigError
+from ppo_lab.hardware import start_jax
+from ppo_lab.ppo.parallel import make_mesh, replica_template
 from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.rollout import action_policy, batched_mask, batched_reset, batched_step, initial_memory, rollout
 from ppo_lab.ppo.train import env_params_argument
-from ppo_lab.run.trained import load_trained
+from ppo_lab.run import checkpoint
+from ppo_lab.run.build import build
 from ppo_lab.rundir import SUMMARY, read_summary, write_summary
 
 log = logging.getLogger(__name__)
@@ -136,6 +140,26 @@ def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=Non
 def params_per_seed(state, layout, num_seeds: int) -> list:
     """Each seed's parameters from a replica-stacked state (envs layout: replica 0)."""
     return [jax.tree.map(lambda x: x[i], state.params) for i in layout.seed_replicas(num_seeds)]
+
+
+def load_trained(run_dir: Path, eval_episodes: int | None = None, deterministic: bool | None = None):
+    """`(cfg, comp, state, meta)` for the latest checkpoint in `run_dir` (`ppo-lab evaluate` and
+    `ppo-lab replay`): the run's validated RunConfig (optionally with other evaluation
+    settings), its `build.Components`, the replica-stacked learner state (`params_per_seed`
+    takes it) and the checkpoint's JSON (`update`, `timesteps`, ...). Applies the run's
+    `hardware` settings before XLA's backend starts. Raises FileNotFoundError when the
+    directory has no config.yaml or no complete checkpoint."""
+    run_dir = Path(run_dir)
+    cfg = rundir.load_run_config(run_dir, eval_episodes=eval_episodes, deterministic=deterministic)  # jax-free
+    devices = start_jax(cfg.hardware)
+    if not rundir.has_checkpoint(run_dir / rundir.CHECKPOINTS):
+        # Checked before building anything: fail in a second, not after a compile.
+        raise FileNotFoundError(f"no complete checkpoint in {run_dir / rundir.CHECKPOINTS}")
+    comp = build(cfg, len(devices))
+    mesh = make_mesh(comp.layout, devices)
+    template = replica_template(comp.trainer.init, comp.layout, cfg.seeds, mesh, *comp.init_arguments())
+    loaded = checkpoint.load_verified(run_dir / rundir.CHECKPOINTS, template)  # damaged ones left in place
+    return cfg, comp, loaded.state, loaded.meta
 
 
 def main(argv=None) -> int:

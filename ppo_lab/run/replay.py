@@ -35,9 +35,8 @@ from ppo_lab.hardware import HardwareError
 from ppo_lab.ppo.policies import for_env
 from ppo_lab.run.episode import episode as play_episode
 from ppo_lab.run.episode import replay_key
-from ppo_lab.run.evaluate import params_per_seed
+from ppo_lab.run.evaluate import load_trained, params_per_seed  # load_trained applies the run's hardware first
 from ppo_lab.run.gif import write_gif
-from ppo_lab.run.trained import load_trained  # applies the run's hardware, then imports jax
 from ppo_lab.rundir import CHECKPOINTS, has_checkpoint, read_config
 
 log = logging.getLogger(__name__)
