@@ -2,8 +2,9 @@
 alike: a batched env (`reset_batch` / `step_batch`, `ppo_lab.ppo.rollout.batched_step`) whose
 spaces and time limit are read from the simulator once, when it is built.
 
-A subclass sets `continuous`, `num_actions` (a Box's size when continuous), `_action_space`
-(the simulator's Box, when continuous), `_obs_shape` and `max_episode_steps`.
+A subclass takes the simulator's action space (`take_action_space`) and sets `_obs_shape` and
+`max_episode_steps`; it keeps one simulator per device of the layout (`place`), and its
+evaluation's simulators are seeded `EVAL_SEED_OFFSET` away from training's (other starts).
 """
 
 from __future__ import annotations
@@ -15,9 +16,24 @@ from ppo_lab.envs.base import Env
 from ppo_lab.envs.gymnax_api import environment, spaces
 
 
+EVAL_SEED_OFFSET = 1 << 24
+
+
 class HostBatchedEnv(Env):
     batched = True  # steps whole batches: reset_batch / step_batch (ppo.rollout.batched_step)
     lives_outside_jax = True  # evaluates on a pool of its own: `for_evaluation()`
+    num_devices, axis_name = 1, None  # `place`
+
+    def take_action_space(self, action_space, continuous: bool) -> None:
+        """The simulator's action space: Discrete (`continuous` False) or a Box, its size `num_actions`."""
+        self.continuous, self._action_space = continuous, action_space
+        self.num_actions = int(np.prod(action_space.shape)) if continuous else int(action_space.n)
+        self.action_names = None if continuous else [str(i) for i in range(self.num_actions)]
+
+    def place(self, num_devices: int, axis_name: str) -> None:
+        """A simulator per device of a `shard_map` over `num_devices` devices along `axis_name`
+        (`ppo_lab.run.build`, from the run's layout); one device: one, no axis needed."""
+        self.num_devices, self.axis_name = num_devices, axis_name
 
     @property
     def default_params(self) -> environment.EnvParams:

@@ -56,11 +56,8 @@ from jax.experimental import io_callback
 from gymnasium import spaces as gym_spaces
 
 from ppo_lab.envs.envpool_env.config import check_config, read_config
-from ppo_lab.envs.host_batched_env import HostBatchedEnv
+from ppo_lab.envs.host_batched_env import EVAL_SEED_OFFSET, HostBatchedEnv
 from ppo_lab.errors import ConfigError
-
-# Evaluation pools are seeded away from the training pools (other levels, other starts).
-EVAL_SEED_OFFSET = 1 << 24
 
 
 @struct.dataclass
@@ -95,17 +92,13 @@ class EnvPoolEnv(HostBatchedEnv):
             raise ConfigError("env.id", task_id, f"an EnvPool task whose {' and '.join(wide)} are not float64 (EnvPool's "
                               "XLA interface passes this task's as float64, which JAX here, in float32, cannot): "
                               "for MuJoCo use experiment=halfcheetah (Gymnasium's MuJoCo) or env=brax")
-        self.continuous = isinstance(action_space, gym_spaces.Box)
-        self._action_space = action_space
-        self.num_actions = int(np.prod(action_space.shape)) if self.continuous else int(action_space.n)
+        self.take_action_space(action_space, continuous=isinstance(action_space, gym_spaces.Box))
         self.max_episode_steps = int(spec.config.max_episode_steps)
         self._raw_shape, self._raw_dtype = tuple(obs_space.shape), np.dtype(obs_space.dtype)
         self._image = len(self._raw_shape) == 3
         self._obs_shape = self._raw_shape[1:] + self._raw_shape[:1] if self._image else self._raw_shape
         self._pools: dict[tuple[int, int], tuple] = {}  # (device, batch size) -> (pool, xla step)
-        self.num_devices, self.axis_name = 1, None  # `place`
         self._step = self._make_step()
-        self.action_names = None if self.continuous else [str(i) for i in range(self.num_actions)]
 
     @property
     def name(self) -> str:
@@ -116,11 +109,6 @@ class EnvPoolEnv(HostBatchedEnv):
         `reset_batch`, so every evaluation starts fresh episodes and never touches training's envs."""
         return EnvPoolEnv(self.task_id, num_threads=self.num_threads, seed=self.seed + EVAL_SEED_OFFSET,
                           make_kwargs=self.make_kwargs, image_scale=self.image_scale, reset_on_host=True)
-
-    def place(self, num_devices: int, axis_name: str) -> None:
-        """Step a pool per device of a `shard_map` over `num_devices` devices along `axis_name`
-        (`ppo_lab.run.build`, from the run's layout); one device: one pool, no axis needed."""
-        self.num_devices, self.axis_name = num_devices, axis_name
 
     # ---- pools ---------------------------------------------------------------------------
     def pool(self, size: int, device: int = 0):

@@ -42,11 +42,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from ppo_lab import parts
 from ppo_lab.envs.gymnasium_env.config import check_config, read_config
-from ppo_lab.envs.host_batched_env import HostBatchedEnv
+from ppo_lab.envs.host_batched_env import EVAL_SEED_OFFSET, HostBatchedEnv
 from ppo_lab.errors import ConfigError
-
-# Evaluation's vector envs are seeded away from training's.
-EVAL_SEED_OFFSET = 1 << 24
 
 
 @struct.dataclass
@@ -71,13 +68,9 @@ class GymnasiumEnv(HostBatchedEnv):
                                                f"({label}'s is {action_space})")
         if not isinstance(obs_space, gymnasium.spaces.Box):
             raise ConfigError("env.id", label, f"a Gymnasium env with a Box observation space ({label}'s is {obs_space})")
-        self.continuous = not discrete
-        self._action_space = action_space
-        self.num_actions = int(np.prod(action_space.shape)) if self.continuous else int(action_space.n)
+        self.take_action_space(action_space, continuous=not discrete)
         self._obs_shape = tuple(obs_space.shape)
         self._vectors: dict[tuple[int, int], list] = {}  # (device, batch size) -> [vector env, reset yet]
-        self.num_devices, self.axis_name = 1, None  # `place`
-        self.action_names = None if self.continuous else [str(i) for i in range(self.num_actions)]
 
     @property
     def name(self) -> str:
@@ -87,10 +80,6 @@ class GymnasiumEnv(HostBatchedEnv):
         """The same env with vector envs of its own, seeded apart, reset by `reset_batch`."""
         return GymnasiumEnv(self.factory, self.label, seed=self.seed + EVAL_SEED_OFFSET,
                             max_episode_steps=self.max_episode_steps, reset_on_host=True)
-
-    def place(self, num_devices: int, axis_name: str) -> None:
-        """A vector env per device of a `shard_map` over `num_devices` devices along `axis_name`."""
-        self.num_devices, self.axis_name = num_devices, axis_name
 
     def _device(self):
         return jnp.int32(0) if self.num_devices == 1 else jax.lax.axis_index(self.axis_name).astype(jnp.int32)
