@@ -62,19 +62,13 @@ def _value(column: str, text: str):
 
 def typed_row(columns: list[str], values: list[str], where: str = "metrics.csv") -> dict:
     """One row as {column: int or float}; raises MetricsFileError naming the bad value."""
-    try:
-        return {c: _value(c, v) for c, v in zip(columns, values)}
-    except ValueError:
-        bad = [(c, v) for c, v in zip(columns, values) if not _parses(c, v)]
-        raise MetricsFileError(f"{where}: not a number in column {bad[0][0]!r}: {bad[0][1]!r}") from None
-
-
-def _parses(column: str, text: str) -> bool:
-    try:
-        _value(column, text)
-        return True
-    except ValueError:
-        return False
+    row = {}
+    for column, text in zip(columns, values):
+        try:
+            row[column] = _value(column, text)
+        except ValueError:
+            raise MetricsFileError(f"{where}: not a number in column {column!r}: {text!r}") from None
+    return row
 
 
 def read_header(path: Path) -> list[str] | None:
