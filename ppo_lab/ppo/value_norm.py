@@ -71,16 +71,18 @@ def rescale_adam_moments(opt_state: Any, head_path: tuple[str, ...], scale: jax.
     def fix(node):
         if not isinstance(node, optax.ScaleByAdamState):
             return node
-        return node._replace(mu=_scale_at(node.mu, head_path, scale), nu=_scale_at(node.nu, head_path, scale**2))
+        return node._replace(mu=_map_at(node.mu, head_path, lambda head: jax.tree.map(lambda x: x * scale, head)),
+                             nu=_map_at(node.nu, head_path, lambda head: jax.tree.map(lambda x: x * scale**2, head)))
 
     return jax.tree.map(fix, opt_state, is_leaf=lambda n: isinstance(n, optax.ScaleByAdamState))
 
 
-def _scale_at(tree: dict, path: tuple[str, ...], scale) -> dict:
+def _map_at(tree: dict, path: tuple[str, ...], fn) -> dict:
+    """`tree` with its subtree at `path` replaced by `fn(subtree)`."""
     if not path:
-        return jax.tree.map(lambda x: x * scale, tree)
+        return fn(tree)
     head, *rest = path
-    return {**tree, head: _scale_at(tree[head], tuple(rest), scale)}
+    return {**tree, head: _map_at(tree[head], tuple(rest), fn)}
 
 
 HEAD_PATH = ("params", "value_head")  # networks.ActorCritic's value head
@@ -101,14 +103,6 @@ def refit(stats: PopArtStats, params, opt_state, returns: jax.Array, old_values:
     if axis_name is not None:
         batch = jax.lax.all_gather(batch, axis_name).reshape(-1)
     new = update(stats, batch, beta_min)
-    head = params
-    for name in HEAD_PATH:
-        head = head[name]
-    params = _replace_at(params, HEAD_PATH, rescale_head(head, stats, new))
+    params = _map_at(params, HEAD_PATH, lambda head: rescale_head(head, stats, new))
     opt_state = rescale_adam_moments(opt_state, HEAD_PATH, stats.std / new.std)
     return new, params, opt_state, normalize(new, returns), normalize(new, old_values)
-
-
-def _replace_at(tree: dict, path: tuple[str, ...], value) -> dict:
-    head, *rest = path
-    return {**tree, head: value if not rest else _replace_at(tree[head], tuple(rest), value)}
