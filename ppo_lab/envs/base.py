@@ -48,6 +48,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 
+def text_palette(colours, backgrounds, texts) -> list[tuple[int, int, int]]:
+    """A fixed `Env.frame_palette`: `colours` exactly, then the ramps from each background to each
+    text colour (antialiased text), at most 256."""
+    ramps = [tuple(round(b + (f - b) * i / 8) for b, f in zip(bg, fg)) for bg in backgrounds for fg in texts
+             for i in range(1, 8)]
+    return list(dict.fromkeys([*colours, *ramps]))[:256]
+
+
 @dataclass(frozen=True)
 class Episode:
     """One episode a replay played, on the host (numpy), for `Env.render_episode` to draw.

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from ppo_lab.envs.base import Episode
+from ppo_lab.envs.base import Episode, text_palette
 
 WIDTH, HEIGHT = 480, 240
 TRACK_Y = 190  # the track's height on screen (pixels from the top)
@@ -36,11 +36,8 @@ COLOURS = {
 
 
 def palette() -> list[tuple[int, int, int]]:
-    """The named colours exactly, and ramps from the background to each text colour
-    (antialiased text)."""
-    ramps = [tuple(round(b + (f - b) * i / 8) for b, f in zip(COLOURS["bg"], COLOURS[fg]))
-             for fg in ("text", "ended") for i in range(1, 8)]
-    return list(dict.fromkeys([*COLOURS.values(), *ramps]))
+    """The named colours, and the text's antialiasing."""
+    return text_palette(COLOURS.values(), [COLOURS["bg"]], [COLOURS["text"], COLOURS["ended"]])
 
 
 def _draw(draw, font, x: float, theta: float, params, text: list[str], ended: bool) -> None:

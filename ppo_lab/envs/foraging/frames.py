@@ -32,7 +32,7 @@ from typing import Any, Mapping
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from ppo_lab.envs.base import Episode
+from ppo_lab.envs.base import Episode, text_palette
 
 WHOLE_GRID_MAX = 48  # grids up to this many cells a side are drawn whole
 WORLD_TARGET_PX = 384  # the default cell size makes the world about this big
@@ -407,17 +407,9 @@ def render_frame(scene: Scene, rec: Record, trail: list[int], fonts):
 
 
 def palette() -> list[tuple[int, int, int]]:
-    """One fixed palette for every frame: the named colours exactly, plus ramps from each
-    background to each text colour (antialiased text)."""
-    colours = list(dict.fromkeys(COLOURS.values()))
-    for bg in (COLOURS["panel_bg"], COLOURS["bg"]):
-        for fg in (COLOURS["text"], COLOURS["dim"], COLOURS["food"], COLOURS["poison"], COLOURS["bar_chosen"],
-                   COLOURS["died"]):
-            for i in range(1, 8):
-                c = tuple(round(b + (f - b) * i / 8) for b, f in zip(bg, fg))
-                if c not in colours:
-                    colours.append(c)
-    return colours[:256]
+    """One fixed palette for every frame: the named colours, and the text's antialiasing on the panel and the world."""
+    texts = ("text", "dim", "food", "poison", "bar_chosen", "died")
+    return text_palette(COLOURS.values(), (COLOURS["panel_bg"], COLOURS["bg"]), [COLOURS[name] for name in texts])
 
 
 def render_episode(env, episode: Episode, options: Mapping[str, Any]) -> tuple[list[np.ndarray], str]:
