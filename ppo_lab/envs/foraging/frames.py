@@ -64,7 +64,6 @@ COLOURS = {
 }
 
 
-
 # ---- what each frame shows -------------------------------------------------------------------
 
 @dataclass
@@ -82,7 +81,6 @@ class Record:
     probs: np.ndarray  # the policy at this state
     next_action: int | None  # the action taken from this state (None on the last frame)
     status: str  # "alive", "died", "truncated", "stopped"
-
 
 
 STATUS_OF_ENDING = {"ended": "died", "truncated": "truncated", "stopped": "stopped"}
