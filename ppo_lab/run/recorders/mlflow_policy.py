@@ -50,15 +50,8 @@ REQUIREMENTS = ("jax", "jaxlib", "flax", "optax", "gymnax", "six", "omegaconf", 
 
 def seed_params_from_checkpoint(checkpoint_msgpack: Path, replica: int) -> bytes:
     """One replica's network parameters from a checkpoint file, as flax msgpack bytes."""
-    raw = flax.serialization.msgpack_restore(Path(checkpoint_msgpack).read_bytes())
-    params = raw["params"]
-
-    def pick(tree):
-        if isinstance(tree, dict):
-            return {k: pick(v) for k, v in tree.items()}
-        return np.asarray(tree)[replica]
-
-    return flax.serialization.msgpack_serialize(pick(params))
+    params = flax.serialization.msgpack_restore(Path(checkpoint_msgpack).read_bytes())["params"]
+    return flax.serialization.msgpack_serialize(jax.tree.map(lambda x: np.asarray(x)[replica], params))
 
 
 class GreedyPolicy:
