@@ -7,10 +7,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-# The policy's (optionally masked) categorical lives in distributions.py; re-exported here
-# because the loss is where callers look for log-probs and entropy.
-from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob  # noqa: F401
-
 
 class LossTerms(NamedTuple):
     total: jax.Array
