@@ -34,12 +34,11 @@ class ProgressRecorder:
     line otherwise), closed once at the end."""
 
     def __init__(self):
-        self.use_bar = sys.stderr.isatty()
         self.bar = None
 
     def start(self, ctx) -> None:
         self.ctx, self.total = ctx, ctx.num_updates * ctx.batch_size
-        if self.use_bar:
+        if sys.stderr.isatty():
             # A terminal that reports no size (a fresh pty, some CI runners) makes tqdm draw a
             # zero-width bar or none at all (it reads -1 rows): fall back to 120x24.
             size = shutil.get_terminal_size(fallback=(120, 24))
