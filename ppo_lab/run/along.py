@@ -36,12 +36,12 @@ import math
 from pathlib import Path
 
 import jax
-import numpy as np
 
 from ppo_lab import rundir
 from ppo_lab.ppo.policy_distance import distance_program, held_out_key, held_out_program
 from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run.evaluate import episode_runner, evaluate_seeds
+from ppo_lab.run.selection import window_mean
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +122,8 @@ class AlongTraining:
         return out
 
     def _say(self, update: int, rows: list[dict]) -> None:
-        def mean(name):
-            values = [r[name] for r in rows if r.get(name) is not None and not math.isnan(r[name])]
-            return float(np.mean(values)) if values else math.nan
+        def mean(name):  # over the seeds that count (a diverged seed's values are null)
+            return window_mean([r[name] for r in rows if r.get(name) is not None])
         log.info("evaluation along training at update %d: eval/episode_return %.4g, KL from the initial policy %.4g "
                  "(d %.3g), mean over %d seed(s)", update, mean("eval/episode_return"), mean(KL_INITIAL), mean(DISTANCE),
                  len(rows))
