@@ -437,11 +437,8 @@ class ActorCritic(nn.Module):
 
     def value(self, obs):
         obs = self._norm(obs)
-        if self.shared or self.shared_privileged:
-            features = self._critic_features(self.actor_torso(self._actor_obs(obs)), obs)
-        else:
-            features = self.critic_torso(obs)
-        return self._values(features)
+        actor_features = self.actor_torso(self._actor_obs(obs)) if self.shared or self.shared_privileged else None
+        return self._values(self._critic_features(actor_features, obs))
 
     def with_extra_values(self, obs, extra_obs):
         """`(logits, values)` of `obs` and the values of `extra_obs`, in one pass: the critic
