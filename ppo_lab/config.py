@@ -73,7 +73,6 @@ FITNESS_MODES = ("max", "min")  # pbt.fitness_mode: which direction of the fitne
 class PPOSizes:
     """The batch sizes a `ppo` section implies (PPOConfig's and its static part's, ppo/hypers.py)."""
     batch_size = property(lambda self: self.num_envs * self.num_steps)
-    minibatch_size = property(lambda self: self.batch_size // self.num_minibatches)
     num_updates = property(lambda self: self.total_timesteps // self.batch_size)
 
 
