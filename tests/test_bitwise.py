@@ -24,7 +24,9 @@ from ppo_lab.judging.reproduction import close, same
 from ppo_lab.run.entry import train_cells
 from ppo_lab.rundir import RunSummary
 
-pytestmark = pytest.mark.slow  # recorded runs trained end to end
+# Recorded runs trained end to end, compared with recordings made by an optimised XLA build (as
+# a user's run compiles).
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("optimised_xla")]
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "bitwise"
 

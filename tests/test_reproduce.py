@@ -26,6 +26,9 @@ from ppo_lab.host_cpu import cpu_id, cpu_record, same_cpu
 from ppo_lab.run.reproduce import main as reproduce_main
 from ppo_lab.run.reproduce import rerun
 
+# Training compared with recordings made by an optimised XLA build (as a user's run compiles).
+pytestmark = pytest.mark.usefixtures("optimised_xla")
+
 FIXTURES = ROOT / "tests" / "fixtures" / "reproduce"
 FAMILIES = names(FIXTURES)
 UPDATES = 4  # every recorded run has at least 4 (the re-run trains whole chunks of its own size)
