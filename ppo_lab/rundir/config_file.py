@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 from pathlib import Path
 
@@ -25,6 +26,15 @@ def read_config(run_dir: Path, resolve: bool = True) -> dict:
     path = Path(run_dir) / CONFIG
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a run directory: it has no {CONFIG}")
+    stat = path.stat()
+    return copy.deepcopy(_parsed_config(str(path), (stat.st_ino, stat.st_size, stat.st_mtime_ns), resolve))
+
+
+# Tables and pages read one run's config several times (a docs render reads ~400), and
+# OmegaConf's YAML parse costs ~50 ms a file: a file unchanged since (same inode, size and
+# mtime; config.yaml is only ever replaced whole) is parsed once. Callers get a copy.
+@functools.lru_cache(maxsize=2048)
+def _parsed_config(path: str, stamp: tuple, resolve: bool) -> dict:
     return OmegaConf.to_container(OmegaConf.load(path), resolve=resolve) or {}
 
 
@@ -44,11 +54,10 @@ def append_config_history(run_dir: Path, entries: list[dict]) -> None:
 
 def read_experiment(run_dir: Path):
     """The `experiment` key of config.yaml, or None (no file, or one that does not parse)."""
-    path = Path(run_dir) / CONFIG
-    if not path.exists():
+    if not (Path(run_dir) / CONFIG).exists():
         return None
     try:
-        return OmegaConf.load(path).get("experiment")
+        return read_config(run_dir, resolve=False).get("experiment")
     except Exception:  # noqa: BLE001 - an unreadable config only loses the label
         return None
 
