@@ -24,7 +24,6 @@ lease, whose rows say which switches to keep as `hardware=gpu`'s defaults.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from ppo_lab import rundir
 from ppo_lab.bench.configs import compose
 from ppo_lab.config import PRECISIONS, validate
 from ppo_lab.hardware import start_jax
@@ -129,7 +129,7 @@ def measure_in_fresh_process(seeds: int, precision: str, child_args: list[str]) 
                "--in-process", "--out", str(out), *child_args]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode == 0 and out.exists():
-            return json.loads(out.read_text())["rows"][0]
+            return rundir.read_json(out)["rows"][0]
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return {"seeds": seeds, "precision": precision, "status": "failed", "error": f"exit {proc.returncode}: {' | '.join(tail)[:500]}"}
 
@@ -158,13 +158,8 @@ def run_section(seeds, precisions, overrides, updates, quick: bool, devices, out
         rows.append(row)
         print("[accelerator] " + format_row(row), file=sys.stderr, flush=True)
         if out is not None:  # after every row: a long section cut short keeps what it measured
-            write_json(out, result)
+            rundir.write_json_atomic(out, result)
     return result
-
-
-def write_json(path: Path, result: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=2, default=str))
 
 
 def format_row(r: dict) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ppo_lab import rundir
+from ppo_lab.bench import markdown
 from ppo_lab.estimators import mean_summary
 from ppo_lab.judging.headline import TRAIN_RETURN
 
@@ -53,11 +54,10 @@ def log_wrapper_per_update(info: dict) -> list[list[float]]:
 def table(results: list[dict]) -> str:
     """Markdown rows: each result's score (mean and 95% interval over seeds) and its speed.
     A result has `label`, `seeds`, `timesteps` (per seed), `score` (per seed), `wall_s`, `sps`."""
-    lines = ["| side | seeds x steps | score: mean [95% t-interval] | per seed | wall s | steps/s |",
-             "|---|---:|---|---|---:|---:|"]
+    rows = []
     for r in results:
         s = mean_summary(r["score"], TRAIN_RETURN)
-        lines.append(f"| {r['label']} | {r['seeds']} x {r['timesteps']:,} | {s['mean']:.1f} [{s['ci_low']:.1f}, "
-                     f"{s['ci_high']:.1f}] | {', '.join(f'{v:.0f}' for v in r['score'])} | {r['wall_s']:.0f} | "
-                     f"{r['sps']:,.0f} |")
-    return "\n".join(lines)
+        rows.append([r["label"], f"{r['seeds']} x {r['timesteps']:,}", f"{s['mean']:.1f} [{s['ci_low']:.1f}, {s['ci_high']:.1f}]",
+                     ", ".join(f"{v:.0f}" for v in r["score"]), f"{r['wall_s']:.0f}", f"{r['sps']:,.0f}"])
+    return markdown.table(["side", "seeds x steps", "score: mean [95% t-interval]", "per seed", "wall s", "steps/s"],
+                          ["l", "r", "l", "l", "r", "r"], rows)

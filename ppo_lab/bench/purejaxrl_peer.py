@@ -22,6 +22,7 @@ which must wait for the `hardware` settings (`ppo_lab.hardware.start_jax`). Pure
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -93,8 +94,7 @@ def _five_value_gymnax(gymnax) -> types.SimpleNamespace:
 def installed(name: str) -> bool:
     """Whether the top-level package `name` can be imported here (found on this interpreter's
     finders, or already loaded), without importing it."""
-    return name in sys.modules or any(
-        finder.find_spec(name, None) is not None for finder in sys.meta_path if hasattr(finder, "find_spec"))
+    return name in sys.modules or importlib.util.find_spec(name) is not None
 
 
 def _placeholder_modules() -> None:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import logging
 import os
 import statistics
@@ -39,12 +38,12 @@ from pathlib import Path
 
 import jax
 
-from ppo_lab.bench import purejaxrl_peer, purejaxrl_settings
+from ppo_lab import rundir
+from ppo_lab.bench import markdown, purejaxrl_peer, purejaxrl_settings
 from ppo_lab.bench.configs import compose
 from ppo_lab.hardware import start_jax
 from ppo_lab.host_cpu import cpu_id, cpu_record
 from ppo_lab.run.entry import train
-from ppo_lab.rundir import RunSummary
 
 # (label, num_envs, seeds, timesteps per seed) at each size; the bar: lab / PureJaxRL at least.
 CASES = {
@@ -60,7 +59,7 @@ def lab_overrides(num_envs: int, num_seeds: int, timesteps: int) -> list[str]:
     return [*purejaxrl_settings.lab_overrides(peer), f"num_seeds={num_seeds}", "benchmark=true"]
 
 
-def lab_run(overrides: list[str], workdir: Path) -> RunSummary:
+def lab_run(overrides: list[str], workdir: Path) -> rundir.RunSummary:
     """One lab run as `launch.py` makes it (`run.entry.train`), in this process's JAX, into a new folder of `workdir`."""
     return train(compose(overrides), Path(tempfile.mkdtemp(dir=workdir)))
 
@@ -102,26 +101,22 @@ def measure(checkout, extra: list[str], rounds: int, quick: bool) -> dict:
 def keep_record(path: Path, section: str, result: dict) -> None:
     """`result` as `section` of this CPU's entry in the per-CPU record at `path` (other CPUs'
     entries and this CPU's other sections kept as they are)."""
-    record = json.loads(path.read_text()) if path.exists() else {"cpus": {}}
+    record = rundir.read_json(path, {"cpus": {}})
     entry = record["cpus"].setdefault(cpu_id(result["cpu"]), {})
     entry["cpu"] = result["cpu"]
     entry[section] = result
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2, default=str) + "\n")
+    rundir.write_json_atomic(path, record)
 
 
 def format_table(result: dict) -> str:
     if "skipped" in result:
         return f"PureJaxRL side by side: skipped ({result['skipped']})"
-    lines = [f"PureJaxRL side by side on {result['cpu'].get('model_name') or cpu_id(result['cpu'])} "
-             f"({result['rounds']} interleaved rounds, best of each side; load average "
-             f"{result['load_avg_before'][0]:.1f} -> {result['load_avg_after'][0]:.1f})",
-             f"{'case':<16} {'lab layout':<14} {'lab sps':>10} {'PureJaxRL':>10} {'ratio':>7}  bar"]
-    for label, c in result["cases"].items():
-        layout = f"{c['lab_layout']['mode']} x{c['lab_layout']['num_devices']}"
-        lines.append(f"{label:<16} {layout:<14} {c['lab_sps']:>10,.0f} {c['purejaxrl_sps']:>10,.0f} {c['ratio']:>6.2f}x  "
-                     f"{'PASS' if c['pass'] else 'FAIL'} (>= {c['bar']}x)")
-    return "\n".join(lines)
+    layouts = ", ".join(f"{label} {c['lab_layout']['mode']} x{c['lab_layout']['num_devices']}"
+                        for label, c in result["cases"].items())
+    return (f"PureJaxRL side by side on {result['cpu'].get('model_name') or cpu_id(result['cpu'])} "
+            f"({result['rounds']} interleaved rounds, best of each side; load average "
+            f"{result['load_avg_before'][0]:.1f} -> {result['load_avg_after'][0]:.1f}; the lab's layouts: {layouts})\n"
+            + markdown.sidebyside_table(result))
 
 
 def peer_parser(doc: str, overrides_help: str) -> argparse.ArgumentParser:
@@ -140,8 +135,7 @@ def report(args, result: dict, table: str, section: str) -> None:
     """The table printed, the result written to `--out` and kept as `section` of this CPU's entry in `--record`."""
     print(table)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2, default=str))
+        rundir.write_json_atomic(args.out, result)
     if args.record and "skipped" not in result:
         keep_record(args.record, section, result)
 

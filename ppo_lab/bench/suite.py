@@ -42,7 +42,6 @@ Sections in processes of their own (their own JAX start-up):
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -56,17 +55,18 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
+from ppo_lab import rundir
 from ppo_lab.bench import accel, markdown, purejaxrl_settings, sidebyside
 from ppo_lab.analysis.compare import compare as compare_runs
 from ppo_lab.bench.configs import compose, env_overrides, known_env
 from ppo_lab.config import validate
 from ppo_lab.hardware import PROJECT_ROOT, host_core_count, start_jax  # PROJECT_ROOT: where its processes run
 from ppo_lab.host_cpu import cpu_record
+from ppo_lab.launching.command_line import fail
 from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
 from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.train import make_trainer
 from ppo_lab.run.build import build
-from ppo_lab.rundir import read_benchmark
 
 DEFAULT_ENVS = ("cartpole", "foraging")
 
@@ -237,7 +237,7 @@ class Launcher:
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             raise RuntimeError(f"{label} failed (exit {proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
-        bench = read_benchmark(run_dir)
+        bench = rundir.read_benchmark(run_dir)
         bench.pop("config", None)
         bench["process_wall_s"] = wall
         bench["overrides"] = overrides
@@ -369,7 +369,7 @@ def run_section(module: str, args: list[str], workdir: Path, env: dict) -> dict:
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
     if proc.returncode != 0 or not out.exists():
         return {"skipped": f"{module} failed (exit {proc.returncode}): {proc.stderr[-2000:]}"}
-    return json.loads(out.read_text())
+    return rundir.read_json(out)
 
 
 def machine_info(devices) -> dict:
@@ -377,15 +377,6 @@ def machine_info(devices) -> dict:
     cores = host_core_count()
     return {"cpu": cpu, "cores": cores, "platform": devices[0].platform, "jax": jax.__version__,
             "python": platform.python_version(), "description": f"{cores} cores, {cpu}, {devices[0].platform}, jax {jax.__version__}"}
-
-
-def print_markdown(path: Path) -> int:
-    try:
-        print(markdown.render_file(path), end="")
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
 
 
 def main(argv=None) -> int:
@@ -405,7 +396,11 @@ def main(argv=None) -> int:
                         help="print the markdown tables of a benchmark JSON (e.g. docs/benchmark_gpu.json) and exit; measures nothing")
     args = parser.parse_args(argv)
     if args.markdown is not None:
-        return print_markdown(args.markdown)
+        try:
+            print(markdown.render_file(args.markdown), end="")
+        except ValueError as e:
+            fail(e)
+        return 0
     size = SIZES["quick" if args.quick else "full"]
     t_start = time.perf_counter()
     base_env = dict(os.environ)
@@ -460,8 +455,7 @@ def main(argv=None) -> int:
     print(format_table(result))
     print(f"\nsuite wall time {result['suite_wall_s']:.0f} s")
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2, default=str))
+        rundir.write_json_atomic(args.out, result)
         print(f"wrote {args.out}")
     return 0
 

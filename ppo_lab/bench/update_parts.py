@@ -41,7 +41,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from ppo_lab.bench import purejaxrl_peer, sidebyside
+from ppo_lab.bench import markdown, purejaxrl_peer, sidebyside
 from ppo_lab.bench.configs import compose
 from ppo_lab.bench.purejaxrl_settings import CARTPOLE
 from ppo_lab.config import validate
@@ -239,14 +239,8 @@ def measured_commit() -> str | None:
 
 
 def format_table(result: dict) -> str:
-    lines = [f"one update, 1 seed x {result['num_envs']} envs (best of {result['rounds']} rounds), microseconds",
-             f"{'part':<10} {'lab':>9} {'PureJaxRL':>10} {'share of gap':>13}"]
-    for name, p in result["parts"].items():
-        share = "" if p["share_of_gap"] is None else f"{100 * p['share_of_gap']:.0f}%"
-        lines.append(f"{name:<10} {p['lab_us']:>9.0f} {p['purejaxrl_us']:>10.0f} {share:>13}")
-    lines.append(f"{'update':<10} {result['lab_us']:>9.0f} {result['purejaxrl_us']:>10.0f}   "
-                 f"PureJaxRL / lab = {result['ratio']:.2f}x")
-    return "\n".join(lines)
+    return (f"one update, 1 seed x {result['num_envs']} envs (best of {result['rounds']} rounds): PureJaxRL / lab = "
+            f"{result['ratio']:.2f}x\n" + markdown.update_parts_table({"update_parts": result}))
 
 
 def main(argv=None) -> int:

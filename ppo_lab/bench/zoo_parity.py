@@ -35,7 +35,6 @@ wall time includes its compilation; the lab's `sps` does not.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import tempfile
@@ -178,8 +177,7 @@ def write(path: Path | None, args, cfg: dict, config: dict, continuous: bool, la
            "device": jax.devices()[0].device_kind, "backend": jax.default_backend(),
            "cases": [with_summary(r) for r in results]}
     if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(out, indent=1, default=str))
+        rundir.write_json_atomic(path, out)
 
 
 if __name__ == "__main__":
