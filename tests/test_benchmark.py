@@ -41,7 +41,7 @@ def check_benchmark_runs(workdir: Path) -> None:
             assert _positive(bench[key]), key
         assert "device_memory_mb" in bench  # None on CPU: the backend reports none
         assert bench["config"]["benchmark"] is True and bench["status"] == "completed"
-    assert cold["timesteps"] == 16 * 128 * 8 and devices1["config"]["num_seeds"] == 2
+    assert cold["timesteps"] == 16 * 128 * 2 and devices1["config"]["num_seeds"] == 2
     for run_dir in workdir.glob("0*_*"):
         assert not (run_dir / "metrics.csv").exists(), run_dir
         assert not (run_dir / "checkpoints").exists() or not any((run_dir / "checkpoints").iterdir()), run_dir

@@ -76,7 +76,7 @@ SIZES = {
                  seed_timesteps=500_000, seeds16_timesteps=500_000, devices_seeds=4, devices_timesteps=250_000,
                  compile_timesteps=16 * 128 * 4, purejaxrl_timesteps=500_000, chunk_updates=25, timed_min=1.0),
     "quick": dict(min_s=0.3, train_chunk=1, env_overrides=["ppo.num_envs=8", "ppo.num_steps=16", "ppo.update_epochs=1", "ppo.num_minibatches=1"],
-                  seed_timesteps=16 * 128 * 8, seeds16_timesteps=16 * 128 * 8, devices_seeds=2, devices_timesteps=16 * 128 * 8,
+                  seed_timesteps=16 * 128 * 2, seeds16_timesteps=16 * 128 * 2, devices_seeds=2, devices_timesteps=16 * 128 * 2,
                   compile_timesteps=16 * 128 * 2, purejaxrl_timesteps=4 * 128 * 16, chunk_updates=4, timed_min=0.05),
 }
 BAR = {"seeds16_speedup": 3.0, "devices2_speedup": 1.3, "compile_cache_speedup": 3.0}
