@@ -68,10 +68,16 @@ def _mean(values):
     return sum(xs) / len(xs) if xs else None
 
 
-def load(path: Path, label: str | None = None, headline: str = DEFAULT_HEADLINE) -> dict:
+def read_inputs(paths) -> list[sw.Collection]:
+    """Each input's runs and seeds (`analysis/sweep.py`), read once: a run dir, a sweep dir, or
+    the folder of a run's JSON file."""
+    return [sw.collect([_folder(p)]) for p in paths]
+
+
+def load(path: Path, col: sw.Collection, label: str | None = None, headline: str = DEFAULT_HEADLINE) -> dict:
     """One comparable record from a run dir, a benchmark dir, or a summary/benchmark JSON file
-    (a sweep dir or a folder of run dirs: its runs' evaluations only), with its seeds' values of `headline` and of the
-    evaluation's return."""
+    (a sweep dir or a folder of run dirs: its runs' evaluations only), with its seeds' values of
+    `headline` and of the evaluation's return (`col`: its runs, `read_inputs`)."""
     path = Path(path)
     try:
         summary, break_kind, _ = rundir.read_result(path)
@@ -100,7 +106,7 @@ def load(path: Path, label: str | None = None, headline: str = DEFAULT_HEADLINE)
         "device_memory_mb": data.get("device_memory_mb"),
         "final_return": final_return,
         "layout": data.get("layout"),
-        **_seed_values(path, headline),
+        **_seed_values(col, headline),
     }
 
 
@@ -109,10 +115,10 @@ def _folder(path: Path) -> Path:
     return Path(path) if Path(path).is_dir() else Path(path).parent
 
 
-def check_metric(paths, metric: str) -> None:
+def check_metric(cols: list[sw.Collection], metric: str) -> None:
     """Refuse (ValueError) a metric that no input's seeds have, naming the closest and every
     valid one: a typo would otherwise compare nothing."""
-    known = sorted({m for p in paths for m in sw.collect([_folder(p)]).metrics})
+    known = sorted({m for col in cols for m in col.metrics})
     if metric in known:
         return
     close = difflib.get_close_matches(metric, known, n=1)
@@ -120,10 +126,9 @@ def check_metric(paths, metric: str) -> None:
                      + (f" valid: {', '.join(known)}" if known else " (the inputs hold no evaluated seeds)"))
 
 
-def _seed_values(path: Path, headline: str) -> dict:
-    """The used seeds' values of `headline` and of the evaluation's return under `path`, their
+def _seed_values(col: sw.Collection, headline: str) -> dict:
+    """The used seeds' values of `headline` and of the evaluation's return of an input, their
     declared bounds and the reward mode that paid the return."""
-    col = sw.collect([_folder(path)])
     used = [u for u in col.units if u.used]
     bounds = {}
     for run in col.runs:
@@ -133,13 +138,12 @@ def _seed_values(path: Path, headline: str) -> dict:
             "reward_mode": ", ".join(sorted({mode_of(run.reward) for run in col.runs if run.reward})) or None}
 
 
-def labels_by_difference(paths) -> list[str]:
+def labels_by_difference(paths, cols: list[sw.Collection]) -> list[str]:
     """Each input named by what differs between them: the overrides (other than the seed) whose
     values differ, else the seed's, else the input's directory name; directory names too when
     two inputs would read alike."""
     settings = []
-    for path in paths:
-        runs = sw.load_runs([_folder(path)])
+    for runs in (col.runs for col in cols):
         common = {}
         for key in {k for run in runs for k in run.overrides if not k.startswith("hydra.")}:
             values = {run.overrides.get(key) for run in runs}
@@ -156,9 +160,10 @@ def labels_by_difference(paths) -> list[str]:
     return names
 
 
-def compare(paths, labels=None, headline: str = DEFAULT_HEADLINE) -> list[dict]:
-    labels = list(labels or labels_by_difference(paths)) + [None] * len(paths)
-    records = [load(p, l, headline) for p, l in zip(paths, labels)]
+def compare(paths, labels=None, headline: str = DEFAULT_HEADLINE, cols: list[sw.Collection] | None = None) -> list[dict]:
+    cols = cols or read_inputs(paths)
+    labels = list(labels or labels_by_difference(paths, cols)) + [None] * len(paths)
+    records = [load(p, col, label, headline) for p, col, label in zip(paths, cols, labels)]
     base = records[0].get("sps")
     for r in records:
         r["speedup"] = r["sps"] / base if base and r.get("sps") else None
@@ -226,9 +231,9 @@ def format_difference(d: dict, label_a: str, label_b: str, tasks: int = 1) -> st
     return line
 
 
-def scores_by_task(path: Path, metric: str) -> dict[str, list[float]]:
-    """task -> every used unit's `metric` under `path` (all its configurations together)."""
-    per_config, _ = collect_scores(sw.collect([Path(path)]), metric, {})
+def scores_by_task(col: sw.Collection, metric: str) -> dict[str, list[float]]:
+    """task -> every used unit's `metric` of an input (all its configurations together)."""
+    per_config, _ = collect_scores(col, metric, {})
     out: dict[str, list[float]] = {}
     for per_task in per_config.values():
         for task, values in per_task.items():
@@ -236,7 +241,7 @@ def scores_by_task(path: Path, metric: str) -> dict[str, list[float]]:
     return out
 
 
-def improvement(a: Path, b: Path, metric: str = DEFAULT_HEADLINE, reps: int = es.DEFAULT_REPS,
+def improvement(a: sw.Collection, b: sw.Collection, metric: str = DEFAULT_HEADLINE, reps: int = es.DEFAULT_REPS,
                 seed: int = es.DEFAULT_SEED, confidence: float = 0.95) -> dict | None:
     """P(A > B) on `metric` over the tasks both have, with rliable's independent stratified
     bootstrap interval (`estimators.probability_of_improvement_interval`: none below
@@ -317,11 +322,11 @@ def default_out(paths: list[Path]) -> Path:
     return (common if common != Path(common.anchor) else folders[0]) / "comparison.png"
 
 
-def _judged_by(paths, metric: str | None) -> tuple[str | None, str | None, bool]:
+def _judged_by(cols: list[sw.Collection], metric: str | None) -> tuple[str | None, str | None, bool]:
     """(the metric to compare on, why none, whether the inputs were paid under different reward
     functions): `metric` if named, else the inputs' headline; a return paid under different
     reward functions is refused (ppo_lab/judging/reward_modes.py)."""
-    runs = [run for p in paths for run in sw.load_runs([_folder(p)])]
+    runs = [run for col in cols for run in col.runs]
     modes = differing_modes(runs)
     try:
         metric = metric or headline_of(run.env for run in runs if run.env)
@@ -348,10 +353,12 @@ def main(argv=None) -> int:
         parser.error("give at least two runs or benchmarks")
     try:
         formats = parse_formats(args.format)
+        cols = read_inputs(args.paths)
         if args.metric is not None:
-            check_metric(args.paths, args.metric)
-        metric, why_not, paid_by_mode = _judged_by(args.paths, args.metric)  # the headline (judging/headline.py)
-        records = compare(args.paths, args.labels.split(",") if args.labels else None, metric or args.metric or DEFAULT_HEADLINE)
+            check_metric(cols, args.metric)
+        metric, why_not, paid_by_mode = _judged_by(cols, args.metric)  # the headline (judging/headline.py)
+        records = compare(args.paths, args.labels.split(",") if args.labels else None, metric or args.metric or DEFAULT_HEADLINE,
+                          cols)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -360,7 +367,7 @@ def main(argv=None) -> int:
     if why_not:
         print(f"no test, no P(A > B): {why_not}", file=sys.stderr)
     elif len(args.paths) == 2:
-        better = improvement(args.paths[0], args.paths[1], metric)
+        better = improvement(cols[0], cols[1], metric)
     if better is not None:
         apart = difference(records[0], records[1])
         print(format_difference(apart, records[0]["label"], records[1]["label"], len(better["tasks"])))

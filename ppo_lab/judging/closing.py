@@ -79,12 +79,8 @@ def _time_line(summary: RunSummary) -> str:
 
 
 def _values(summary: RunSummary, metric: str) -> list:
-    """The per-seed values of `metric`: `eval/<name>` from the evaluation, others from the
-    training's last updates (`final`); [] when the run has none."""
-    if metric.startswith("eval/"):
-        values = summary.eval.get(metric.removeprefix("eval/"))
-    else:
-        values = summary.final.get(metric)
+    """The per-seed values of `metric` (`RunSummary.values`); [] when the run has none."""
+    values = summary.values(metric)
     return list(values) if values and any(v is not None for v in values) else []
 
 

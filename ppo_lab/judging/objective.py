@@ -44,20 +44,12 @@ def parse_objective(optimize: Mapping | None) -> Objective:
 
 
 def seed_values(summary: RunSummary, metric: str) -> list[float]:
-    """One value per seed of `metric` in a summary: `eval/NAME`, `final/NAME` or a bare NAME."""
-    sections = summary.per_seed()
-    for section in sections:
-        if metric.startswith(section + "/"):
-            candidates = [(section, metric[len(section) + 1:])]
-            break
-    else:
-        candidates = [("eval", metric), ("final", metric)]
-    for section, name in candidates:
-        values = sections[section].get(name)
-        if values is not None:
-            return [math.nan if v is None else float(v) for v in values]
-    known = [f"{s}/{k}" for s, values in sections.items() for k in sorted(values)]
-    raise ObjectiveError(f"optimize.metric={metric!r} is not in this summary; it has {', '.join(known) or 'no metrics'}")
+    """One value per seed of `metric` in a summary (`RunSummary.values`), NaN where a seed has none."""
+    values = summary.values(metric)
+    if values is None:
+        known = [f"{s}/{k}" for s, values in summary.per_seed().items() for k in sorted(values)]
+        raise ObjectiveError(f"optimize.metric={metric!r} is not in this summary; it has {', '.join(known) or 'no metrics'}")
+    return [math.nan if v is None else float(v) for v in values]
 
 
 def reduce_seeds(values: list[float], how: str) -> float:

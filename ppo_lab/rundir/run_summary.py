@@ -90,6 +90,16 @@ class RunSummary:
         """The per-seed sections by name: `eval` and `final` (metric names as `eval/<name>`)."""
         return {"eval": self.eval, "final": self.final}
 
+    def values(self, metric: str) -> list | None:
+        """The per-seed values of `metric`: `eval/NAME` from the evaluation, `final/NAME` from the
+        training's last updates, a bare NAME (`train/entropy`) from the evaluation, else from the
+        last updates; None where the summary has no such metric."""
+        for section, per_seed in self.per_seed().items():
+            if metric.startswith(section + "/"):
+                return per_seed.get(metric[len(section) + 1:])
+        found = self.eval.get(metric)
+        return found if found is not None else self.final.get(metric)
+
 
 # summary.json fields a benchmark.json repeats (docs/architecture.md, "Contracts").
 BENCHMARK_FIELDS = ("status", "stop_reason", "env", "reward", "seeds", "sps", "compile_s", "wall_s", "peak_host_memory_mb",
