@@ -6,8 +6,9 @@ from records: the small files `ppo-lab record` keeps of finished runs (docs/reco
 or a benchmark's JSON. `ppo-lab docs` re-renders every block (`--check`: says which are stale,
 writes nothing); tests/test_docs.py checks that each page holds exactly what its records render.
 
-    registry     each block: its name, page, records and renderer
+    registry     each block: its name, page, records and renderer (README.md's and
+                 docs/statistics.md's one block each rendered there)
     command      `ppo-lab docs`
     tables       markdown tables and numbers, written one way for every page
-    <page>       one renderer module per page (performance, results, ...)
+    <page>       a renderer module per page of several blocks (performance, results, ...)
 """
