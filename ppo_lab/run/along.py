@@ -6,7 +6,7 @@ update, each seed's current policy is evaluated by the env's protocols (the epis
 evaluation and the env's own, e.g. the foraging world's survival protocol) at the sizes of
 `eval.along_*` (`EvalConfig.along_training`), and its KL divergence from the initial policy
 and from the previous evaluation's is measured on held-out states (`ppo.policy_distance`).
-One row per evaluation and seed goes to evals.csv (`rundir.evals`): every `eval/*` metric of
+One row per evaluation and seed goes to evals.csv (`rundir.evals_file`): every `eval/*` metric of
 the protocols, `eval/kl_from_initial`, `eval/kl_from_previous` (blank at update 0: there is
 no previous evaluation) and `eval/distance` = sqrt(KL from the initial policy).
 

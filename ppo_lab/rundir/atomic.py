@@ -1,5 +1,6 @@
 """Atomic, durable file writes: a reader sees the old file or the new one, never half of one,
-and once a write returns the new file survives a crash (power loss, a node going down).
+and once a write returns the new file survives a crash (power loss, a node going down). And
+the one reader of the JSON files so written (`read_json`).
 
 The data is fsynced before the rename and the directory after it: without the second fsync
 the rename itself may still be only in memory, and a checkpoint or summary.json "written"
@@ -83,6 +84,27 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_json_atomic(path: Path, obj) -> None:
     write_atomic(Path(path), (json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n").encode())
+
+
+_MISSING = object()
+
+
+def read_json(path: Path, default=_MISSING):
+    """The parsed file; `default` when it does not exist (FileNotFoundError without one).
+
+    A file that exists but does not parse raises ValueError naming the file: writes are
+    atomic, so a half-written file means something else wrote it."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        if default is _MISSING:
+            raise
+        return default
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from exc
 
 
 def _json_default(x):

@@ -29,8 +29,7 @@ import time
 from pathlib import Path
 
 from ppo_lab.errors import RunDirFormatError
-from ppo_lab.rundir.atomic import _json_default, write_atomic, write_json_atomic, write_text_atomic
-from ppo_lab.rundir.jsonfile import read_json
+from ppo_lab.rundir.atomic import _json_default, read_json, write_atomic, write_json_atomic, write_text_atomic
 from ppo_lab.rundir.paths import CHECKPOINTS, CONFIG_HISTORY, METRICS, SUMMARY
 from ppo_lab.rundir.run_format import FORMAT, refusal
 from ppo_lab.rundir.run_format import stamp as format_stamp

@@ -18,6 +18,9 @@ warning, when:
 
 In a run of several processes, process 0 takes the lock for all (`process_index`); the
 others hold a `NoLock`. No jax here.
+
+The STOP file (`request_stop`) is the other way in to the holder: a request, from any shell,
+that it stops cleanly after its chunk.
 """
 
 from __future__ import annotations
@@ -33,8 +36,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from ppo_lab.rundir.atomic import fsync_dir
-from ppo_lab.rundir.paths import RUN_LOCK
+from ppo_lab.rundir.atomic import fsync_dir, write_text_atomic
+from ppo_lab.rundir.paths import RUN_LOCK, STOP_FILE
 
 try:  # not on every platform; the lock file alone is the contract
     import fcntl
@@ -284,3 +287,13 @@ def acquire(run_dir: Path, stale_s: float, process_index: int = 0, heartbeat_s: 
         log.warning("taking over the lock of %s: %s (held by %s)", run_dir, reason, holder.describe())
         _set_aside(path, holder)
     raise RunDirLocked(f"could not take the lock {path}: it keeps changing (several launches racing for {run_dir})")
+
+
+def stop_requested(run_dir: Path) -> bool:
+    return (Path(run_dir) / STOP_FILE).exists()
+
+
+def request_stop(run_dir: Path, by: str) -> Path:
+    path = Path(run_dir) / STOP_FILE
+    write_text_atomic(path, f"stop requested by {by} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    return path

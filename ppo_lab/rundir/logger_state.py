@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ppo_lab.rundir.atomic import write_json_atomic
-from ppo_lab.rundir.jsonfile import read_json
+from ppo_lab.rundir.atomic import read_json, write_json_atomic
 from ppo_lab.rundir.paths import LOGGERS
 
 

@@ -23,9 +23,8 @@ from pathlib import Path
 from ppo_lab import parts
 from ppo_lab.config_keys import use_config_dirs
 from ppo_lab.errors import RunDirFormatError
-from ppo_lab.rundir.atomic import write_json_atomic
+from ppo_lab.rundir.atomic import read_json, write_json_atomic
 from ppo_lab.rundir.checkpoints import latest_checkpoint, read_meta
-from ppo_lab.rundir.jsonfile import read_json
 from ppo_lab.rundir.paths import CHECKPOINTS, MANIFEST, has_run_files
 from ppo_lab.rundir.run_format import FORMAT, refusal, written_by
 

@@ -11,7 +11,7 @@ from pathlib import Path
 CONFIG = "config.yaml"
 CONFIG_HISTORY = "config_history.jsonl"  # only after allow_config_change=true: which change ran from which update
 METRICS = "metrics.csv"
-EVALS = "evals.csv"  # evaluations along training, one row per (evaluation, seed) (rundir/evals.py)
+EVALS = "evals.csv"  # evaluations along training, one row per (evaluation, seed) (rundir/metrics.py)
 PBT_LOG = "pbt.jsonl"  # a population run's exploit steps (rundir/pbt_log.py)
 SUMMARY = "summary.json"
 BENCHMARK = "benchmark.json"

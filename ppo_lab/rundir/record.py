@@ -22,9 +22,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ppo_lab.rundir.atomic import write_atomic, write_json_atomic
+from ppo_lab.rundir.atomic import read_json, write_atomic, write_json_atomic
 from ppo_lab.rundir.metrics import read_header, read_metrics
-from ppo_lab.rundir.jsonfile import read_json
 from ppo_lab.rundir.paths import BENCHMARK, CONFIG, EVALS, HYDRA_OVERRIDES, INT_COLUMNS, MANIFEST, METRICS, SUMMARY
 from ppo_lab.rundir.sweep_files import write_table
 

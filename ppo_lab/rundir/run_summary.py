@@ -1,5 +1,7 @@
 """summary.json: how a run went, as one typed record, `RunSummary` (docs/architecture.md,
-"Contracts"); benchmark.json, a benchmark run's subset of it.
+"Contracts"); benchmark.json, a benchmark run's subset of it; error.txt, why a sweep's job
+failed before its run wrote summary.json (a config error, say: the sweep callback writes it,
+the aggregate reads it).
 
 The run writes it at its start (status running) and at its end, each time the whole record;
 every reader (the analysis, `ppo-lab watch`, `compare`, the tuning objective, a relaunch that
@@ -22,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import ppo_lab
-from ppo_lab.rundir.atomic import write_json_atomic
-from ppo_lab.rundir.jsonfile import read_json
-from ppo_lab.rundir.paths import BENCHMARK, SUMMARY
+from ppo_lab.rundir.atomic import read_json, write_json_atomic, write_text_atomic
+from ppo_lab.rundir.paths import BENCHMARK, ERROR, SUMMARY
 
 PerSeed = dict[str, list]  # metric -> one value per seed (None: diverged, or not measured)
 
@@ -145,6 +146,16 @@ def read_result(path: Path) -> tuple[RunSummary, str, Path]:
     if kind == "benchmark" and isinstance(data, dict):
         data = {k: v for k, v in data.items() if k in BENCHMARK_FIELDS}
     return RunSummary.from_json(data, path), kind, path
+
+
+def write_error(run_dir: Path, message: str) -> None:
+    write_text_atomic(Path(run_dir) / ERROR, message.rstrip("\n") + "\n")
+
+
+def read_error(run_dir: Path) -> str | None:
+    """The failure recorded in error.txt, or None when there is none."""
+    path = Path(run_dir) / ERROR
+    return path.read_text().strip() if path.exists() else None
 
 
 def slurm_job_id() -> str | None:
