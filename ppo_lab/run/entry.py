@@ -52,7 +52,6 @@ from ppo_lab.hardware import HardwareError, process_index_before_start, start_ja
 from ppo_lab.ppo.parallel import choose_layout, make_mesh, put_replicas, replica_sharding, to_host
 from ppo_lab.run import processes, resume
 from ppo_lab.run.build import Components, build, starting_at
-from ppo_lab.run.completed import completed_summary
 from ppo_lab.run.divergence import check_relaunch
 from ppo_lab.run.evaluate import episode_runner
 from ppo_lab.run.loop import LoweredChunk, Replicas, drive, rounded_budget
@@ -162,7 +161,7 @@ def _checked(index: int, cfg: Mapping, run_dir: Path, grid: bool, results: list)
     """The cell, validated, its run dir locked (None when it completed before: its summary is
     its result). Each cell's run dir is locked as a run of its own would be."""
     run_cfg = validate(resolve(cfg))  # every section, before anything starts or is written
-    done = completed_summary(run_dir, run_cfg)  # a relaunched sweep skips finished runs
+    done = resume.completed_summary(run_dir, run_cfg)  # a relaunched sweep skips finished runs
     if done is not None:
         results[index] = done
         return None

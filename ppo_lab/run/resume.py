@@ -1,5 +1,12 @@
-"""Resume: find the source, check its config, restore the state, keep the metric rows.
+"""Resume: skip a completed run, find the source, check its config, restore the state, keep
+the metric rows.
 
+    completed_summary(...)  a relaunch skips a run that completed with the same resolved config:
+                            a sweep's finished jobs, and a single run launched again into its
+                            finished run dir (said, exit 0, in seconds: nothing is built or
+                            compiled); one whose config differs goes on as below (a change of
+                            bookkeeping alone, evaluation or loggers, resumes from the final
+                            checkpoint and evaluates again)
     plan(cfg, run_dir)      this run's own checkpoint first (a requeued job), else resume=PATH;
                             either of another format refused (`rundir.check_format`); the
                             config compared key by key (jax-free, before anything is written)
@@ -22,14 +29,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from ppo_lab import rundir
-from ppo_lab.config import ALLOWED, FIXED, FREE, field_at
+from ppo_lab.config import ALLOWED, FIXED, FREE, RunConfig, field_at
 from ppo_lab.ppo.parallel import init_replicas, put_replicas, replica_sharding, replica_template
 from ppo_lab.run import checkpoint, processes
 from ppo_lab.rundir.checkpoints import NoValidCheckpoint, none_valid_note, remember_none_valid, set_aside_attempt
 from ppo_lab.rundir.config_file import UNSET
+from ppo_lab.rundir.run_summary import RunSummary
+from ppo_lab.resolvers import scaled as _scaled  # noqa: F401 - registers ${ppo_lab.scaled:...} for resolving
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +55,66 @@ def on_resume(dotted: str) -> str:
     (or section) on its way that has one, else ALLOWED."""
     marks = [f.metadata["resume"] for f in field_at(dotted)[2] if "resume" in f.metadata]
     return marks[-1] if marks else ALLOWED
+
+
+def as_saved(cfg: RunConfig) -> dict:
+    """The run's resolved config as config.yaml holds it."""
+    return OmegaConf.to_container(OmegaConf.create(dict(cfg.resolved)), resolve=True)
+
+
+# What differs between the processes of one run (process 0 saved its own), and between two
+# launches of the same run: where they meet (a SLURM job's port follows its job id) and how
+# long they wait. None of it changes what is trained.
+MEETING_KEYS = ("process_id", "coordinator_address", "init_timeout_s")
+# Keys that say how a launch starts, not what a run is: a completed run relaunched without
+# them (or with them) is the same run.
+LAUNCH_KEYS = (ALLOW_KEY, "resume")
+
+
+def _same_run(config: dict) -> dict:
+    """A config less its LAUNCH_KEYS, the MEETING_KEYS of its `hardware` and where compiled
+    programs are cached."""
+    hardware = {k: v for k, v in (config.get("hardware") or {}).items()
+                if k not in MEETING_KEYS and k != "compilation_cache_dir"}
+    return {**{k: v for k, v in config.items() if k not in LAUNCH_KEYS}, "hardware": hardware}
+
+
+def _multirun() -> bool:
+    try:
+        return HydraConfig.get().mode == RunMode.MULTIRUN
+    except ValueError:  # not inside a Hydra app: a run called in-process, as launch.py runs one
+        return False
+
+
+def completed_summary(run_dir: Path, cfg: RunConfig) -> RunSummary | None:
+    """The summary of `run_dir` if it already completed with this exact resolved config (a
+    relaunch), else None (train, or resume from a checkpoint). A run dir of another format is
+    refused (`rundir.check_format`), completed or not."""
+    rundir.check_format(run_dir)
+    if cfg.benchmark and not _multirun():  # a measurement is taken afresh each launch
+        return None
+    if not ((Path(run_dir) / rundir.SUMMARY).exists() and (Path(run_dir) / rundir.CONFIG).exists()):
+        return None
+    try:
+        summary = rundir.read_summary(run_dir)
+        saved = rundir.read_config(run_dir)
+    except Exception as exc:  # noqa: BLE001 - unreadable: train again, never crash here
+        log.warning("cannot read %s (%s): running it again", run_dir, exc)
+        return None
+    if summary is None or summary.status != "completed":
+        return None
+    if _same_run(saved) != _same_run(as_saved(cfg)):
+        log.warning("%s completed before with a different config: running it again in place", run_dir)
+        return None
+    log.info("SKIPPING %s: already completed with the same config (updates %s)", run_dir, summary.updates)
+    if _multirun():
+        print(f"skipped (already completed): {run_dir}", flush=True)
+    else:
+        print(f"{run_dir} is complete ({summary.stop_reason or 'completed'}, {summary.updates} updates "
+              f"per seed): nothing to train. Its results are in {rundir.SUMMARY}; to train it further, raise "
+              f"ppo.total_timesteps and add allow_config_change=true.", flush=True)
+    summary.skipped = True
+    return summary
 
 
 class ResumeError(RuntimeError):
@@ -115,9 +186,8 @@ def plan(cfg, run_dir: Path) -> Plan:
     if not (reference / rundir.CONFIG).exists():
         return Plan(source, own)
 
-    now = OmegaConf.to_container(OmegaConf.create(dict(cfg.resolved)), resolve=True)  # as config.yaml holds it
     where = f"the run directory {reference}" if reference == run_dir else f"resume={reference}"
-    changes = check_config(rundir.read_config(reference), now, where, cfg.allow_config_change)
+    changes = check_config(rundir.read_config(reference), as_saved(cfg), where, cfg.allow_config_change)
     return Plan(source, own, changes)
 
 

@@ -8,7 +8,7 @@ meta carries it too (`checkpoints.stamp`).
 
 `manifest.check_format(run_dir)` is the one check every command that loads a run dir goes
 through: a relaunch into it (`ppo-lab resume`, or `train` into its dir) and `resume=OTHER_RUN`
-(`ppo_lab.run.resume`, `ppo_lab.run.completed`), evaluate, replay and reproduce
+(`ppo_lab.run.resume`), evaluate, replay and reproduce
 (`config_file.load_run_config`, `config_spans`), and the readers of the analysis (aggregate,
 compare, zoo-table, goodhart-report, plots, watch). A run dir of another format is
 refused in one line (`refusal`): this lab carries no older layout over.
