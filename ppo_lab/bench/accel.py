@@ -24,6 +24,7 @@ lease, whose rows say which switches to keep as `hardware=gpu`'s defaults.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -38,11 +39,10 @@ from ppo_lab import rundir
 from ppo_lab.bench.configs import compose
 from ppo_lab.config import PRECISIONS, validate
 from ppo_lab.hardware import start_jax
-from ppo_lab.ppo.hypers import Hypers
-from ppo_lab.ppo.parallel import init_replicas, make_mesh, replica_sharding, sharded_chunk, start_update_arg
+from ppo_lab.ppo.parallel import init_replicas, make_mesh, replica_sharding
 from ppo_lab.ppo.rollout import policy_and_value
-from ppo_lab.ppo.train import env_params_argument, make_trainer
 from ppo_lab.run.build import build
+from ppo_lab.run.loop import LoweredChunk
 from ppo_lab.run.memory import ChunkTooLarge, check_fits
 
 # This module by name, as `python -m` runs it (each row in a fresh process).
@@ -86,18 +86,15 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     cfg = validate(compose(REFERENCE + overrides + [f"num_seeds={seeds}", f"hardware.precision={precision}", "benchmark=true"]))
     comp = build(cfg, len(devices))
     layout, ppo = comp.layout, comp.ppo
-    trainer = make_trainer(ppo, comp.env, comp.env_params, comp.network, num_envs=layout.envs_per_replica,
-                           chunk_updates=updates, grad_axis=layout.grad_axis)
+    trainer = dataclasses.replace(comp.trainer, chunk_updates=updates)
     mesh = make_mesh(layout, devices)
-    hypers = Hypers.replicated(ppo, layout.num_replicas)
-    env_params = env_params_argument(trainer.env, trainer.env_params)
-    state = init_replicas(trainer.init, layout, cfg.seeds, mesh, hypers, trainer.num_updates, env_params)
-    hypers = hypers.sharded(replica_sharding(mesh))
-    start, total = start_update_arg(0), start_update_arg(trainer.num_updates)
+    state = init_replicas(trainer.init, layout, cfg.seeds, mesh, *comp.init_arguments())
+    hypers = comp.hypers.sharded(replica_sharding(mesh))
     row = {"seeds": seeds, "precision": precision, "conv": comp.network.conv, "num_minibatches": ppo.num_minibatches,
            "num_envs": ppo.num_envs, "num_steps": ppo.num_steps, "layout": layout.as_dict()}
     t0 = time.perf_counter()
-    compiled = sharded_chunk(trainer.chunk, mesh).lower(state, start, hypers, total, env_params).compile()
+    lowered = LoweredChunk(trainer, mesh, state, hypers)
+    compiled = lowered.lowered.compile()
     row["compile_s"] = time.perf_counter() - t0
     try:
         need = check_fits(compiled, devices[: layout.num_devices], cfg.hardware.memory_limit_gb, num_seeds=seeds,
@@ -105,16 +102,15 @@ def measure(seeds: int, precision: str, overrides: list[str], updates: int, devi
     except ChunkTooLarge as exc:
         return {**row, "status": "does not fit", "error": str(exc)}
     row["memory_gb"] = None if need is None else need.total / 1e9
-    jax.block_until_ready(compiled(state, start, hypers, total, env_params))  # warm-up: first-run set-up
+    args = (state, lowered.start_arg(0), hypers, *lowered.constant_args)
+    jax.block_until_ready(compiled(*args))  # warm-up: first-run set-up
     calls, t0 = 0, time.perf_counter()
     while calls == 0 or time.perf_counter() - t0 < min_s:
-        state, metrics = compiled(state, start, hypers, total, env_params)
-        jax.block_until_ready(metrics)
+        jax.block_until_ready(compiled(*args))
         calls += 1
     elapsed = time.perf_counter() - t0
     row["sps"] = calls * updates * ppo.batch_size * seeds / elapsed
-    obs = jax.eval_shape(trainer.init, *jax.random.split(jax.random.PRNGKey(0)), Hypers.of(ppo), total, env_params).obs
-    row["forward_flops"] = forward_flops(comp.network, jnp.zeros(obs.shape, obs.dtype))
+    row["forward_flops"] = forward_flops(comp.network, jnp.zeros(state.obs.shape[1:], state.obs.dtype))
     row["flops_per_step"] = row["forward_flops"] * (1 + 3 * ppo.update_epochs)
     return {**row, "status": "ok"}
 
