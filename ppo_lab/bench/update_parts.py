@@ -155,10 +155,9 @@ class LabSide:
 
     def __init__(self, num_envs: int, timesteps: int, extra: list[str]):
         self.overrides = sidebyside.lab_overrides(num_envs, 1, timesteps) + list(extra)
-        cfg = validate(compose(self.overrides))
-        self.cfg, comp = cfg, build(cfg, 1)
+        comp = build(validate(compose(self.overrides)), 1)
         self.trainer, ppo = comp.trainer, comp.ppo
-        self.steps_per_update = ppo.num_envs * ppo.num_steps
+        self.steps_per_update = ppo.batch_size
         hypers = jax.tree.map(lambda x: x[0], comp.hypers)
         num_updates = jnp.asarray(self.trainer.num_updates, jnp.int32)
         state = jax.jit(self.trainer.init)(*jax.random.split(jax.random.PRNGKey(0)), hypers, num_updates)
