@@ -117,15 +117,12 @@ def timed_calls(fn, args, steps_per_call: int, min_s: float) -> tuple[float, flo
 
 
 def env_only_rollout(env, env_params, num_envs: int, num_steps: int, env_state, obs, key):
-    """The trainer's rollout loop with uniformly random actions and no network (what the env
-    alone costs); records rewards and dones. Continuous (Box) actions: uniform in the bounds."""
-    space = env.action_space(env_params)
+    """The trainer's rollout loop with random actions (the action space's own `sample`, as the env
+    contract requires it) and no network: what the env alone costs; records rewards and dones."""
+    sample = jax.vmap(env.action_space(env_params).sample)
 
     def random_policy(obs, k, mask=None):
-        if hasattr(space, "n"):
-            return jax.random.randint(k, (num_envs,), 0, space.n), None
-        shape = (num_envs, *space.shape)
-        return jax.random.uniform(k, shape, minval=jnp.broadcast_to(space.low, shape), maxval=jnp.broadcast_to(space.high, shape)), None
+        return sample(jax.random.split(k, num_envs)), None
 
     def keep(_, step):
         return (), (step.reward, jnp.logical_or(step.terminated, step.truncated))
