@@ -13,7 +13,7 @@ import pytest
 from conftest import metric_rows, run_cli, stamp_format
 from ppo_lab import __version__, rundir
 from ppo_lab.errors import RunDirFormatError
-from ppo_lab.analysis.frames import metrics_frame
+from ppo_lab.analysis.figures import metrics_frame
 from ppo_lab.rundir import slurm_jobs
 from ppo_lab.rundir import checkpoints
 

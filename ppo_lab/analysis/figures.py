@@ -1,4 +1,5 @@
-"""Matplotlib for the lab's plots: a headless backend unless one is already chosen, one way to save.
+"""Matplotlib for the lab's plots: a headless backend unless one is already chosen, one way to
+save; and a run's metrics.csv as the pandas DataFrame its plots draw from.
 
 Importing this module picks the Agg backend unless pyplot is already in use or $MPLBACKEND
 names one (a notebook keeps its inline backend; a SLURM job or a test has no display). A
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import matplotlib
 
+from ppo_lab import rundir
 from ppo_lab.parts import loaded
 
 if not loaded("matplotlib.pyplot") and "MPLBACKEND" not in os.environ:
@@ -45,3 +47,15 @@ def save_figure(fig, path: Path, close: bool = False, formats: tuple[str, ...] =
     if close:
         plt.close(fig)
     return path
+
+
+def metrics_frame(path: Path):
+    """metrics.csv at `path` as a pandas DataFrame with the same typing as `rundir.read_metrics`.
+    pandas costs a third of a second of imports, so it is imported here, by a figure that needs
+    it, and not by every tool that saves a figure (nor by `ppo_lab.rundir`, which every run imports)."""
+    import pandas as pd
+
+    header = rundir.read_header(path)
+    if header is None:
+        raise FileNotFoundError(f"{path.parent} has no {path.name} (not a run directory, or no chunk finished yet)")
+    return pd.DataFrame.from_records(rundir.read_metrics(path), columns=header)

@@ -14,8 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ppo_lab import rundir
-from ppo_lab.analysis.figures import plt, save_figure
-from ppo_lab.analysis.frames import metrics_frame
+from ppo_lab.analysis.figures import metrics_frame, plt, save_figure
 from ppo_lab.judging.headline import TRAIN_RETURN
 from ppo_lab.judging.metric_names import axis_label, label
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from ppo_lab import rundir
 from ppo_lab.analysis.action_columns import continuous_dimensions, discrete_shares
-from ppo_lab.analysis.figures import parse_formats, plt, save_figure
-from ppo_lab.analysis.frames import metrics_frame
+from ppo_lab.analysis.figures import metrics_frame, parse_formats, plt, save_figure
 from ppo_lab.analysis.pbt_plots import plot_population
+from ppo_lab.analysis.sweep import SPARSE
 from ppo_lab.analysis.sweep_plots import PAID, TRUE, draw_goodhart
 from ppo_lab.judging.headline import TRAIN_LENGTH, TRAIN_RETURN
 from ppo_lab.judging.metric_names import axis_label, label
@@ -31,7 +31,6 @@ from ppo_lab.rundir.run_summary import RunSummary
 
 PANELS = [TRAIN_RETURN, TRAIN_LENGTH, "train/entropy", "train/approx_kl",
           "train/clip_frac", "train/pg_loss", "train/vf_loss", "train/explained_variance"]
-SPARSE = 0.5  # a metric with a value in fewer than this share of the rows is drawn as points
 THRESHOLDS = {"train/entropy": "entropy_min", "train/approx_kl": "kl_max", "train/clip_frac": "clip_frac_max"}
 
 

@@ -44,7 +44,7 @@ from ppo_lab import rundir
 from ppo_lab.analysis.action_columns import INVALID, continuous_dimensions, discrete_shares
 from ppo_lab.config import HealthConfig
 from ppo_lab.judging.headline import TRAIN_LENGTH, TRAIN_RETURN
-from ppo_lab.judging.health import health_warnings
+from ppo_lab.judging.health import health_messages
 from ppo_lab.rundir.run_summary import RunSummary
 
 MAIN = [  # (column, metric, format)
@@ -158,7 +158,7 @@ class RunView:
         names = [f.name for f in dataclasses.fields(HealthConfig)]
         if not all(isinstance(limits.get(k), (int, float)) for k in names):
             return []
-        return health_warnings(list(self.latest.values()), HealthConfig(**{k: float(limits[k]) for k in names}))
+        return list(health_messages(list(self.latest.values()), HealthConfig(**{k: float(limits[k]) for k in names})).values())
 
     def label(self, root: Path) -> str:
         try:

@@ -40,13 +40,9 @@ def _problems(rows: list[dict], health: HealthConfig):
             yield "clip_frac high", row, clip
 
 
-def health_warnings(rows: list[dict], health: HealthConfig) -> list[str]:
-    """One message per problem and seed over a chunk's rows (not one per update)."""
-    return list(health_messages(rows, health).values())
-
-
 def health_messages(rows: list[dict], health: HealthConfig) -> dict[tuple[str, int], str]:
-    """(problem, seed) -> its message over `rows`, in that order."""
+    """(problem, seed) -> its message over `rows`, in that order: one per problem and seed over a
+    chunk's rows, not one per update."""
     found: dict[tuple[str, int], tuple[int, float]] = {}
     for kind, row, value in _problems(rows, health):
         key = (kind, row["seed"])
