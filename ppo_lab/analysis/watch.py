@@ -29,7 +29,6 @@ import sys
 import termios
 import time
 import tty
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +56,7 @@ MAIN = [  # (column, metric, format)
     ("vf loss", "train/vf_loss", ".3g"),
 ]
 SPARK = "▁▂▃▄▅▆▇█"
+HISTORY = 400  # updates of the return curve kept
 STOP_BY = "ppo_lab.analysis.watch"  # who wrote a STOP file, as the file says
 
 
@@ -71,8 +71,7 @@ class RunView:
     path: Path
     latest: dict = field(default_factory=dict)  # seed -> last row
     finite: dict = field(default_factory=dict)  # seed -> {metric: last finite value}
-    history: deque = field(default_factory=lambda: deque(maxlen=400))  # (update, mean return)
-    _pending: dict = field(default_factory=dict)  # update -> [returns] of the newest update
+    history: dict = field(default_factory=dict)  # update -> each seed's return, the last HISTORY updates
     summary: RunSummary | None = None  # None until the run writes summary.json
     config: dict = field(default_factory=dict)
     mtime: float | None = None
@@ -105,26 +104,19 @@ class RunView:
             return
         rows, cut_back = self.tail.read_new()
         if cut_back:  # cut back on resume: what was read before no longer holds
-            self.latest, self.finite, self._pending = {}, {}, {}
-            self.history.clear()
+            self.latest, self.finite, self.history = {}, {}, {}
         for row in rows:
             self.latest[row["seed"]] = row
             last = self.finite.setdefault(row["seed"], {})
             last.update({k: v for k, v in row.items() if not math.isnan(v)})
-            self._add_history(row)
-
-    def _add_history(self, row: dict) -> None:
-        update = row["update"]
-        if self._pending and update not in self._pending:
-            (old, returns), = self._pending.items()
-            self.history.append((old, _mean(returns)))
-            self._pending = {}
-        self._pending.setdefault(update, []).append(row.get(TRAIN_RETURN, math.nan))
+            self.history.setdefault(row["update"], []).append(row.get(TRAIN_RETURN, math.nan))
+        for update in list(self.history)[:-HISTORY]:
+            del self.history[update]
 
     # --- derived values -------------------------------------------------------------------
     def returns(self) -> list[float]:
-        pending = [(u, _mean(r)) for u, r in self._pending.items()]
-        return [r for _, r in list(self.history) + pending]
+        """The mean return over seeds of each update kept, in order."""
+        return [_mean(returns) for returns in self.history.values()]
 
     def metric(self, name: str) -> float:
         """Mean over seeds of each seed's last finite value (episode means are NaN in updates
