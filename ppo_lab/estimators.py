@@ -21,7 +21,7 @@ docs/statistics.md gives each method, its reference and its coverage as measured
 ``ppo_lab.analysis.coverage``.
 
 NaN values (a seed that diverged, a metric a run did not log) are dropped before any statistic;
-``n_seeds`` counts the values used and :func:`count_nan` the dropped ones. +/-inf is kept.
+``n_seeds`` counts the values used and :func:`finite` the dropped ones. +/-inf is kept.
 """
 
 from __future__ import annotations
@@ -76,11 +76,6 @@ def finite(values: Iterable[float] | np.ndarray) -> tuple[np.ndarray, int]:
     x = np.asarray(list(values) if not hasattr(values, "__array__") else values, dtype=np.float64).reshape(-1)
     nan = np.isnan(x)
     return x[~nan], int(nan.sum())
-
-
-def count_nan(values: Iterable[float] | np.ndarray) -> int:
-    """Number of NaN values the statistics here drop."""
-    return finite(values)[1]
 
 
 def _declared(metric: str, bounds: Bounds) -> tuple | None:

@@ -12,7 +12,6 @@ from ppo_lab.estimators import (
     anderson_interval,
     bonferroni,
     cohens_d,
-    count_nan,
     difference_interval,
     interval_estimates,
     iqm,
@@ -129,8 +128,6 @@ def test_nan_values_are_dropped_and_counted():
     x = [1.0, NAN, 3.0, NAN]
     np.testing.assert_equal(summarize(x), summarize([1.0, 3.0]))
     assert summarize(x)["n_seeds"] == 2
-    assert count_nan(x) == 2
-    assert count_nan(np.array([[1.0, NAN], [NAN, NAN]])) == 3
     assert summarize([NAN])["n_seeds"] == 0
 
 
