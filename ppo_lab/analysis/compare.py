@@ -80,21 +80,20 @@ def load(path: Path, col: sw.Collection, label: str | None = None, headline: str
     `headline` and of the evaluation's return (`col`: its runs, `read_inputs`)."""
     path = Path(path)
     try:
-        summary, break_kind, _ = rundir.read_result(path)
-        data = summary.to_json()
+        summary, kind, _ = rundir.read_result(path)
     except FileNotFoundError:
         if not (path.is_dir() and (rundir.find_sweep_roots(path) or rundir.find_run_dirs(path))):  # a folder of runs
             raise
-        data, break_kind = {}, "sweep"
+        summary, kind = None, "sweep"
+    data = summary.to_json() if summary else {}
     seeds = data.get("seeds") or []
     per_seed_steps = data.get("timesteps")
-    final_return = _mean((data.get("eval") or {}).get("episode_return"))
-    if final_return is None:
-        final_return = _mean((data.get("final") or {}).get(TRAIN_RETURN))
+    # the evaluation's mean return, else the training's last updates'
+    returns = [_mean(summary.values(metric)) for metric in (RETURN, TRAIN_RETURN)] if summary else []
     return {
         "label": label or (path.parent.name if path.is_file() else path.name),
         "path": str(path),
-        "kind": break_kind,
+        "kind": kind,
         "status": data.get("status"),
         "env": data.get("env"),
         "num_seeds": len(seeds) if seeds else None,
@@ -104,7 +103,7 @@ def load(path: Path, col: sw.Collection, label: str | None = None, headline: str
         "sps": data.get("sps"),
         "peak_host_memory_mb": data.get("peak_host_memory_mb"),
         "device_memory_mb": data.get("device_memory_mb"),
-        "final_return": final_return,
+        "final_return": next((r for r in returns if r is not None), None),
         "layout": data.get("layout"),
         **_seed_values(col, headline),
     }
