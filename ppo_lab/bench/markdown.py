@@ -134,14 +134,10 @@ def cpu_record_tables(data: dict) -> list[str]:
     return tables
 
 
-def _millions(x) -> str:
-    return f"{x / 1e6:.2f}M"
-
-
 def gpu_sidebyside_table(rows: list[dict]) -> str:
     """CartPole beside PureJaxRL at accelerator sizes."""
     return table(["device", "case", "lab steps/s", "PureJaxRL steps/s", "ratio"], ["l", "l", "r", "r", "r"],
-                  [[r["device"], r["case"], _millions(r["lab_sps"]), _millions(r["purejaxrl_sps"]),
+                  [[r["device"], r["case"], f"{r['lab_sps'] / 1e6:.2f}M", f"{r['purejaxrl_sps'] / 1e6:.2f}M",
                     f"{r['lab_sps'] / r['purejaxrl_sps']:.2f}x"] for r in rows])
 
 

@@ -140,21 +140,15 @@ def distrax_source() -> str:
     return f"distrax {getattr(distrax, '__version__', '?')}"
 
 
-def _distrax_standin(filename: str) -> None:
-    """`distrax` with `CategoricalStandIn` as its Categorical, where distrax is not installed
-    and the file needs no more of it (`ppo.py`)."""
-    if filename == "ppo.py" and not installed("distrax"):
-        sys.modules["distrax"] = types.ModuleType("distrax")
-        sys.modules["distrax"].Categorical = CategoricalStandIn
-
-
 def _run_checkout_file(path, filename: str) -> dict:
     """The names PureJaxRL's `filename` defines, run unchanged from the checkout (its
     `__main__` block not run); PeerUnavailable with the reason when it cannot be."""
     folder = find_checkout(path)
     if folder is None:
         raise PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${ENV_VAR})")
-    _distrax_standin(filename)
+    if filename == "ppo.py" and not installed("distrax"):  # it needs no more of distrax than its Categorical
+        sys.modules["distrax"] = types.ModuleType("distrax")
+        sys.modules["distrax"].Categorical = CategoricalStandIn
     for needed in ("distrax", "chex", "gymnax"):
         if not installed(needed):
             raise PeerUnavailable(f"PureJaxRL needs {needed!r}, which is not installed here (pip install {needed})")

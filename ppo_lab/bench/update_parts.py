@@ -168,15 +168,11 @@ class LabSide:
         jaxpr = jax.make_jaxpr(self.trainer.update)(state, self.args[1], hypers, num_updates).jaxpr
         self.scans = {name: scan_us(eqn) for name, eqn in find_scans(jaxpr, ppo.num_steps, ppo.update_epochs).items()}
 
-    def run_us(self) -> float:
-        """One run as launch.py makes it, wall time per update (the host's work included)."""
-        with tempfile.TemporaryDirectory(prefix="ppo_lab_parts_") as workdir:
-            return self.steps_per_update / sidebyside.lab_run(self.overrides, Path(workdir)).sps * 1e6
-
     def round(self) -> dict:
         times = {name: timed_us(program, self.args, self.trainer.chunk_updates) for name, program in self.programs.items()}
         times.update({name: timed_us(program, args, 1) for name, (program, args) in self.scans.items()})
-        times["run"] = self.run_us()
+        with tempfile.TemporaryDirectory(prefix="ppo_lab_parts_") as workdir:  # one run as launch.py makes it, host included
+            times["run"] = self.steps_per_update / sidebyside.lab_run(self.overrides, Path(workdir)).sps * 1e6
         return times
 
 
