@@ -26,7 +26,7 @@ from ppo_lab.analysis.sweep import collect, expected_jobs_from_config
 from ppo_lab.config_keys import group_options
 from ppo_lab.errors import ConfigError
 from ppo_lab.estimators import mean_summary
-from ppo_lab.pages import zoo as zoo_page
+from ppo_lab.pages import registry
 from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run.build import build
 from ppo_lab.run.evaluate import episode_runner
@@ -321,14 +321,14 @@ def test_the_page_holds_exactly_what_its_records_render(tmp_path):
     same renderer) writes the page again; the records hold every preset a CPU measures, with
     the straight translations beside them, on the 8 held-out seeds."""
     text = PAGE.read_text()
-    assert zoo_page.COMMAND in text and [b.name for b in zoo_page.BLOCKS] == ["zoo-table", "zoo-parity"]
-    for block in zoo_page.BLOCKS:
+    assert registry.ZOO_COMMAND in text and [b.name for b in registry.ZOO_BLOCKS] == ["zoo-table", "zoo-parity"]
+    for block in registry.ZOO_BLOCKS:
         assert page_blocks.current(text, block.name) == block.text(ROOT), block.name
     page = tmp_path / "results-zoo.md"
     shutil.copy(PAGE, page)
-    zr.render([RECORDS], page, tmp_path / "results-zoo.png", zoo_page.COMMAND, parity=PARITY)
+    zr.render([RECORDS], page, tmp_path / "results-zoo.png", registry.ZOO_COMMAND, parity=PARITY)
     assert page.read_text() == text
-    assert [p.relative_to(ROOT).as_posix() for p in PARITY] == list(zoo_page.PARITY)
+    assert [p.relative_to(ROOT).as_posix() for p in PARITY] == list(registry.ZOO_PARITY)
     rows = zt.zoo_rows(collect([RECORDS]))
     # every preset a CPU trains and its straight translation (MinAtar's, a GPU's work, may join them)
     assert {p for p in PRESETS if "_minatar" not in p} <= {r.name for r in rows} <= set(PRESETS)

@@ -6,9 +6,9 @@ from records: the small files `ppo-lab record` keeps of finished runs (docs/reco
 or a benchmark's JSON. `ppo-lab docs` re-renders every block (`--check`: says which are stale,
 writes nothing); tests/test_docs.py checks that each page holds exactly what its records render.
 
-    registry     each block: its name, page, records and renderer (README.md's and
-                 docs/statistics.md's one block each rendered there)
+    registry     each block: its name, page, records and renderer (those of the pages another
+                 module renders: README.md, docs/statistics.md, docs/results-zoo.md)
     command      `ppo-lab docs`
     tables       markdown tables and numbers, written one way for every page
-    <page>       a renderer module per page of several blocks (performance, results, ...)
+    <page>       a renderer module per other page (performance, results, ...)
 """
