@@ -22,6 +22,7 @@ ordered pair (rliable's probability of improvement; ``ppo-lab compare A B`` for 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -38,6 +39,8 @@ MAX_PAIRS_CONFIGS = 6  # probability of improvement for every ordered pair up to
 RLIABLE_JSON = "rliable.json"
 RLIABLE_FIGURE = "rliable.png"
 TASK_KEYS = ("env", "experiment")  # swept keys that choose the task, not the configuration
+# A reference closer than this share of the way from random play to the max return is at random.
+AT_RANDOM = 0.01
 
 
 def task_of(env: Mapping) -> str:
@@ -48,13 +51,39 @@ def task_of(env: Mapping) -> str:
     return str(env.get("name") or "unknown")
 
 
-def refs_from_env(env: Mapping, task: str) -> tuple[float, float] | None:
-    """(random, reference) of `task` in the env config's `scores:`, None where it has no entry."""
-    scores = env.get("scores") or {}
-    entry = scores.get(task) if isinstance(scores, Mapping) else None
-    if isinstance(entry, Mapping) and "random" in entry and "reference" in entry:
-        return float(entry["random"]), float(entry["reference"])
-    return None
+@dataclass(frozen=True)
+class Reference:
+    """A task's entry in its env YAML's `scores:`: random play's return, the reference's return,
+    where that comes from, the reference's env steps per seed and the largest return a policy can
+    expect (each None where the entry does not say)."""
+    random: float
+    reference: float
+    source: str
+    steps: int | None = None
+    max: float | None = None
+
+    @classmethod
+    def of(cls, env: Mapping, task: str) -> Reference | None:
+        """`task`'s entry in an env section's `scores:`; None where it has none with both returns."""
+        scores = env.get("scores") or {}
+        entry = scores.get(task) if isinstance(scores, Mapping) else None
+        if not (isinstance(entry, Mapping) and "random" in entry and "reference" in entry):
+            return None
+        steps, top = entry.get("reference_steps"), entry.get("max")
+        return cls(float(entry["random"]), float(entry["reference"]), entry.get("source") or f"conf/env/{env.get('name')}.yaml",
+                   None if steps is None else int(steps), None if top is None else float(top))
+
+    @property
+    def uninformative(self) -> str | None:
+        """Why a score against this reference says nothing (it is at the ceiling, or at random
+        play's return), or None."""
+        if self.max is None:
+            return None
+        if self.reference >= self.max:
+            return f"reference at the ceiling ({self.reference:g}, the max)"
+        if abs(self.reference - self.random) <= AT_RANDOM * (self.max - self.random):
+            return f"reference at random play's return ({self.reference:g} vs {self.random:g})"
+        return None
 
 
 def parse_score_refs(items: Sequence[str]) -> dict[str, tuple[float, float]]:
@@ -89,8 +118,8 @@ def collect_scores(col: Collection, metric: str, refs_cli: Mapping[str, tuple[fl
         if task not in refs:
             if task in refs_cli:
                 refs[task] = (*refs_cli[task], "command line")
-            elif (found := refs_from_env(env, task)) is not None:
-                refs[task] = (*found, f"conf/env/{env.get('name')}.yaml")
+            elif (found := Reference.of(env, task)) is not None:
+                refs[task] = (found.random, found.reference, f"conf/env/{env.get('name')}.yaml")
             else:
                 refs[task] = None
     return per_config, refs

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -32,51 +32,16 @@ from ppo_lab import estimators as es
 from ppo_lab import rundir
 from ppo_lab.analysis import rliable_report as rr
 from ppo_lab.analysis import sweep as sw
-from ppo_lab.analysis.rliable_report import task_of
+from ppo_lab.analysis.rliable_report import Reference, task_of
 from ppo_lab.judging.headline import RETURN, TRAIN_RETURN, declared_bounds
 
 # The evaluation's plays (run/evaluate.py), the verdict's first: gymnax-blines sampled the policy.
 PLAYS = ("sampled", "greedy")
 VERDICT_PLAY = PLAYS[0]
-# A reference closer than this share of the way from random play to the max return is at random.
-AT_RANDOM = 0.01
 # Each seed's return is the evaluation's float32 mean over its episodes, whose last bit can fall
 # short: 164 episodes that each return 1 average to 1 - 2**-24. A mean this close (relative to
 # the reference, or absolute near 0) to the reference is at it.
 FLOAT32_TIE = 4 * float(np.finfo(np.float32).eps)
-
-
-@dataclass(frozen=True)
-class Reference:
-    """A task's entry in its env YAML's `scores:`: random play's return, the reference's return,
-    where that comes from, the reference's env steps per seed and the largest return a policy can
-    expect (each None where the entry does not say)."""
-    random: float
-    reference: float
-    source: str
-    steps: int | None = None
-    max: float | None = None
-
-    @classmethod
-    def of(cls, env: Mapping, task: str) -> "Reference | None":
-        entry = (env.get("scores") or {}).get(task)
-        if rr.refs_from_env(env, task) is None:
-            return None
-        steps, top = entry.get("reference_steps"), entry.get("max")
-        return cls(float(entry["random"]), float(entry["reference"]), entry.get("source") or f"conf/env/{env.get('name')}.yaml",
-                   None if steps is None else int(steps), None if top is None else float(top))
-
-    @property
-    def uninformative(self) -> str | None:
-        """Why a score against this reference says nothing (it is at the ceiling, or at random
-        play's return), or None."""
-        if self.max is None:
-            return None
-        if self.reference >= self.max:
-            return f"reference at the ceiling ({self.reference:g}, the max)"
-        if abs(self.reference - self.random) <= AT_RANDOM * (self.max - self.random):
-            return f"reference at random play's return ({self.reference:g} vs {self.random:g})"
-        return None
 
 
 @dataclass
