@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from ppo_lab import rundir
+from ppo_lab.judging.reproduction import compare_runs
 from ppo_lab.pages import records as rec
 from ppo_lab.pages import tables as tb
 from ppo_lab.pages.block import Block, measured_by
@@ -96,19 +97,13 @@ def one_program(root: Path) -> str:
         wall, cpu = _time(root, launcher)
         rows.append([f"`hydra/launcher={launcher}`" if launcher == "vmap" else "the basic launcher", f"{wall:.0f}",
                      f"{cpu:.0f}", str(programs)])
-    largest = max(_first_update_difference(basic[key][0].run.path, vmapped[key][0].run.path) for key in basic)
+    # The first update of each cell against its one-job run, as `ppo-lab reproduce` compares runs.
+    found = [compare_runs(basic[key][0].run.path, vmapped[key][0].run.path, updates=1) for key in basic]
+    largest = max((c.largest() or [0.0])[-1] for c in found)
     memory = [g["chunk_memory_mb_per_replica"] for g in groups]
     return (tb.table(["launcher", "wall s (whole command)", "CPU s", "programs compiled"], ["l", "r", "r", "r"], rows)
             + f"\n\nEvery cell's update 1 against its one-job run: the largest relative difference over the recorded "
               f"metrics {largest:.1e}. Compiled chunk memory per replica: {min(memory):.2f} to {max(memory):.2f} MB.")
-
-
-def _first_update_difference(a: Path, b: Path) -> float:
-    """The largest relative difference between two runs' update-1 rows of their metrics.csv."""
-    rows = [{(r["seed"], k): v for r in rundir.read_metrics(path / rundir.METRICS) if r["update"] == 1
-             for k, v in r.items() if k.startswith("train/")} for path in (a, b)]
-    return max(abs(rows[0][k] - rows[1][k]) / max(abs(rows[0][k]), abs(rows[1][k]), 1e-12)
-               for k in rows[0] if not math.isnan(rows[0][k]))
 
 
 RESULTS_BLOCKS = (
