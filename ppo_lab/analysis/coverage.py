@@ -27,7 +27,6 @@ differences and P(A > B).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,7 +246,7 @@ def main(argv=None) -> int:
         print(f"wrote {args.record}")
     if args.render:
         try:
-            page = page_blocks.splice(args.page.read_text(), BLOCK, render(json.loads(args.record.read_text())))
+            page = page_blocks.splice(args.page.read_text(), BLOCK, render(rundir.read_json(args.record)))
         except (FileNotFoundError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
+from ppo_lab import rundir
 from ppo_lab.bench import markdown
 from ppo_lab.pages import records as rec
 from ppo_lab.pages import tables as tb
@@ -41,7 +41,7 @@ MULTIHOST = "docs/records/performance/multihost"
 
 def _rounds(root: Path, name: str) -> list[dict]:
     """The suite's JSON of each round (`ppo-lab benchmark --no-processes`, interleaved)."""
-    return [json.loads((root / SUITE / f"{name}_round{r}.json").read_text()) for r in range(1, ROUNDS + 1)]
+    return [rundir.read_json(root / SUITE / f"{name}_round{r}.json") for r in range(1, ROUNDS + 1)]
 
 
 def _spread(values: list[float], spec: str = ",.0f") -> str:

@@ -8,7 +8,6 @@ learning curves, and the side by side with PureJaxRL (`docs/zoo_parity_*.json`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ppo_lab import rundir
@@ -25,7 +24,7 @@ COVERAGE_RECORD = "docs/statistics_coverage.json"
 def _coverage(root: Path) -> str:
     """docs/statistics.md's measured coverage, as `python -m ppo_lab.analysis.coverage --render` writes it."""
     from ppo_lab.analysis import coverage
-    return coverage.render(json.loads((root / COVERAGE_RECORD).read_text()))
+    return coverage.render(rundir.read_json(root / COVERAGE_RECORD))
 
 
 CLOSING = "docs/records/readme/cartpole_two_seeds"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from ppo_lab import rundir
 from ppo_lab.judging.headline import RETURN, declared_bounds
 from ppo_lab.judging.objective import seed_values
 from ppo_lab.pages import records as rec
@@ -25,7 +25,7 @@ SCORE = "train/mean_episode_return"  # the parity score: mean return of the last
 def pendulum_parity(root: Path) -> str:
     """Per side, the score's mean across seeds with its interval and each seed's; Welch's test
     of PureJaxRL against the lab when both end the episode at the cut (like for like)."""
-    cases = {c["label"]: c for c in json.loads((root / PENDULUM_PARITY).read_text())}
+    cases = {c["label"]: c for c in rundir.read_json(root / PENDULUM_PARITY)}
     rows = [[PARITY_SIDES[label], str(cases[label]["seeds"]), tb.mean_ci(cases[label]["score"], SCORE),
              tb.per_seed(cases[label]["score"])] for label in PARITY_SIDES]
     like = tb.welch(cases["purejaxrl"]["score"], cases["lab_as_purejaxrl"]["score"])
