@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import ROOT, TINY, read_summary, run_files
+from conftest import ROOT, TINY, read_summary, run_files, start_launch, wait_for_rows
 from ppo_lab.analysis.sweep import expected_jobs_from_config
 
 CONF = ROOT / "conf"
@@ -185,6 +186,39 @@ def test_seeds_both_ways_then_relaunch_skips_completed(tmp_path):
     assert "compiled" not in again.stdout + again.stderr  # nothing built, nothing compiled
     assert {job: run_files(sweep / job) for job in ("0", "1")} == before  # nothing written
     assert int(next(r for r in aggregate_rows(sweep) if r["metric"] == "eval/episode_return")["n_seeds"]) == 8
+
+
+# (the sweep, the jobs the signal stops, the jobs never started). Under the vmap launcher the
+# learning rates share a program and the numbers of envs do not: two groups of two cells.
+SIGNALLED = {"basic": (["seed=0,1"], ["0"], ["1"]),
+             "vmap": (["hydra/launcher=vmap", "ppo.num_envs=4,8", "ppo.lr=1e-3,3e-4"], ["0", "1"], ["2", "3"])}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("launcher", SIGNALLED)
+def test_a_signal_stops_a_local_sweep_with_its_job(tmp_path, launcher):
+    """SIGTERM (as Ctrl+C) during a sweep's first job (group): it stops as a run does
+    (checkpointed, evaluated, `stopped`), and the sweep with it: exit 130, its later jobs never
+    started, the resume command naming the sweep."""
+    jobs, stopped, never = SIGNALLED[launcher]
+    sweep = tmp_path / "sweep"
+    proc = start_launch(["-m", *TINY, *jobs, "ppo.total_timesteps=4000000", f"hydra.sweep.dir={sweep}"],
+                        tmp_path / "sweep_log")
+    try:
+        wait_for_rows(proc, sweep / stopped[-1])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 130, proc.output()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for job in stopped:
+        summary = read_summary(sweep / job)
+        assert summary["status"] == "stopped" and summary["stop_reason"] == "signal SIGTERM" and summary["eval"]
+    assert not any((sweep / job).exists() for job in never), "the sweep went on to its next job"
+    said = proc.output()
+    assert "stopped: the sweep stopped with its job (signal SIGTERM); its later jobs were not started" in said
+    assert f"ppo-lab resume {sweep}" in said, said[-3000:]
 
 
 @pytest.mark.slow

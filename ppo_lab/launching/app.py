@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 
 from ppo_lab import rundir
 from ppo_lab.config_keys import CONF_DIR
+from ppo_lab.errors import SweepStopped
 from ppo_lab.judging.objective import job_result
 from ppo_lab.launching.command_line import config_source, fail, lab_error, overrides_of
 from ppo_lab.launching.help import help_text
@@ -54,7 +55,7 @@ def _forget_empty_run_dir(run_dir: Path) -> None:
 # `status` by this table. A stop on request (Ctrl+C, SIGTERM, the STOP file) is no completion:
 # 130, as a shell reports a command ended by Ctrl+C (128 + SIGINT), so `launch.py ... && next-step`
 # does not go on after a stop. A sweep (-m) exits 0 once its jobs ran: each job's status is in its
-# summary.json and the aggregate.
+# summary.json and the aggregate; a signal that stopped one of its jobs stops it too (130).
 COMPLETED = 0  # the budget or train.target_return reached, or train.duration_min used (timed_out)
 FAILED = 1  # an error while training (summary.json's `error`), or any other Python error
 REFUSED = 2  # bad input, a refused relaunch, a locked run dir: nothing trained or written
@@ -84,6 +85,8 @@ def main(cfg: DictConfig) -> rundir.RunSummary | float | None:
         _say_write_failure(exc, run_dir)
     if not _multirun():  # the exit code says how it ended (a sweep goes on: each job's status is its summary's)
         _ended.append(summary.status)
+    else:
+        SweepStopped.after(summary)  # but not past a Ctrl+C or SIGTERM
     return job_result(summary, cfg)  # the objective when a sweeper asks for one
 
 
@@ -117,6 +120,9 @@ def launch(argv: list[str]) -> None:
     sys.argv = [sys.argv[0], *argv]  # what Hydra parses
     try:
         main()
+    except SweepStopped as stop:  # the job's closing summary said how to resume the sweep
+        print(f"stopped: {stop}", file=sys.stderr, flush=True)
+        sys.exit(STOPPED)
     except KeyboardInterrupt:  # a second Ctrl+C: the run checkpointed and said how it ended; no traceback
         print("stopped at once (Ctrl+C again): the last complete chunk is checkpointed; "
               f"resume: {resume_command() or 'relaunch into the run directory'}", file=sys.stderr, flush=True)

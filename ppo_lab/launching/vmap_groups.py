@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from ppo_lab.config import traced_keys
 from ppo_lab.run.shared_program import shared_program_key
 from ppo_lab.judging.objective import job_result
-from ppo_lab.errors import ConfigError
+from ppo_lab.errors import ConfigError, SweepStopped
 from ppo_lab.launching.command_line import fail
 
 log = logging.getLogger(__name__)
@@ -162,4 +162,7 @@ def run_group(hydra_context, task_function, sweep_configs: list[DictConfig]) -> 
             hydra_context.callbacks.on_job_end(config=config, job_return=ret)  # a failed job's error.txt
         else:
             ret.return_value = job_result(result, cfg)  # as launch.py's main returns it
+    for result in results:
+        if not isinstance(result, BaseException):
+            SweepStopped.after(result)  # a signal stopped the group: no later group starts
     return returns
