@@ -1,10 +1,11 @@
 """Checks shared by the jax-free `check:` functions of the envs (conf/env/*.yaml): an env's
 section refuses keys it does not know, and an env with a reward of its own takes only
-`reward=default`. No jax, no env library imported here."""
+`reward=default` (and, with no privileged observation, no privileged critic). No jax, no env
+library imported here."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ppo_lab.errors import ConfigError
 
@@ -34,3 +35,21 @@ def require_own_reward(env_cfg: Mapping, reward_cfg: Mapping, why: str | None = 
     if reward_cfg.get("name", "default") != "default":
         why = why or f"{env_cfg.get('id')} has its own reward"
         raise ConfigError("reward", reward_cfg.get("name"), f"reward=default ({why})")
+
+
+def own_reward_check(read_config: Callable[[Mapping], dict], why: str | None = None):
+    """The `check:` of an env with a reward of its own: its section read by `read_config` (a
+    ConfigError naming a bad key or value), and `reward=default` (`require_own_reward`'s `why`).
+    It returns the section read, for the env's builder."""
+    def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> dict[str, Any]:
+        section = read_config(env_cfg)
+        require_own_reward(env_cfg, reward_cfg, why)
+        return section
+
+    return check_config
+
+
+def refuse_privileged_critic(privileged_critic: bool, why: str) -> None:
+    """A builder's refusal of `network.privileged_critic=true` for an env with no privileged observation."""
+    if privileged_critic:
+        raise ConfigError("network.privileged_critic", True, f"false ({why})")

@@ -55,7 +55,8 @@ from flax import struct
 from jax.experimental import io_callback
 from gymnasium import spaces as gym_spaces
 
-from ppo_lab.envs.envpool_env.config import check_config, read_config
+from ppo_lab.envs.env_section import refuse_privileged_critic
+from ppo_lab.envs.envpool_env.config import check_config
 from ppo_lab.envs.host_batched_env import EVAL_SEED_OFFSET, HostBatchedEnv
 from ppo_lab.errors import ConfigError
 
@@ -184,10 +185,8 @@ class EnvPoolEnv(HostBatchedEnv):
 def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
     """`(env, EnvParams)` for `env=envpool env.id=<task>`; ConfigError on bad values, before
     any compile (an unknown id lists the nearest known ones)."""
-    check_config(env_cfg, reward_cfg)
-    if privileged_critic:
-        raise ConfigError("network.privileged_critic", True, "false (EnvPool tasks have no privileged observation)")
-    c = read_config(env_cfg)
+    c = check_config(env_cfg, reward_cfg)
+    refuse_privileged_critic(privileged_critic, "EnvPool tasks have no privileged observation")
     known = envpool.list_all_envs()
     if c["id"] not in known:
         near = difflib.get_close_matches(c["id"], known, n=8, cutoff=0.5)

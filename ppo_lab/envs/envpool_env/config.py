@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ppo_lab.envs.env_section import own_keys, require_own_reward
+from ppo_lab.envs.env_section import own_keys, own_reward_check
 from ppo_lab.errors import ConfigError
 
 KEYS = ("id", "num_threads", "seed", "make_kwargs", "image_scale")
@@ -29,7 +29,4 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
     return c
 
 
-def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
-    """The registry's jax-free check: the env section, and reward=default (the task's own)."""
-    read_config(env_cfg)
-    require_own_reward(env_cfg, reward_cfg)
+check_config = own_reward_check(read_config)  # conf/env's `check:`: the section, and reward=default (the task's own)

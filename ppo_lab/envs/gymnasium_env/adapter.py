@@ -41,7 +41,8 @@ from flax import struct
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from ppo_lab import parts
-from ppo_lab.envs.gymnasium_env.config import check_config, read_config
+from ppo_lab.envs.env_section import refuse_privileged_critic
+from ppo_lab.envs.gymnasium_env.config import check_config
 from ppo_lab.envs.host_batched_env import EVAL_SEED_OFFSET, HostBatchedEnv
 from ppo_lab.errors import ConfigError
 
@@ -162,10 +163,8 @@ def _factory(env_id: str, make_kwargs: dict, max_steps: int | None) -> tuple[Cal
 def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
     """`(env, EnvParams)` for `env=gymnasium env.id=<id or import path>`; ConfigError on bad
     values (an unknown id lists the nearest registered ones), before any compile."""
-    check_config(env_cfg, reward_cfg)
-    if privileged_critic:
-        raise ConfigError("network.privileged_critic", True, "false (Gymnasium envs have no privileged observation)")
-    c = read_config(env_cfg)
+    c = check_config(env_cfg, reward_cfg)
+    refuse_privileged_critic(privileged_critic, "Gymnasium envs have no privileged observation")
     factory, limit = _factory(c["id"], dict(c["make_kwargs"]), c["max_steps"])
     env = GymnasiumEnv(factory, c["id"], seed=c["seed"], max_episode_steps=limit)  # its spaces checked first
     if limit is None:

@@ -33,8 +33,9 @@ import jumanji
 from flax import struct
 
 from ppo_lab.envs.base import Env
+from ppo_lab.envs.env_section import refuse_privileged_critic
 from ppo_lab.envs.gymnax_api import environment, spaces
-from ppo_lab.envs.jumanji_env.config import check_config, read_config
+from ppo_lab.envs.jumanji_env.config import check_config
 from ppo_lab.errors import ConfigError
 
 MASK_FIELD = "action_mask"
@@ -182,10 +183,8 @@ class MaskedJumanjiEnv(JumanjiEnv):
 
 def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
     """`(env, EnvParams)` for `env=jumanji env.id=<registered id>`; ConfigError on bad values."""
-    check_config(env_cfg, reward_cfg)
-    if privileged_critic:
-        raise ConfigError("network.privileged_critic", True, "false (Jumanji envs have no privileged observation)")
-    c = read_config(env_cfg)
+    c = check_config(env_cfg, reward_cfg)
+    refuse_privileged_critic(privileged_critic, "Jumanji envs have no privileged observation")
     registered = sorted(jumanji.registered_environments())
     if c["id"] not in registered:
         raise ConfigError("env.id", c["id"], f"a registered Jumanji id, one of {registered}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from ppo_lab.envs.env_section import known_keys, require_own_reward
+from ppo_lab.envs.env_section import known_keys, own_reward_check
 from ppo_lab.errors import ConfigError
 
 DEFAULTS: dict[str, Any] = dict(id=None, max_steps=1000, observation="flat", obs_transform="none", reward_scale=1.0)
@@ -32,7 +32,4 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
     return c
 
 
-def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
-    """The registry's jax-free check: the env section, and reward=default (the env's own)."""
-    read_config(env_cfg)
-    require_own_reward(env_cfg, reward_cfg)
+check_config = own_reward_check(read_config)  # conf/env's `check:`: the section, and reward=default (the env's own)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ppo_lab.envs.env_section import known_keys, require_own_reward
+from ppo_lab.envs.env_section import known_keys, own_reward_check
 from ppo_lab.errors import ConfigError
 
 STATIC_DEFAULTS: dict[str, Any] = dict(grid_size=5, n_data=3)
@@ -41,7 +41,4 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
     return c
 
 
-def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
-    """The registry's jax-free check: the env section, and reward=default (one reward only)."""
-    read_config(env_cfg)
-    require_own_reward(env_cfg, reward_cfg, "rare_actions has one reward")
+check_config = own_reward_check(read_config, "rare_actions has one reward")  # conf/env's `check:`

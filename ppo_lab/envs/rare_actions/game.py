@@ -57,9 +57,9 @@ import jax.numpy as jnp
 from flax import struct
 
 from ppo_lab.envs.base import Env
+from ppo_lab.envs.env_section import refuse_privileged_critic
 from ppo_lab.envs.gymnax_api import environment, spaces
-from ppo_lab.envs.rare_actions.config import PARAM_DEFAULTS, check_config, read_config
-from ppo_lab.errors import ConfigError
+from ppo_lab.envs.rare_actions.config import PARAM_DEFAULTS, check_config
 
 ACTION_NAMES = ("N", "E", "S", "W", "siphon", "shield", "overclock", "cache")
 _MOVES = ((-1, 0), (0, 1), (1, 0), (0, -1))
@@ -290,8 +290,6 @@ def make_params(c: Mapping[str, Any]) -> EnvParams:
 
 def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
     """`(RareActions, EnvParams)` from the `env` section; ConfigError on a bad value."""
-    check_config(env_cfg, reward_cfg)
-    if privileged_critic:
-        raise ConfigError("network.privileged_critic", True, "false (rare_actions has no privileged observation)")
-    c = read_config(env_cfg)
+    c = check_config(env_cfg, reward_cfg)
+    refuse_privileged_critic(privileged_critic, "rare_actions has no privileged observation")
     return RareActions(grid_size=c["grid_size"], n_data=c["n_data"]), make_params(c)
