@@ -14,7 +14,8 @@
   config folders on ``hydra.searchpath`` count as ``conf/`` for the lab's key and option checks
   (``on_job_start``: ``config_keys.use_config_dirs``), and a run records them (manifest.json).
 
-No jax here: this module is imported in the launching process of every Hydra command. Nor
+No jax at import: this module is imported in the launching process of every Hydra command
+(a multirun's start asks `hardware` which process this is: the app has imported jax by then). Nor
 matplotlib: the aggregator (``ppo_lab.analysis.aggregate``, plots included, about half a second
 of imports) is imported when a multirun ends, not by every single run that instantiates the
 callback.
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 from pathlib import Path
 from typing import Any
 
@@ -41,17 +41,6 @@ from ppo_lab.rundir import slurm_jobs
 log = logging.getLogger(__name__)
 
 
-def process_id(config: DictConfig) -> int:
-    """This process's index in a run of several processes (docs/multihost.md), jax-free:
-    `hardware.process_id`, else a SLURM step's task of several, else a TPU VM worker's id."""
-    pid = OmegaConf.select(config, "hardware.process_id")
-    if pid is not None:
-        return int(pid)
-    if int(os.environ.get("SLURM_STEP_NUM_TASKS", "1") or 1) > 1:
-        return int(os.environ.get("SLURM_PROCID", "0") or 0)
-    return int(os.environ.get("TPU_WORKER_ID", "0") or 0) if OmegaConf.select(config, "hardware.platform") == "tpu" else 0
-
-
 class SweepCallback(Callback):
     """Aggregate the sweep dir at the end of every multirun, also when jobs failed."""
 
@@ -62,10 +51,13 @@ class SweepCallback(Callback):
         self.done = False
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from ppo_lab.hardware import process_index_before_start
+
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         self.done = False
-        if self.enabled and process_id(config) != 0:
-            log.info("process %d of a multi-process multirun: process 0 aggregates the sweep", process_id(config))
+        process = process_index_before_start(config.hardware)  # as each of its runs finds it (docs/multihost.md)
+        if self.enabled and process != 0:
+            log.info("process %d of a multi-process multirun: process 0 aggregates the sweep", process)
             self.enabled = False
         if self.enabled:
             atexit.register(self._at_exit)

@@ -27,6 +27,7 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
@@ -81,13 +82,7 @@ def plan_groups(keys: Sequence[str], seeds: Sequence[int], max_replicas: int | N
     for members in by_key.values():
         per_cell = max(seeds[i] for i in members)
         cap = len(members) if max_replicas is None else max(1, max_replicas // per_cell)
-        parts_needed = -(-len(members) // cap)
-        size, extra = divmod(len(members), parts_needed)
-        start = 0
-        for p in range(parts_needed):
-            end = start + size + (1 if p < extra else 0)
-            groups.append(members[start:end])
-            start = end
+        groups += [part.tolist() for part in np.array_split(members, -(-len(members) // cap))]
     return groups
 
 
