@@ -4,7 +4,8 @@ Its values are the PPOConfig keys marked `traced()` in ppo_lab/config.py, under 
 names (`config.traced_keys()`): they change no shape, so they are arguments of the compiled
 chunk, not constants, and one program trains a grid (or a population) of them. The trainer
 reads them by name (`hypers.vf_coef`); a scheduled one (`<name>_final` beside `<name>` or
-`<name>_initial`) is read at an update as `hypers.scheduled("ent_coef", update, num_updates)`.
+`<name>_initial`) is read at an update as `hypers.scheduled("ent_coef", update, num_updates)`,
+linearly from its start to its `_final` value (`learning_rate_schedule`, `schedule_values`).
 
     Hypers.of(ppo)                        a run's values
     Hypers.from_values({"lr": 3e-4, ...})   any replica's values (a member of a population)
@@ -130,3 +131,22 @@ class StaticPPO(PPOSizes):
 
     def is_null(self, traced_key: str) -> bool:
         return traced_key in self.null_traced
+
+
+# --- the linear schedules over training, indexed by the update number ----------------------
+def learning_rate(ppo: PPOConfig, update, num_updates: int, hypers: Hypers):
+    """The learning rate of update `update` (0-based): annealed linearly when `anneal_lr`."""
+    return hypers.scheduled("lr", update, num_updates) if ppo.anneal_lr else hypers.lr
+
+
+def learning_rate_schedule(ppo: PPOConfig, num_updates: int, steps_per_update: int, hypers: Hypers):
+    """`learning_rate` as an optax schedule of the optimiser's step count: one update takes
+    `steps_per_update` optimiser steps (epochs x minibatches), all at that update's rate."""
+    return lambda count: learning_rate(ppo, count // steps_per_update, num_updates, hypers)
+
+
+def schedule_values(ppo: PPOConfig, update, num_updates: int, hypers: Hypers) -> dict:
+    """Entropy coefficient and clip epsilon for update `update` (0-based); the learning rate
+    is the optimiser's own schedule (`learning_rate_schedule`)."""
+    return {"ent_coef": hypers.scheduled("ent_coef", update, num_updates),
+            "clip_eps": hypers.scheduled("clip_eps", update, num_updates)}

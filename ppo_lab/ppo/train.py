@@ -40,14 +40,13 @@ from ppo_lab.config import PPOConfig
 from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo import normalize, policies
 from ppo_lab.ppo.losses import LossTerms, explained_variance, ppo_loss_terms
-from ppo_lab.ppo.hypers import Hypers, StaticPPO
+from ppo_lab.ppo.hypers import Hypers, StaticPPO, learning_rate_schedule, schedule_values
 from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.policy_distance import PolicyAnchors
 from ppo_lab.ppo.rollout import (Rollout, Step, batched_mask, batched_reset, batched_step, initial_memory,
                                   policy_and_value, rollout, value_of)
 from ppo_lab.ppo import value_norm as vn
 from ppo_lab.ppo.grad_clip import clip_policy_and_value
-from ppo_lab.ppo.schedules import learning_rate_schedule, schedule_values
 
 
 @flax.struct.dataclass
