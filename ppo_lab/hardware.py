@@ -90,20 +90,15 @@ def apply_hardware(hw: HardwareConfig) -> None:
         os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(hw.mem_fraction)
 
 
-# hardware.deterministic=true, per backend: the XLA flags that make its results the same run
-# after run. GPU: deterministic kernels only (scatter, reductions), no autotuning (which may
-# pick other kernels each run); `exclude_nondeterministic_ops` is implied by the first, named
-# so it holds in XLA builds that split the two. CPU and TPU have no such flags: their results
-# are deterministic for the same program and layout (docs/reproducibility.md).
-DETERMINISTIC_FLAGS = {
-    "gpu": {"xla_gpu_deterministic_ops": "true", "xla_gpu_exclude_nondeterministic_ops": "true"},
-}
-
-
 def apply_deterministic(platform: str) -> None:
-    for name, value in DETERMINISTIC_FLAGS.get(platform, {}).items():
-        set_xla_flag(name, value)
+    """hardware.deterministic=true: the flags that make the backend's results the same run after
+    run. GPU: deterministic kernels only (scatter, reductions), no autotuning (which may pick
+    other kernels each run); `exclude_nondeterministic_ops` is implied by the first, named so it
+    holds in XLA builds that split the two. CPU and TPU have no such flags: their results are
+    deterministic for the same program and layout (docs/reproducibility.md)."""
     if platform == "gpu":
+        set_xla_flag("xla_gpu_deterministic_ops", "true")
+        set_xla_flag("xla_gpu_exclude_nondeterministic_ops", "true")
         os.environ["TF_CUDNN_DETERMINISTIC"] = "1"  # cuDNN's deterministic algorithms (read by XLA:GPU)
 
 
@@ -190,16 +185,11 @@ def _slurm_first_host(nodelist: str) -> str:
     return prefix + ranges.rstrip("]").split(",")[0].split("-")[0]
 
 
-def _tpu_pod_slice() -> bool:
-    """A TPU VM host of a slice of several hosts (its worker list names more than one)."""
-    hosts = os.environ.get("TPU_WORKER_HOSTNAMES", "")
-    return len([h for h in hosts.split(",") if h]) > 1
-
-
 def distributed_settings(hw: HardwareConfig, environ: Mapping | None = None) -> Processes | None:
     """The processes of this run (None: one process). `hardware.*` when set; else a SLURM job
     step of several tasks (coordinator: the step's first node, port 12000 + job id % 20000);
-    else a TPU pod slice (jax.distributed detects everything itself). jax-free."""
+    else a TPU pod slice (its worker list names several hosts; jax.distributed detects everything
+    itself). jax-free."""
     env = os.environ if environ is None else environ
     if hw.num_processes is not None:
         if hw.num_processes == 1:
@@ -210,7 +200,7 @@ def distributed_settings(hw: HardwareConfig, environ: Mapping | None = None) -> 
         job = int(env.get("SLURM_JOB_ID", "0") or 0)
         address = f"{_slurm_first_host(env['SLURM_STEP_NODELIST'])}:{12000 + job % 20000}"
         return Processes(address, int(tasks), int(env["SLURM_PROCID"]), "SLURM")
-    if hw.platform == "tpu" and _tpu_pod_slice():
+    if hw.platform == "tpu" and len([h for h in env.get("TPU_WORKER_HOSTNAMES", "").split(",") if h]) > 1:
         return Processes(None, None, None, "TPU pod slice")
     return None
 
