@@ -4,7 +4,7 @@
 which is on sys.path when you run `python launch.py` (and in the jobs, via a setup line)."""
 
 from ppo_lab.launching.launchers import SweepLocalLauncher, SweepSlurmLauncher
-from ppo_lab.launching.vmap_launcher import VmapLauncher as _VmapLauncher
+from ppo_lab.launching.vmap_groups import VmapLauncher as _VmapLauncher
 
 
 class SlurmLauncher(SweepSlurmLauncher):

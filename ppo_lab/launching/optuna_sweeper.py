@@ -32,6 +32,7 @@ Python and Optuna 5 rule out. This is the small part of it the lab needs (docs/s
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from ppo_lab.judging.objective import Objective, ObjectiveError, parse_objective, read_objective
 from ppo_lab.errors import ConfigError
 from ppo_lab.launching.command_line import override_text
-from ppo_lab.launching.vmap_launcher import VmapLauncher
+from ppo_lab.launching.vmap_groups import VmapLauncher
 from ppo_lab.rundir import MULTIRUN, write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -221,10 +222,12 @@ class OptunaSweeper(Sweeper):
                 continue
             jobs.append((trial, overrides))
         results: list[JobReturn] = []
-        # Jobs are numbered by trial, so run dirs follow trial numbers across relaunches.
-        for group in _consecutive(jobs):
+        # Jobs are numbered by trial, so run dirs follow trial numbers across relaunches: one
+        # launch per run of consecutive trial numbers (a launcher numbers one call's jobs in a row).
+        for _, run in itertools.groupby(enumerate(jobs), lambda job: job[1][0].number - job[0]):
+            group = [job for _, job in run]
             results += self.launcher.launch([o for _, o in group], initial_job_idx=group[0][0].number)
-        for (trial, overrides), ret in zip(jobs, results):  # _consecutive keeps the order of `jobs`
+        for (trial, overrides), ret in zip(jobs, results):  # the launches keep the order of `jobs`
             run_dir = _job_dir(ret, sweep_dir, trial.number)
             trial.set_user_attr("run_dir", str(run_dir))
             if ret.status != JobStatus.COMPLETED:
@@ -255,17 +258,6 @@ class OptunaSweeper(Sweeper):
         log.warning("trial %d failed: %s", trial.number, reason.strip().splitlines()[0] if reason.strip() else reason)
         trial.set_user_attr("error", reason[:2000])
         self._tell(study, trial, state=optuna.trial.TrialState.FAIL)
-
-
-def _consecutive(jobs: list) -> list[list]:
-    """Runs of jobs with consecutive trial numbers (a launcher numbers one call's jobs in a row)."""
-    groups: list[list] = []
-    for job in jobs:
-        if groups and groups[-1][-1][0].number + 1 == job[0].number:
-            groups[-1].append(job)
-        else:
-            groups.append([job])
-    return groups
 
 
 def _job_dir(ret: JobReturn, sweep_dir: Path, number: int) -> Path:

@@ -4,10 +4,15 @@ group run as one launch (`run_group`), by every launcher that groups.
 Jobs whose resolved configs differ only in traced hyperparameters (`config.traced_keys()`)
 and `seed` share one compiled program (`run.shared_program`): each group trains as one
 launch of several cells, `ppo_lab.run.entry.train_cells`, replicas = cells x seeds. Where the
-groups run is the launcher's: `hydra/launcher=vmap` one after another in its own process;
-`hydra/launcher=slurm` or `local` with `vectorize=true` one submitit job per group (without it,
-every job is a group of its own). `hydra.launcher.max_replicas` caps a group; a larger one is
-split into as few programs as the cap allows, cells spread evenly over them.
+groups run is the launcher's: `hydra/launcher=vmap` (`VmapLauncher`) one after another in its
+own process, as the basic launcher runs its jobs, each job in its run dir
+(`<sweep_dir>/<job num>`); `hydra/launcher=slurm` or `local` with `vectorize=true` one submitit
+job per group (without it, every job is a group of its own). `hydra.launcher.max_replicas` caps
+a group; a larger one is split into as few programs as the cap allows, cells spread evenly over
+them. Jobs that share no program with another run alone (said once).
+
+    python launch.py -cd sweeps -cn lr experiment=cartpole hydra/launcher=vmap
+    python launch.py -cd sweeps -cn SWEEP hydra/launcher=vmap hydra.launcher.max_replicas=12
 
 Running a group: every job is set up by Hydra's own `run_job` (its run dir, `.hydra/` files,
 HydraConfig, the job callbacks), with a task that only notes the job's config and run dir;
@@ -29,7 +34,8 @@ from typing import Any, Sequence
 
 import numpy as np
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
+from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from ppo_lab.config import traced_keys
@@ -161,3 +167,28 @@ def run_group(hydra_context, task_function, sweep_configs: list[DictConfig]) -> 
         if not isinstance(result, BaseException):
             SweepStopped.after(result)  # a signal stopped the group: no later group starts
     return returns
+
+
+class VmapLauncher(Launcher):
+    """`hydra/launcher=vmap`: the groups trained one after another in this process."""
+
+    def __init__(self, max_replicas: int | None = None) -> None:
+        super().__init__()
+        self.max_replicas = max_replicas_at_start(max_replicas)
+        self.config = self.task_function = self.hydra_context = None
+
+    def setup(self, *, hydra_context, task_function, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        setup_globals()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        log.info("Launching %d jobs locally, grouped into shared programs", len(job_overrides))
+        configs, groups = group_jobs(self.hydra_context, self.config, job_overrides, initial_job_idx, self.max_replicas)
+        returns: list = [None] * len(configs)
+        for group in groups:
+            for j, ret in zip(group, run_group(self.hydra_context, self.task_function, [configs[j] for j in group])):
+                returns[j] = ret
+            configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        return returns
