@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from ppo_lab.ppo.autoscale import apply_auto_scale, scaled_minibatches_and_epochs
-from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo.distributions import categorical_entropy, categorical_log_prob
-from ppo_lab.ppo.losses import explained_variance, ppo_loss_terms
+from ppo_lab.ppo.losses import compute_gae, explained_variance, ppo_loss_terms
 from ppo_lab.ppo.hypers import Hypers, learning_rate, schedule_values
 from ppo_lab.ppo.train import current_learning_rate, make_optimizer
 

@@ -37,9 +37,8 @@ import numpy as np
 import optax
 
 from ppo_lab.config import PPOConfig
-from ppo_lab.ppo.gae import compute_gae
 from ppo_lab.ppo import normalize, policies
-from ppo_lab.ppo.losses import LossTerms, explained_variance, ppo_loss_terms
+from ppo_lab.ppo.losses import LossTerms, compute_gae, explained_variance, ppo_loss_terms
 from ppo_lab.ppo.hypers import Hypers, StaticPPO, learning_rate_schedule, schedule_values
 from ppo_lab.ppo import obs_storage
 from ppo_lab.ppo.policy_distance import PolicyAnchors
