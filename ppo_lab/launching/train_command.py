@@ -1,7 +1,7 @@
 """`ppo-lab train ARGS` and `python launch.py ARGS`: one command line, one way.
 
 A project folder of one's own (docs/project.md) is found by convention: the working folder's
-`conf/` joins Hydra's search path (`project_config_dir`), as `hydra.searchpath` would
+`conf/` joins Hydra's search path (`with_project_config`), as `hydra.searchpath` would
 add it, recorded with the run's Hydra overrides (so `ppo-lab resume` replays it). Then a
 misspelled key or option is refused in about a second, before jax and the lab load (about 2 s
 more) and long before anything compiles; then the Hydra app (`launching.app`) runs.
@@ -15,19 +15,14 @@ from ppo_lab import config_keys
 from ppo_lab.launching.command_line import SEARCHPATH_KEY, refuse_unknown_overrides, searchpath_entries, with_searchpath
 
 
-def project_config_dir(folder: Path | None = None) -> Path | None:
-    """The config folder of the project in `folder` (the working folder): its `conf/`, if it has
-    one that is not the lab's own (a checkout's working folder is no project of its own)."""
-    found = (Path(folder or Path.cwd()) / config_keys.PROJECT_CONF).resolve()
-    return found if found.is_dir() and found != config_keys.CONF_DIR else None
-
-
 def with_project_config(argv: list[str]) -> list[str]:
     """`argv` with the working folder's conf/ on Hydra's search path (after the folders the
-    command names itself), when there is one and the command does not name it already."""
-    project = project_config_dir()
+    command names itself), when there is one that is not the lab's own (a checkout's working
+    folder is no project of its own) and the command does not name it already."""
+    project = (Path.cwd() / config_keys.PROJECT_CONF).resolve()
     given = [a for a in argv if a.startswith(SEARCHPATH_KEY + "=")]
-    if project is None or project in config_keys.searchpath_folders(searchpath_entries(given)):
+    if (not project.is_dir() or project == config_keys.CONF_DIR
+            or project in config_keys.searchpath_folders(searchpath_entries(given))):
         return list(argv)
     return with_searchpath(argv, [f"file://{project}"])
 
