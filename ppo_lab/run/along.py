@@ -85,10 +85,7 @@ class AlongTraining:
         self._build()
         replicas = comp.layout.seed_replicas(cfg.num_seeds)
         per_seed = [jax.tree.map(lambda x, r=r: x[r], (state.params, state.policy_anchors)) for r in replicas]
-        params = [p for p, _ in per_seed]
-        if comp.env.lives_outside_jax:  # host copies, as evaluate_seeds takes them
-            params = jax.device_get(params)
-        results = evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, params, run=self.runner,
+        results = evaluate_seeds(cfg, comp.env, comp.env_params, comp.network, [p for p, _ in per_seed], run=self.runner,
                                  keys=[along_key(seed) for seed in cfg.seeds])
         results = {f"eval/{name}": values for name, values in results.items()}
         results.update(self._distances(per_seed, update))

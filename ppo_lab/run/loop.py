@@ -325,8 +325,8 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
             log.error("%s", processes.lost_process_note(exc))
         for session in active:
             session.error = exc
-            record_failure(exc, session, session.summary, signals)
-            finish(session.summary, session, session.recorders, devices)
+            record_failure(exc, session, signals)
+            finish(session, devices)
         if reraise or not isinstance(exc, Exception):
             raise
 
@@ -374,7 +374,7 @@ def conclude(session: Session, status: str, reason: str, signals: StopSignals, d
     session.summary.end(status, reason)
     session.summary.eval = evaluation
     session.summary.eval_s = round(time.monotonic() - t0, 3) if session.keeps_results else None
-    return finish(session.summary, session, session.recorders, devices)
+    return finish(session, devices)
 
 
 def exit_if_requeued(status: str, signals: StopSignals, session: Session) -> None:
@@ -386,7 +386,7 @@ def exit_if_requeued(status: str, signals: StopSignals, session: Session) -> Non
         raise SystemExit(f"SIGTERM in SLURM job {slurm_job_id()}: checkpointed at update {session.update}, exiting for requeue")
 
 
-def record_failure(exc: BaseException, session: Session, summary: RunSummary, signals: StopSignals) -> None:
+def record_failure(exc: BaseException, session: Session, signals: StopSignals) -> None:
     """Keep what the last complete chunk reached (a requeued job resumes from it) and say why
     the run ended: stopped (a signal, an exit) or failed (an error, in summary.json). A chunk
     whose rows were not all written (metrics.csv on a full disk) is not checkpointed: a resume
@@ -399,14 +399,15 @@ def record_failure(exc: BaseException, session: Session, summary: RunSummary, si
     except Exception as again:  # noqa: BLE001 - never hide the original error
         failure.report("could not save a checkpoint after the failure", again)
     preempted = isinstance(exc, (SystemExit, KeyboardInterrupt))
-    summary.end("stopped" if preempted else "failed",
+    session.summary.end("stopped" if preempted else "failed",
                 f"signal {signals.received}" if preempted and signals.received else type(exc).__name__,
                 None if preempted else failure.one_line(exc))
 
 
-def finish(summary: RunSummary, session: Session, recorders: list, devices) -> RunSummary:
+def finish(session: Session, devices) -> RunSummary:
     """What the end of a run adds to its summary (counters, this session's throughput, final
     metrics, memory), then every recorder's last word and the closing lines."""
+    summary = session.summary
     if session.population is not None and processes.writes():  # read back from pbt.jsonl, which process 0 writes
         summary.pbt = session.population.summary(session.update, session.divergence.listed())
     summary.updates, summary.timesteps = session.update, session.update * session.comp.ppo.batch_size
@@ -416,8 +417,8 @@ def finish(summary: RunSummary, session: Session, recorders: list, devices) -> R
     summary.final = session.divergence.masked(session.recent.final(session.cfg.seeds))
     summary.peak_host_memory_mb, summary.device_memory_mb = round(peak_host_memory_mb(), 1), device_memory_mb(devices)
     summary.diverged = session.divergence.listed()
-    end_progress(recorders)  # before the recorders' last lines (a failure ends it here)
-    for recorder in recorders:
+    end_progress(session.recorders)  # before the recorders' last lines (a failure ends it here)
+    for recorder in session.recorders:
         try:
             recorder.finish(summary)
         except Exception as again:  # noqa: BLE001 - never hide the original error

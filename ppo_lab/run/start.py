@@ -101,5 +101,5 @@ def check_memory(program: Replicas, sessions: list[Session], mesh, devices, *, g
     except ChunkTooLarge as exc:
         for session in sessions:
             session.summary.end("failed", "memory", str(exc))
-            finish(session.summary, session, session.recorders, devices)
+            finish(session, devices)
         raise

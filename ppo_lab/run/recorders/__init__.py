@@ -1,4 +1,5 @@
-"""Where a run's rows and summary go: the recorder protocol and the optional loggers.
+"""Where a run's rows and summary go: the recorders, the run directory's files among them, and
+the optional loggers.
 
 A recorder is told three things by the host loop (run/loop.py):
 `start(ctx)` once before the first chunk, `log_rows(rows)` after every chunk (one dict per
@@ -19,14 +20,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
-from ppo_lab import parts
+from ppo_lab import parts, rundir
 from ppo_lab.judging.health import HealthWarnings
 from ppo_lab.config import LoggerSpec
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders.console import ProgressRecorder
-from ppo_lab.run.recorders.files import BenchmarkFile, MetricsFile, SummaryFile
 from ppo_lab.rundir.run_summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -43,12 +43,54 @@ class RunContext:
     windowed_return: Callable[[], float]  # the windowed mean return the stop rules see
 
 
-class Recorder(Protocol):
-    def start(self, ctx: RunContext) -> None: ...
+class Recorder:
+    """What the host loop tells a recorder; each step does nothing unless a recorder says
+    otherwise. (The progress display and the health warnings have all three and are recorders
+    by their shape alone.)"""
 
-    def log_rows(self, rows: list[dict]) -> None: ...
+    def start(self, ctx: RunContext) -> None:
+        pass
 
-    def finish(self, summary: RunSummary) -> None: ...
+    def log_rows(self, rows: list[dict]) -> None:
+        pass
+
+    def finish(self, summary: RunSummary) -> None:
+        pass
+
+
+class MetricsFile(Recorder):
+    """metrics.csv: every row, flushed each chunk (resume has already cut it back)."""
+
+    def start(self, ctx) -> None:
+        self.csv = rundir.MetricsCSV(ctx.run_dir / rundir.METRICS)
+
+    def log_rows(self, rows: list[dict]) -> None:
+        self.csv.append(rows)
+
+
+class SummaryFile(Recorder):
+    """summary.json: written with status running at start, complete at the end."""
+
+    def start(self, ctx) -> None:
+        self.run_dir = ctx.run_dir
+        rundir.write_summary(self.run_dir, ctx.summary)
+
+    def finish(self, summary: RunSummary) -> None:
+        rundir.write_summary(self.run_dir, summary)
+        log.info("%s after %d updates (%s); results: %s", summary.status, summary.updates, summary.stop_reason,
+                 self.run_dir / rundir.SUMMARY)
+
+
+class BenchmarkFile(Recorder):
+    """benchmark.json: throughput, compile time and memory of a benchmark=true run."""
+
+    def start(self, ctx) -> None:
+        self.run_dir = ctx.run_dir
+
+    def finish(self, summary: RunSummary) -> None:
+        config = rundir.read_config(self.run_dir) if (self.run_dir / rundir.CONFIG).exists() else None
+        path = rundir.write_benchmark(self.run_dir, summary, config)
+        log.info("benchmark: %.0f steps/s, compile %.1f s -> %s", summary.sps or 0, summary.compile_s or 0, path)
 
 
 def make_logger(spec: LoggerSpec, run_dir: Path, cfg):
@@ -56,7 +98,7 @@ def make_logger(spec: LoggerSpec, run_dir: Path, cfg):
     return parts.call(f"logger.{spec.name}._target_", spec.target, Path(run_dir), cfg, dict(spec.options))
 
 
-class LoggerRecorder:
+class LoggerRecorder(Recorder):
     """One optional logger as a recorder. Built at start, so a logger that cannot start fails
     the run before the first compile (the loop records it in summary.json), unless its
     `on_unreachable` is warn: then the run goes on without it.
