@@ -310,10 +310,10 @@ def test_early_stopping_on_target_return(tmp_path, tiny):
     assert s["updates"] < 100000 // 64
     # The loop dispatches the next chunk before it checks a stop condition; a stop drops that
     # chunk: rows, summary and the last checkpoint all end at the same update.
-    from ppo_lab.rundir.checkpoints import latest_checkpoint, read_meta
+    from ppo_lab.rundir import latest_checkpoint, read_json
 
     assert max(int(row["update"]) for row in read_rows(run_dir)) == s["updates"]
-    assert read_meta(latest_checkpoint(run_dir / "checkpoints"))["update"] == s["updates"]
+    assert read_json(latest_checkpoint(run_dir / "checkpoints"))["update"] == s["updates"]
 
 
 def test_timed_mode_stops_by_wall_time(tmp_path, tiny):

@@ -203,7 +203,7 @@ def test_checkpoint_listing_counts_only_complete_checkpoints(tmp_path):
         checkpoints.write_checkpoint(ckpt, update, b"x", {"update": update})
     (ckpt / "ckpt_12.json").write_text("{}")  # its state file never came: not a checkpoint
     assert [p.name for p in rundir.list_checkpoints(ckpt)] == ["ckpt_2.json", "ckpt_4.json", "ckpt_10.json"]
-    meta = checkpoints.read_meta(checkpoints.latest_checkpoint(ckpt))  # stamped with its format and checksums
+    meta = rundir.read_json(checkpoints.latest_checkpoint(ckpt))  # stamped with its format and checksums
     assert {k: v for k, v in meta.items() if k not in ("format_version", "lab_version", "payload", "meta_sha256")} == {"update": 10}
     assert meta["payload"]["bytes"] == 1 and meta["format_version"] == "1.0"
     checkpoints.prune(ckpt, keep=2)

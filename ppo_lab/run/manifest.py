@@ -64,9 +64,10 @@ def lab_source() -> dict:
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
-def package_versions() -> dict:
+def package_versions(names=PACKAGES) -> dict:
+    """name -> installed version of each of `names` that is installed."""
     out = {}
-    for name in PACKAGES:
+    for name in names:
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

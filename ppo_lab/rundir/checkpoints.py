@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from ppo_lab.errors import RunDirFormatError
-from ppo_lab.rundir.atomic import _json_default, read_json, write_atomic, write_json_atomic, write_text_atomic
+from ppo_lab.rundir.atomic import _json_default, write_atomic, write_json_atomic, write_text_atomic
 from ppo_lab.rundir.paths import CHECKPOINTS, CONFIG_HISTORY, METRICS, SUMMARY
 from ppo_lab.rundir.run_format import FORMAT, refusal
 from ppo_lab.rundir.run_format import stamp as format_stamp
@@ -195,10 +195,6 @@ def has_checkpoint(ckpt_dir: Path) -> bool:
 def latest_checkpoint(ckpt_dir: Path) -> Path | None:
     found = list_checkpoints(ckpt_dir)
     return found[-1] if found else None
-
-
-def read_meta(meta: Path) -> dict:
-    return read_json(meta)
 
 
 def write_checkpoint(ckpt_dir: Path, update: int, state_bytes: bytes, meta: dict) -> Path:

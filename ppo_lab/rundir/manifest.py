@@ -24,7 +24,7 @@ from ppo_lab import parts
 from ppo_lab.config_keys import use_config_dirs
 from ppo_lab.errors import RunDirFormatError
 from ppo_lab.rundir.atomic import read_json, write_json_atomic
-from ppo_lab.rundir.checkpoints import latest_checkpoint, read_meta
+from ppo_lab.rundir.checkpoints import latest_checkpoint
 from ppo_lab.rundir.paths import CHECKPOINTS, MANIFEST, has_run_files
 from ppo_lab.rundir.run_format import FORMAT, refusal, written_by
 
@@ -63,7 +63,7 @@ def _format_of(run_dir: Path, manifest: dict) -> str:
         return f"format {manifest['format_version']}"
     newest = latest_checkpoint(Path(run_dir) / CHECKPOINTS)
     try:
-        version = None if newest is None else read_meta(newest).get("format_version")
+        version = None if newest is None else read_json(newest).get("format_version")
     except (OSError, ValueError):
         version = None
     if version is not None:

@@ -25,7 +25,6 @@ The code is logged as "models from code" (`mlflow_policy_code.py`), not pickled.
 
 from __future__ import annotations
 
-import importlib.metadata
 import warnings
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from ppo_lab.config import validate
 from ppo_lab.ppo.policies import for_env
 from ppo_lab.ppo.rollout import action_policy
 from ppo_lab.run.build import build_env_and_network
+from ppo_lab.run.manifest import package_versions
 
 CODE_FILE = Path(__file__).with_name("mlflow_policy_code.py")
 REQUIREMENTS = ("jax", "jaxlib", "flax", "optax", "gymnax", "six", "omegaconf", "numpy")
@@ -140,13 +140,9 @@ class PolicyModel(PythonModel):
 
 
 def _requirements() -> list[str]:
-    pins = [f"mlflow=={mlflow.__version__}"]
-    for name in REQUIREMENTS:
-        try:
-            pins.append(f"{name}=={importlib.metadata.version(name)}")
-        except importlib.metadata.PackageNotFoundError:
-            pins.append(name)
-    return pins
+    """The model's pins: the versions it was saved with (a package not installed: its name)."""
+    versions = package_versions(REQUIREMENTS)
+    return [f"mlflow=={mlflow.__version__}", *(f"{n}=={versions[n]}" if n in versions else n for n in REQUIREMENTS)]
 
 
 def save_policy_model(path: Path, config_yaml: Path, params_msgpack: Path, metadata: dict) -> GreedyPolicy:

@@ -90,7 +90,7 @@ MAX_PARAM_CHARS = 6000
 
 
 def check_options(options: dict | None) -> dict:
-    opts = {**DEFAULTS, **{k: v for k, v in (options or {}).items()}}
+    opts = {**DEFAULTS, **(options or {})}
     unknown = sorted(set(opts) - set(DEFAULTS))
     if unknown:
         raise ConfigError(f"logger.mlflow.{unknown[0]}", opts[unknown[0]], f"one of {sorted(DEFAULTS)}")
@@ -297,11 +297,8 @@ class MlflowRecorder(PerSeedLogger):
                 log.exception("could not draw the plot panel of %s for MLflow", self.run_dir)
         return files
 
-    def _final_checkpoint(self) -> Path | None:
-        return rundir.latest_checkpoint(self.run_dir / rundir.CHECKPOINTS)
-
     def _log_checkpoint(self) -> None:
-        meta = self._final_checkpoint()
+        meta = rundir.latest_checkpoint(self.run_dir / rundir.CHECKPOINTS)
         if meta is not None:
             for path in (state_path(meta), meta):
                 self.client.log_artifact(self.parent, str(path), "checkpoint")
@@ -324,7 +321,7 @@ class MlflowRecorder(PerSeedLogger):
         log.info("registered seed %d's policy as MLflow model %s version %s (%s)", seed, version.name, version.version, reason)
 
     def _register(self, summary: RunSummary, index: int, seed: int, run, reason: str):
-        meta = self._final_checkpoint()
+        meta = rundir.latest_checkpoint(self.run_dir / rundir.CHECKPOINTS)
         if meta is None:
             raise FileNotFoundError(f"no complete checkpoint in {self.run_dir / rundir.CHECKPOINTS}")
         replica = index if summary.layout.get("mode", "seeds") == "seeds" else 0

@@ -47,15 +47,11 @@ class StoreUnreachable(RuntimeError):
 def store_policy(name: str, options) -> tuple[float, str]:
     """(connect_timeout_s, on_unreachable) of logger `name`, checked (ConfigError names the
     key, the value and what is valid)."""
-    options = dict(options or {})
+    options = {k: v for k, v in dict(options or {}).items() if v is not None}  # null: the default
     timeout = options.get("connect_timeout_s", DEFAULT_TIMEOUT_S)
-    if timeout is None:
-        timeout = DEFAULT_TIMEOUT_S
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
         raise ConfigError(f"logger.{name}.connect_timeout_s", timeout, "seconds > 0 (default 10)")
     policy = options.get("on_unreachable", DEFAULT_ON_UNREACHABLE)
-    if policy is None:
-        policy = DEFAULT_ON_UNREACHABLE
     if policy not in ON_UNREACHABLE:
         raise ConfigError(f"logger.{name}.on_unreachable", policy, "error or warn")
     return float(timeout), policy
