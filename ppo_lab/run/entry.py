@@ -12,7 +12,7 @@ compiled program. Every cell goes the same way:
     -> plan its resume (the config refusal) -> a diverged run relaunched unchanged refused
     -> restore its state
     then, per start update, one program: lower the chunk (a population's fitness metrics are
-    checked against it, before anything is written) -> each cell's start (run/start.py) ->
+    checked against it, before anything is written) -> each cell's start (`_start`) ->
     compile -> the memory of the whole program checked -> `loop.drive` over every cell's run
 
 An error a user can cause (USER_ERRORS) fails its cell alone, before anything compiles or is
@@ -46,6 +46,7 @@ import jax
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from ppo_lab import rundir
 from ppo_lab.config import RunConfig, validate
 from ppo_lab.errors import ConfigError, RunDirFormatError
 from ppo_lab.hardware import HardwareError, process_index_before_start, start_jax
@@ -54,16 +55,17 @@ from ppo_lab.run import processes, resume
 from ppo_lab.run.build import Components, build, starting_at
 from ppo_lab.run.divergence import check_relaunch
 from ppo_lab.run.evaluate import episode_runner
-from ppo_lab.run.loop import LoweredChunk, Replicas, drive, rounded_budget
-from ppo_lab.run.memory import ChunkTooLarge
+from ppo_lab.run.loop import LoweredChunk, Replicas, Session, drive, finish, rounded_budget
+from ppo_lab.run.manifest import write_run_manifest
+from ppo_lab.run.memory import ChunkMemory, ChunkTooLarge, check_fits
 from ppo_lab.run.population import Population
+from ppo_lab.run.recorders import RunContext, choose_recorders
 from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
 from ppo_lab.run.shared_program import shared_program_key
-from ppo_lab.run.start import check_memory, start_session
 from ppo_lab.rundir import lock
 from ppo_lab.rundir.checkpoints import CheckpointError
-from ppo_lab.rundir.run_summary import RunSummary
+from ppo_lab.rundir.run_summary import RunSummary, lab_versions, slurm_job_id
 
 log = logging.getLogger(__name__)
 
@@ -300,18 +302,69 @@ def _program_layout(cells: list[Cell], devices, grid: bool):
 
 
 def _start(cell: Cell, lowered: LoweredChunk, devices, vmap_group: dict | None) -> None:
-    """One cell's run set up before its program compiles: a population's fitness metrics
-    checked against what the chunk logs (else refused, before anything is written) and its
-    members taken from the checkpoint (pbt.jsonl cut back to it); then `start.start_session`."""
+    """One cell's run set up on the host before its program compiles: a population's fitness
+    metrics checked against what the chunk logs (else refused, before anything is written) and
+    its members taken from the checkpoint (pbt.jsonl cut back to it); manifest.json and
+    config.yaml; its `loop.Session` (the rows a resumed run keeps, in its windowed return), with
+    summary.json's fields at start (`vmap_group`: a group's cell's, there before a recorder
+    starts) and its recorders started. A recorder that cannot start (a logger) raises, its
+    failure in the summary. Process 0 alone writes the run dir."""
+    cfg, run_dir, resumed = cell.cfg, cell.run_dir, cell.resumed
     if cell.population is not None:
         cell.population.check_fitness(lowered.metric_names(cell.comp.action_names))
-        if processes.writes():  # one writer per run dir: process 0 of a multi-process run
-            cell.run_dir.mkdir(parents=True, exist_ok=True)
-        cell.population.resume(cell.resumed)
+    if processes.writes():  # one writer per run dir: process 0 of a multi-process run
+        run_dir.mkdir(parents=True, exist_ok=True)
+    if cell.population is not None:
+        cell.population.resume(resumed)
         cell.comp = cell.population.into(cell.comp)
-    cell.session = start_session(cell.cfg, cell.comp, cell.run_dir, devices, cell.plan, cell.resumed,
-                                 loggers_disabled=cell.loggers_disabled, population=cell.population,
-                                 vmap_group=vmap_group)
+    comp = cell.comp
+    # manifest.json first: it says the run dir's format, so no run dir of this lab holds a
+    # config.yaml without it (`rundir.check_format`)
+    write_run_manifest(run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
+    if processes.writes():
+        rundir.write_config(run_dir, cfg.resolved)
+    session = Session(cfg, comp, run_dir, resumed)
+    session.population = cell.population
+    session.recent.add(processes.kept_rows(lambda: resume.keep_rows(cell.plan, resumed, run_dir, cfg.train.return_window),
+                                           run_dir, cfg.train.return_window, resumed.source is not None))
+    session.summary = _summary_at_start(cell, devices)
+    session.summary.vmap_group = vmap_group
+    session.recorders = choose_recorders(cfg) if processes.writes() else []
+    _start_recorders(session.recorders, RunContext(run_dir, cfg, session.summary, resumed.start_update,
+                                                   session.num_updates, comp.ppo.batch_size, session.recent.mean),
+                     session.summary)
+    cell.session = session
+
+
+def _summary_at_start(cell: Cell, devices) -> RunSummary:
+    """The summary at start (status running): what the run is, where it resumed from, the
+    loggers left out (a store unreachable at start; one that fails mid-run is added then)."""
+    cfg, comp, resumed = cell.cfg, cell.comp, cell.resumed
+    resumed_any = resumed.source is not None
+    return RunSummary(
+        experiment=cfg.experiment, env=cfg.env.name, reward=cfg.reward.name, seeds=list(cfg.seeds),
+        updates=resumed.start_update, timesteps=resumed.start_update * comp.ppo.batch_size,
+        total_updates=comp.trainer.num_updates, wall_s=resumed.prior_wall,
+        resumed_from=resumed.start_update if resumed_any else None,
+        resume_source=str(resumed.source) if resumed_any and not resumed.own else None,
+        checkpoints_damaged=list(resumed.damaged), slurm_job_id=slurm_job_id(), layout=comp.layout.as_dict(),
+        devices=[str(d) for d in devices[: comp.layout.num_devices]],
+        ppo_effective={"num_minibatches": comp.ppo.num_minibatches, "update_epochs": comp.ppo.update_epochs},
+        versions=lab_versions(), loggers_disabled=list(cell.loggers_disabled), action_names=list(comp.action_names))
+
+
+def _start_recorders(recorders: list, ctx: RunContext, summary: RunSummary) -> None:
+    """Start every recorder; one that cannot start (a logger) fails the run, said in summary.json."""
+    started = []
+    try:
+        for recorder in recorders:
+            recorder.start(ctx)
+            started.append(recorder)
+    except Exception as exc:
+        summary.end("failed", "logger", f"{type(exc).__name__}: {exc}")
+        for recorder in started:
+            recorder.finish(summary)
+        raise
 
 
 def _drive(program: Replicas, cells: list[Cell], started: list[Cell], mesh, devices, group: dict | None,
@@ -323,7 +376,7 @@ def _drive(program: Replicas, cells: list[Cell], started: list[Cell], mesh, devi
     program.hold_every = tuple(every for every in (first.cfg.pbt.interval_updates if first.population is not None else 0,
                                                    first.cfg.eval.every_updates if not first.cfg.benchmark else 0) if every)
     try:  # before the first step; a program that cannot fit fails every cell
-        need = check_memory(program, [c.session for c in started], mesh, devices, group=group is not None)
+        need = _check_memory(program, [c.session for c in started], mesh, devices, group=group is not None)
     except ChunkTooLarge as exc:
         return _fail(started, results, exc)
     if group is not None and need is not None:
@@ -348,3 +401,22 @@ def _drive(program: Replicas, cells: list[Cell], started: list[Cell], mesh, devi
     if lost is not None:  # several processes: end now, each cell's summary written (a lost peer would hold the shutdown)
         processes.end_after_failure(lost)
     return None
+
+
+def _check_memory(program: Replicas, sessions: list[Session], mesh, devices, *, group: bool) -> ChunkMemory | None:
+    """The compiled chunk of `program` against the memory of this process's devices, before the
+    first step: numbers and knobs, not RESOURCE_EXHAUSTED. `sessions`: the runs it trains (one,
+    or with `group` a vmap group's cells, which share every setting the check reads). A chunk that cannot fit
+    finishes each run as failed (stop_reason memory) and raises ChunkTooLarge; else its memory
+    (None where the backend has no analysis)."""
+    first = sessions[0]
+    hw, ppo = first.cfg.hardware, first.comp.ppo
+    try:
+        return check_fits(program.compiled, processes.local(mesh.devices.flat), hw.memory_limit_gb,
+                          num_seeds=first.cfg.num_seeds, num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches,
+                          precision=hw.precision, group_cells=len(sessions) if group else None)
+    except ChunkTooLarge as exc:
+        for session in sessions:
+            session.summary.end("failed", "memory", str(exc))
+            finish(session, devices)
+        raise

@@ -188,7 +188,7 @@ class Session:
         self.population: Population | None = None  # a population run's members (run/population.py)
         self.part: slice | None = None  # this run's replicas in `self.replicas` (None: all)
         self.eval_runner = None  # evaluate.episode_runner shared with other runs (a vmap group), or None
-        self.summary = RunSummary()  # its start's (run/start.py) before the loop
+        self.summary = RunSummary()  # its start's (run/entry.py) before the loop
         self.recorders: list = []
         self.stops: StopConditions | None = None
         self.error: BaseException | None = None  # what ended the run, if not its own end
