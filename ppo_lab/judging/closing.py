@@ -27,11 +27,6 @@ from ppo_lab.judging.metric_names import label
 from ppo_lab.judging.reward_modes import paid_label
 from ppo_lab.rundir.run_summary import RunSummary
 
-# What a run of an env that declares no headline is judged by, in order, when its evaluation
-# has it: the return; the foraging world's Goodhart metrics (sampled play, the reference's
-# protocol; docs/goodhart.md) for a run dir written before the env declared its headline.
-HEADLINE_EVAL = (RETURN.removeprefix("eval/"), "efficiency_per_life", "food_share", "energy_per_1k")
-SURVIVAL_PLAY = "sampled"
 NAME_WIDTH = 32  # the column of the values' names (wider where a name is longer)
 
 
@@ -103,19 +98,17 @@ def _judged_lines(summary: RunSummary, env: Mapping, eval_mode: str, bounds: Bou
 
 def _evaluation_lines(summary: RunSummary, env: Mapping | None, eval_mode: str, bounds: Bounds, row) -> list[str]:
     """The run's values: the env's headline and beside metrics where it declares a headline,
-    else the return and the evaluation's metrics of HEADLINE_EVAL."""
+    else the evaluation's return, in the play eval.deterministic says and then the other
+    (run/evaluate.py plays both)."""
     if declared_headline(env) != DEFAULT_HEADLINE:
         return _judged_lines(summary, env or {}, eval_mode, bounds, row)
-    evaluated = summary.eval
-    shown = [name for name in HEADLINE_EVAL if any(v is not None for v in evaluated.get(name) or [])]
-    # The episodes play as eval.deterministic says; the survival protocol's metrics are
-    # its sampled play (the reference's protocol; `<name>_greedy` in summary.json).
-    lines = [row(f"{name} ({eval_mode if name == HEADLINE_EVAL[0] else SURVIVAL_PLAY})", evaluated[name], f"eval/{name}")
-             for name in shown]
-    # The episodes' other play beside the headline's (run/evaluate.py plays both).
+    name = RETURN.removeprefix("eval/")
     other = "sampled" if eval_mode == "greedy" else "greedy"
-    if shown[:1] == [HEADLINE_EVAL[0]] and (values := _values(summary, f"{RETURN}_{other}")):
-        lines.insert(1, row(f"{HEADLINE_EVAL[0]} ({other})", values, f"{RETURN}_{other}"))
+    lines = []
+    if values := _values(summary, RETURN):
+        lines.append(row(f"{name} ({eval_mode})", values, RETURN))
+        if values := _values(summary, f"{RETURN}_{other}"):
+            lines.append(row(f"{name} ({other})", values, f"{RETURN}_{other}"))
     if final := _values(summary, TRAIN_RETURN):
         lines.append(row("training return (last updates)", final, TRAIN_RETURN))
     return lines
