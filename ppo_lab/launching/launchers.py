@@ -11,7 +11,7 @@ They are hydra-submitit-launcher 1.2.0's launchers with four changes (see docs/s
   any shell: ``ppo-lab aggregate <sweep_dir> --wait``.
 - **``<sweep_dir>/jobs.json``** records every job (number, SLURM id, overrides, final state),
   so the aggregate can name a cancelled job as failed even though its run dir says "stopped"
-  (the file: ``ppo_lab.rundir.jobs``; states and sacct: ``ppo_lab.rundir.slurm_jobs``).
+  (the file: ``ppo_lab.rundir.sweep_files``; states and sacct: ``ppo_lab.rundir.slurm_jobs``).
 - **The jobs can import this plugin:** Hydra only instantiates launchers from the
   ``hydra_plugins`` package, and the pickled launcher (and Hydra's plugin registry) must be
   importable in the job, so a ``setup`` line puts the repository root on ``PYTHONPATH``.

@@ -20,7 +20,6 @@ from ppo_lab.rundir.config_file import (
     validated_config,
     write_config,
 )
-from ppo_lab.rundir.jobs import read_jobs, write_jobs
 from ppo_lab.rundir.logger_state import read_logger_state, write_logger_state
 from ppo_lab.rundir.metrics import (
     MetricsCSV,
@@ -67,7 +66,8 @@ from ppo_lab.rundir.run_summary import (
     write_error,
     write_summary,
 )
-from ppo_lab.rundir.sweep_files import find_run_dirs, find_sweep_roots, read_multirun, read_overrides, write_table
+from ppo_lab.rundir.sweep_files import (find_run_dirs, find_sweep_roots, read_jobs, read_multirun, read_overrides, write_jobs,
+                                        write_table)
 
 __all__ = [
     "AGGREGATE", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "CRITERIA", "KEY_COLUMNS", "LOGGERS", "METRICS", "MULTIRUN",

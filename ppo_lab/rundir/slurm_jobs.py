@@ -8,7 +8,7 @@ a few more transient states submitit does not list, which done states mean the j
 and a bound on waiting for a job that sacct does not list (yet) or that stays PREEMPTED
 (a cluster that preempts without requeueing): after `LIMBO_S` it is reported, not waited on.
 
-The file itself is read and written by `ppo_lab.rundir.jobs`. No Hydra plugin code and no
+The file itself is read and written by `ppo_lab.rundir.sweep_files`. No Hydra plugin code and no
 jax here: `ppo-lab aggregate` imports this in a plain shell.
 """
 
@@ -21,7 +21,7 @@ from typing import Sequence
 
 from submitit.slurm.slurm import SlurmInfoWatcher
 
-from ppo_lab.rundir.jobs import find_jobs_files, read_jobs, write_jobs
+from ppo_lab.rundir.sweep_files import find_jobs_files, read_jobs, write_jobs
 
 __all__ = ["FAILED_STATES", "KILLED_STATES", "LIMBO_S", "final_state", "failed_state", "sacct_states", "jobs_by_number",
            "pending_jobs", "wait_for_jobs", "read_jobs", "write_jobs", "submitted_without_waiting"]

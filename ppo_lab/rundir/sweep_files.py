@@ -1,5 +1,7 @@
-"""The files of a sweep directory other than jobs.json: Hydra's `multirun.yaml` and each
-job's `.hydra/overrides.yaml` (read here), `aggregate.csv` and `runs.csv` (written here)."""
+"""The files of a sweep directory: Hydra's `multirun.yaml` and each job's
+`.hydra/overrides.yaml` (read here), `aggregate.csv` and `runs.csv` (written here), and
+jobs.json, the jobs a submitit launcher submitted (number, scheduler id, overrides, state;
+what the states mean and how to ask SLURM for them: `ppo_lab.rundir.slurm_jobs`)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from ppo_lab.rundir.atomic import write_text_atomic
-from ppo_lab.rundir.paths import CONFIG, HYDRA_OVERRIDES, METRICS, MULTIRUN, SUMMARY
+from ppo_lab.rundir.atomic import read_json, write_json_atomic, write_text_atomic
+from ppo_lab.rundir.paths import CONFIG, HYDRA_OVERRIDES, JOBS, METRICS, MULTIRUN, SUMMARY
 
 RUN_FILES = {SUMMARY, METRICS, CONFIG}
 # Folders a run dir holds that are no runs (a W&B run has its own config.yaml).
@@ -60,3 +62,18 @@ def write_table(path: Path, rows: list[dict], columns: list[str]) -> None:
     for r in rows:
         writer.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()})
     write_text_atomic(Path(path), buf.getvalue())
+
+
+def read_jobs(sweep_dir: Path) -> dict:
+    """The sweep's jobs.json ({} when its launcher wrote none): `launcher`, `wait`, `jobs`
+    (job number as a string -> {num, job_id, overrides, state, outcome, error})."""
+    return read_json(Path(sweep_dir) / JOBS, default={})
+
+
+def write_jobs(sweep_dir: Path, record: dict) -> None:
+    write_json_atomic(Path(sweep_dir) / JOBS, record)
+
+
+def find_jobs_files(root: Path) -> list[Path]:
+    """The sweep dirs under `root` (itself included) that hold a jobs.json."""
+    return sorted({p.parent for p in Path(root).rglob(JOBS)})
