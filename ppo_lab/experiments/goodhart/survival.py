@@ -55,12 +55,12 @@ from ppo_lab.ppo.rollout import Step, action_policy, initial_memory, rollout
 PolicyFn = Callable[[jax.Array, jax.Array], jax.Array]
 
 
-def _make_run(env, policy_fn, num_envs: int, num_steps: int, memory=None):
-    """`run(key, env_params, policy_params)`; `policy_fn(policy_params, obs, key)`. The policy's
-    parameters are an argument, not a closed-over constant, so one compile serves every seed.
-    A recurrent policy, `policy_fn(policy_params, obs, key, memory) -> (actions, state)`, starts
-    from `memory` (`ppo.rollout.initial_memory`); a death ends a life, and the state is zeroed
-    before the reborn agent's first step."""
+def _make_run(env, make_policy, num_envs: int, num_steps: int, memory=None):
+    """`run(key, env_params, policy_params)`; `make_policy(policy_params)`: a policy as
+    `ppo.rollout` takes it. The policy's parameters are an argument, not a closed-over constant,
+    so one compile serves every seed. A recurrent policy starts from `memory`
+    (`ppo.rollout.initial_memory`); a death ends a life, and the state is zeroed before the
+    reborn agent's first step."""
 
     def run(key, params, policy_params):
         k_reset, k_run = jax.random.split(key)
@@ -87,15 +87,8 @@ def _make_run(env, policy_fn, num_envs: int, num_steps: int, memory=None):
             ev = step.info
             return lives.record(acc, ev["ate_food"], ev["ate_poison"], step.terminated), None
 
-        def policy(obs, k, mask=None):
-            return policy_fn(policy_params, obs, k), None
-
-        def recurrent_policy(obs, k, mask, memory):
-            actions, recurrent_state = policy_fn(policy_params, obs, k, memory)
-            return actions, None, recurrent_state
-
-        out = rollout(env_step, policy if memory is None else recurrent_policy, state, get_obs(state, params), k_run,
-                      num_steps, record=record, stats=acc, memory=memory)
+        out = rollout(env_step, make_policy(policy_params), state, get_obs(state, params), k_run, num_steps,
+                      record=record, stats=acc, memory=memory)
         return out.stats, out.env_state.energy
 
     return jax.jit(run)
@@ -109,7 +102,7 @@ def survival_evaluation(env, env_params, policy_fn: PolicyFn, key: jax.Array, nu
     """
     if num_envs < 1 or num_steps < 1:
         raise ValueError(f"num_envs and num_steps must be >= 1, got {num_envs}, {num_steps}")
-    run = _make_run(env, lambda _, obs, k: policy_fn(obs, k), num_envs, num_steps)
+    run = _make_run(env, lambda _: lambda obs, k, mask=None: (policy_fn(obs, k), None), num_envs, num_steps)
     return _summarize(run, env_params, key, None, num_envs, num_steps)
 
 
@@ -149,11 +142,5 @@ def _policy_run(env, network, num_envs: int, num_steps: int):
     """The survival run of `network`'s policy; its policy parameters are `(params, greedy)`, the
     flag traced, so sampled and greedy play share one compiled program (compiling the foraging
     world's scan twice was about half of a foraging run's evaluation time)."""
-    def policy(params_and_greedy, obs, key, memory=None):
-        params, greedy = params_and_greedy
-        if memory is None:
-            return action_policy(network, params, greedy)(obs, key)[0]
-        actions, _, recurrent_state = action_policy(network, params, greedy)(obs, key, None, memory)
-        return actions, recurrent_state
-
-    return _make_run(env, policy, num_envs, num_steps, initial_memory(network, num_envs))
+    return _make_run(env, lambda params_and_greedy: action_policy(network, *params_and_greedy), num_envs, num_steps,
+                     initial_memory(network, num_envs))
