@@ -40,6 +40,7 @@ PAD = 8
 PANEL_W = 250
 MINIMAP_MAX_PX = 128
 TRAIL = 12  # how many past agent positions are shown
+SHAPES = {"food": "disc", "poison": "diamond"}  # on cells of at least 4 px; smaller cells: squares
 
 COLOURS = {
     "bg": (18, 18, 24),  # canvas and cells outside the view
@@ -71,9 +72,8 @@ class Record:
     """What one frame shows (host numpy values)."""
     step: int
     agent: int
-    item_pos: np.ndarray
-    n_food: int
-    n_poison: int
+    food_cells: np.ndarray  # the flat cells of the world's food, in slot order
+    poison_cells: np.ndarray
     energy: float
     food: int  # eaten so far
     poison: int
@@ -86,7 +86,7 @@ class Record:
 STATUS_OF_ENDING = {"ended": "died", "truncated": "truncated", "stopped": "stopped"}
 
 
-def records(episode: Episode) -> list[Record]:
+def records(env, episode: Episode) -> list[Record]:
     """What each frame shows: frames 0..N of `episode`, the counters as they stood there."""
     states, infos = episode.states, episode.infos
     events = infos["events"]
@@ -95,8 +95,9 @@ def records(episode: Episode) -> list[Record]:
     food = poison = 0
     for t in range(n + 1):
         out.append(Record(
-            step=t, agent=int(states.agent[t]), item_pos=np.asarray(states.item_pos[t]), n_food=int(states.n_food[t]),
-            n_poison=int(states.n_poison[t]), energy=float(states.energy[t]), food=food, poison=poison,
+            step=t, agent=int(states.agent[t]), food_cells=np.asarray(states.item_pos[t][: states.n_food[t]]),
+            poison_cells=np.asarray(states.item_pos[t][env.food_slots: env.food_slots + states.n_poison[t]]),
+            energy=float(states.energy[t]), food=food, poison=poison,
             last_action=None if t == 0 else int(episode.actions[t - 1]),
             probs=np.asarray(episode.action_probs[t], np.float64),
             next_action=int(episode.actions[t]) if t < n else None,
@@ -121,7 +122,6 @@ class Scene:
     """Everything about the picture that stays fixed over the episode."""
     grid: int
     view_range: int
-    food_slots: int
     cells: int  # cells shown a side
     windowed: bool  # True: a window that follows the agent
     cell_px: int
@@ -164,7 +164,7 @@ def make_scene(env, episode: Episode, recs: list[Record], options: Mapping[str, 
     cells = min(g, env.view_size + 4 * v) if windowed else g
     energy_scale = max([float(episode.params.energy_start)] + [r.energy for r in recs])
     labels = episode.labels
-    scene = Scene(grid=g, view_range=v, food_slots=env.food_slots, cells=cells, windowed=windowed,
+    scene = Scene(grid=g, view_range=v, cells=cells, windowed=windowed,
                   cell_px=int(cell_px or 1), mode=str(labels["reward"]), immortal=bool(episode.params.immortal),
                   mortal=bool(options.get("mortal")) and bool(episode.run_params.immortal),
                   policy=labels["policy"], seed=labels["seed"], update=labels["update"],
@@ -219,26 +219,12 @@ def _draw_world(img, draw, scene: Scene, rec: Record, trail: list[int]) -> None:
             x, y = pos
             q = max(1, px // 3)
             draw.rectangle([x + q, y + q, x + px - 1 - q, y + px - 1 - q], fill=COLOURS["trail"])
-    active = np.zeros(len(rec.item_pos), bool)
-    active[: rec.n_food] = True
-    active[scene.food_slots: scene.food_slots + rec.n_poison] = True
-    for slot in np.flatnonzero(active):
-        pos = screen(int(rec.item_pos[slot]))
-        if pos is None:
-            continue
-        x, y = pos
-        x1, y1 = x + px - 1 - inset - (px >= 6), y + px - 1 - inset - (px >= 6)
-        x0, y0 = x + inset, y + inset
-        if slot < scene.food_slots:
-            if px >= 4:
-                draw.ellipse([x0, y0, x1, y1], fill=COLOURS["food"])
-            else:
-                draw.rectangle([x0, y0, x1, y1], fill=COLOURS["food"])
-        elif px >= 4:
-            mx, my = (x0 + x1) / 2, (y0 + y1) / 2
-            draw.polygon([(mx, y0), (x1, my), (mx, y1), (x0, my)], fill=COLOURS["poison"])
-        else:
-            draw.rectangle([x0, y0, x1, y1], fill=COLOURS["poison"])
+    for item, cells in (("food", rec.food_cells), ("poison", rec.poison_cells)):
+        for pos in filter(None, (screen(int(cell)) for cell in cells)):
+            x, y = pos
+            shape = SHAPES[item] if px >= 4 else "square"  # tiny cells: squares
+            _mark(draw, shape, [x + inset, y + inset, x + px - 1 - inset - (px >= 6), y + px - 1 - inset - (px >= 6)],
+                  COLOURS[item])
     pos = screen(rec.agent)
     if pos is not None:
         x, y = pos
@@ -262,25 +248,15 @@ def _draw_view_outline(draw, scene: Scene, in_view: np.ndarray) -> None:
     window always holds the whole view with room to spare)."""
     n, px = scene.cells, scene.cell_px
     w = max(1, px // 8)
-    for r, c in zip(*np.nonzero(in_view)):
-        x, y = PAD + c * px, PAD + r * px
-        for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
-            rr, cc = r + dr, c + dc
-            inside = 0 <= rr < n and 0 <= cc < n
-            if inside:
-                if in_view[rr, cc]:
-                    continue
-            elif scene.windowed or in_view[rr % n, cc % n]:
-                continue
-            if dr == -1:
-                box = [x, y, x + px - 1, y + w - 1]
-            elif dr == 1:
-                box = [x, y + px - w, x + px - 1, y + px - 1]
-            elif dc == -1:
-                box = [x, y, x + w - 1, y + px - 1]
-            else:
-                box = [x + px - w, y, x + px - 1, y + px - 1]
-            draw.rectangle(box, fill=COLOURS["view_outline"])
+    # Neighbours across the screen's border: wrapped, or (a window) in view, so no edge there.
+    around = np.pad(in_view, 1, constant_values=True) if scene.windowed else np.pad(in_view, 1, mode="wrap")
+    # (row, col) step to the neighbour -> the edge's box within a cell (x0, y0, x1, y1).
+    edges = {(-1, 0): (0, 0, px - 1, w - 1), (1, 0): (0, px - w, px - 1, px - 1), (0, -1): (0, 0, w - 1, px - 1),
+             (0, 1): (px - w, 0, px - 1, px - 1)}
+    for (dr, dc), (x0, y0, x1, y1) in edges.items():
+        for r, c in zip(*np.nonzero(in_view & ~around[1 + dr: 1 + dr + n, 1 + dc: 1 + dc + n])):
+            x, y = PAD + c * px, PAD + r * px
+            draw.rectangle([x + x0, y + y0, x + x1, y + y1], fill=COLOURS["view_outline"])
 
 
 def _draw_minimap(img, draw, scene: Scene, rec: Record, x0: int, y0: int) -> None:
@@ -288,10 +264,8 @@ def _draw_minimap(img, draw, scene: Scene, rec: Record, x0: int, y0: int) -> Non
     s = max(1, MINIMAP_MAX_PX // g)
     m = np.empty((g, g, 3), np.uint8)
     m[:] = COLOURS["bg"]
-    food = rec.item_pos[: rec.n_food]
-    poison = rec.item_pos[scene.food_slots: scene.food_slots + rec.n_poison]
-    m[food // g, food % g] = COLOURS["food"]
-    m[poison // g, poison % g] = COLOURS["poison"]
+    m[rec.food_cells // g, rec.food_cells % g] = COLOURS["food"]
+    m[rec.poison_cells // g, rec.poison_cells % g] = COLOURS["poison"]
     m = np.repeat(np.repeat(m, s, 0), s, 1)
     # The window's outline, wrapped around the map like the torus.
     r0, c0 = _origin(scene, rec.agent)
@@ -377,19 +351,24 @@ def _draw_panel(img, draw, scene: Scene, rec: Record, fonts) -> None:
         _draw_minimap(img, draw, scene, rec, x, y)
 
 
+def _mark(draw, shape: str, box: list, colour) -> None:
+    """An item's, the agent's or the view's mark filling `box` (x0, y0, x1, y1)."""
+    x0, y0, x1, y1 = box
+    if shape == "disc":
+        draw.ellipse(box, fill=colour)
+    elif shape == "diamond":
+        mx, my = (x0 + x1) / 2, (y0 + y1) / 2
+        draw.polygon([(mx, y0), (x1, my), (mx, y1), (x0, my)], fill=colour)
+    elif shape == "square":
+        draw.rectangle(box, fill=colour)
+    else:
+        draw.rectangle(box, outline=colour, width=2)
+
+
 def _draw_legend(draw, x: int, y: int, font) -> int:
     """The legend's four rows from (x, y); returns the y below it."""
-    for colour, shape, label in ((COLOURS["food"], "disc", "food"), (COLOURS["poison"], "diamond", "poison"),
-                                 (COLOURS["agent"], "square", "agent"), (COLOURS["view_outline"], "outline", "view")):
-        bx, by = x + 1, y + 2
-        if shape == "disc":
-            draw.ellipse([bx, by, bx + 10, by + 10], fill=colour)
-        elif shape == "diamond":
-            draw.polygon([(bx + 5, by), (bx + 10, by + 5), (bx + 5, by + 10), (bx, by + 5)], fill=colour)
-        elif shape == "square":
-            draw.rectangle([bx, by, bx + 10, by + 10], fill=colour)
-        else:
-            draw.rectangle([bx, by, bx + 10, by + 10], outline=colour, width=2)
+    for label, shape in (*SHAPES.items(), ("agent", "square"), ("view", "outline")):
+        _mark(draw, shape, [x + 1, y + 2, x + 11, y + 12], COLOURS["view_outline" if label == "view" else label])
         draw.text((x + 18, y), label, font=font, fill=COLOURS["dim"])
         y += 17
     return y
@@ -412,7 +391,7 @@ def palette() -> list[tuple[int, int, int]]:
 
 def render_episode(env, episode: Episode, options: Mapping[str, Any]) -> tuple[list[np.ndarray], str]:
     """The foraging world's `Env.render_episode`: one RGB frame per frame of `episode`."""
-    recs = records(episode)
+    recs = records(env, episode)
     scene = make_scene(env, episode, recs, options)
     fonts = (_font(15), _font(13), _font(12))
     frames = []
