@@ -1,9 +1,9 @@
 """The foraging world's config: its keys, the reward modes, and their checks.
 
 Kept free of jax so that `ppo_lab.config.validate` can check a foraging config (the `check`
-of conf/env/foraging.yaml) before the hardware settings are applied; `world.build` reads the
-checked sections (`read_sections`) without checking them again. The values a key takes when a
-config leaves it out are those of conf/ (the env's and each mode's YAML), not a copy here.
+of conf/env/foraging.yaml) before the hardware settings are applied; `world.build` takes the
+sections the same checks complete. The values a key takes when a config leaves it out are those
+of conf/ (the env's and each mode's YAML), not a copy here.
 """
 
 from __future__ import annotations
@@ -116,12 +116,3 @@ def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> str:
     Returns the reward mode's name (`reward=default` is ground_truth), what a user is shown."""
     validate_env_cfg(env_cfg)
     return validate_reward_cfg(reward_cfg)["name"]
-
-
-def read_sections(env_cfg: Mapping, reward_cfg: Mapping) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Checked `env` and `reward` sections, completed from conf/ (`reward=default` is the
-    ground_truth mode), for the builder: no check again."""
-    given = {} if reward_cfg.get("name") == "default" else {k: v for k, v in reward_cfg.items() if k != "env"}
-    mode = given.get("name", "ground_truth")
-    env = {**env_defaults(), **{k: v for k, v in env_cfg.items() if k != "name"}}
-    return env, {**mode_defaults(mode), **given, "name": mode}

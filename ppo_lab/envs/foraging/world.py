@@ -100,7 +100,7 @@ from flax import struct
 from ppo_lab.envs.base import Env, Episode
 from ppo_lab.envs.gymnax_api import environment, spaces
 from ppo_lab.envs.foraging import frames
-from ppo_lab.envs.foraging.config import OBS_TABLES, mode_defaults, read_sections
+from ppo_lab.envs.foraging.config import OBS_TABLES, env_defaults, mode_defaults, validate_env_cfg, validate_reward_cfg
 
 ACTION_NAMES = ["N", "NE", "E", "SE", "S", "SW", "W", "NW"]
 # (row, col) deltas; row -1 is north. Order matches ACTION_NAMES.
@@ -289,15 +289,11 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
 
     @property
     def default_params(self) -> EnvParams:
-        m = mode_defaults("ground_truth")
-        food_obs, poison_obs = _obs_vectors("one_hot", self.privileged)
-        return EnvParams(
-            max_steps_in_episode=512, food_min=min(64, self.food_slots),
-            food_max=self.food_slots, poison_min=min(64, self.poison_slots),
-            poison_max=self.poison_slots, food_obs=food_obs, poison_obs=poison_obs,
-            reward_food=m["food"], reward_poison=m["poison"], reward_step=m["step"],
-            reward_death=m["death"], immortal=m["immortal"], shaping_coef=m["shaping_coef"],
-            reward_clip=m["clip"])
+        """conf/'s world in the ground_truth mode, its item counts capped at this env's slots."""
+        e = env_defaults()
+        e = {**e, "food_min": min(e["food_min"], self.food_slots), "food_max": self.food_slots,
+             "poison_min": min(e["poison_min"], self.poison_slots), "poison_max": self.poison_slots}
+        return make_params(self, e, mode_defaults("ground_truth"))
 
     def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
         return spaces.Discrete(self.num_actions)
@@ -307,7 +303,7 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
         return spaces.Box(low, 1.0, (self.view_size, self.view_size, self.obs_channels),
                           jnp.float32)
 
-    # ---- building blocks (also used by foraging_eval) -------------------------------------------
+    # ---- building blocks (also used by the survival evaluation) ------------------------------
     def active_mask(self, state: EnvState) -> jax.Array:
         slot = jnp.arange(self.n_slots)
         return jnp.where(slot < self.food_slots, slot < state.n_food,
@@ -438,14 +434,13 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
         x1000 per step, so their mean over a rollout is per 1k agent steps: the Goodhart curve,
         what the agent is paid against the true objective from counts, alike in every mode."""
         f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
-        objective = (jnp.where(events["ate_food"], params.food_energy, 0.0)
-                     + jnp.where(events["ate_poison"], params.poison_energy, 0.0)
-                     - params.move_cost)
+        food = jnp.where(events["ate_food"], params.food_energy, 0.0)
+        poison = jnp.where(events["ate_poison"], params.poison_energy, 0.0)
         return {
-            "true/objective_per_1k": f32(1000.0 * objective),
+            "true/objective_per_1k": f32(1000.0 * (food + poison - params.move_cost)),
             "reward/paid_per_1k": f32(1000.0 * paid),
-            "reward/food": f32(jnp.where(events["ate_food"], params.food_energy, 0.0)),
-            "reward/poison": f32(jnp.where(events["ate_poison"], params.poison_energy, 0.0)),
+            "reward/food": f32(food),
+            "reward/poison": f32(poison),
             "reward/step_cost": f32(-params.move_cost),
             "reward/death": f32(jnp.where(events["died"], params.reward_death, 0.0)),
             "reward/shaping": f32(events["shaping"]),
@@ -474,9 +469,6 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
         info = {"metrics": self.true_metrics(events, state, params, reward), "events": events}
         return self.get_obs(state, params), state, reward, terminated, info
 
-    def is_truncated(self, state: EnvState, params: EnvParams) -> jax.Array:
-        return state.time >= params.max_steps_in_episode
-
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key: jax.Array, state: EnvState, action: int | jax.Array,
              params: EnvParams | None = None):
@@ -484,11 +476,9 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
         if params is None:
             params = self.default_params
         k_step, k_reset = jax.random.split(key)
-        state_st, events = self.transition(k_step, state, action, params)
-        terminated = events["died"]
-        truncated = ~terminated & self.is_truncated(state_st, params)
+        obs_st, state_st, reward, terminated, info_st = self.step_env(k_step, state, action, params)
+        truncated = ~terminated & (state_st.time >= params.max_steps_in_episode)
         done = terminated | truncated
-        obs_st = self.get_obs(state_st, params)
 
         if self.fresh_world_on_done:
             _, state_re = self.reset_env(k_reset, params)
@@ -502,9 +492,8 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
         next_state = jax.tree.map(lambda r, s: jnp.where(done, r, s), state_re, state_st)
         # One observation from the selected state instead of two plus a select.
         obs = self.get_obs(next_state, params)
-        reward = self.training_reward(events, params)
         info = {
-            "metrics": self.true_metrics(events, state_st, params, reward),
+            "metrics": info_st["metrics"],
             "terminated": terminated,
             "truncated": truncated,
             "final_observation": obs_st,
@@ -538,11 +527,11 @@ def make_params(env: Foraging, e: Mapping[str, Any], r: Mapping[str, Any]) -> En
 
 
 def build(env_cfg: Mapping, reward_cfg: Mapping, *, privileged_critic: bool = False):
-    """`(Foraging, EnvParams)` from the `env` and `reward` config sections, checked when the
-    config was validated (`config.check_config`, conf/env/foraging.yaml's `check`). With
+    """`(Foraging, EnvParams)` from the `env` and `reward` config sections, checked and completed
+    from conf/ by the checks of `config.check_config` (conf/env/foraging.yaml's `check`). With
     `privileged_critic`, observations get the ground-truth one-hot as channels 3-4 and the
     densities as channels 5-6, and `env.actor_obs_channels = 2`."""
-    e, r = read_sections(env_cfg, reward_cfg)
+    e, r = validate_env_cfg(env_cfg), validate_reward_cfg(reward_cfg)
     env = Foraging(grid_size=e["grid_size"], view_range=e["view_range"],
                    food_slots=e["food_max"], poison_slots=e["poison_max"],
                    obs_channels=PRIVILEGED_CHANNELS if privileged_critic else 2,
