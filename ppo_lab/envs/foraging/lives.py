@@ -83,17 +83,14 @@ def _survival(ledger: dict, deaths: float, censored: np.ndarray) -> dict[str, fl
     mean = _ratio(life_sum, n_lives)
     std = float(np.sqrt(max(life_sq / n_lives - mean * mean, 0.0))) if n_lives else float("nan")
     died_any = ledger["deaths"] > 0
-    lows = [float(ledger["life_min"][died_any].min())] if died_any.any() else []
-    highs = [float(ledger["life_max"][died_any].max())] if died_any.any() else []
-    if len(censored):
-        lows.append(float(censored.min()))
-        highs.append(float(censored.max()))
+    # Every counted life lies between the shortest and the longest of these.
+    extremes = np.concatenate([ledger["life_min"][died_any], ledger["life_max"][died_any], censored])
     return {
         "survival_mean": float(mean),
         "survival_std": std,
         "survival_mean_completed": _ratio(completed, deaths),
-        "survival_min": min(lows) if lows else float("nan"),
-        "survival_max": max(highs) if highs else float("nan"),
+        "survival_min": float(extremes.min()) if extremes.size else float("nan"),
+        "survival_max": float(extremes.max()) if extremes.size else float("nan"),
     }
 
 

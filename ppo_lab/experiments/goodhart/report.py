@@ -23,15 +23,12 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
-import numpy as np
-
 from ppo_lab.analysis.figures import plt, save_figure
 from ppo_lab.analysis.sweep import Collection, read_metric_curves
 from ppo_lab.analysis.sweep_plots import PAID, TRUE, draw_goodhart
-from ppo_lab.estimators import bonferroni, cohens_d, mean_summary, welch_t_test
+from ppo_lab.envs.foraging.config import MODES
+from ppo_lab.estimators import bonferroni, cohens_d, finite, mean_summary, welch_t_test
 
-MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
-         "ground_truth_handhold")
 # The survival protocol's headline metrics, in the report's order; each also as `<name>_greedy`.
 METRICS = ("efficiency_per_life", "food_share", "efficiency_per_world", "energy_per_1k",
            "survival_mean", "deaths_per_1k", "food_per_1k", "poison_per_1k")
@@ -134,8 +131,7 @@ def intervals_separate(col: Collection, better: str, worse: str, metric: str, co
 
 def nanmean(values) -> float:
     """The mean of the values that are not NaN (None counts as NaN); NaN without one."""
-    x = np.asarray([math.nan if v is None else v for v in values], dtype=float)
-    x = x[~np.isnan(x)]
+    x, _ = finite(values)
     return float(x.mean()) if x.size else math.nan
 
 
