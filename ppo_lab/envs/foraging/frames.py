@@ -88,24 +88,17 @@ STATUS_OF_ENDING = {"ended": "died", "truncated": "truncated", "stopped": "stopp
 
 def records(env, episode: Episode) -> list[Record]:
     """What each frame shows: frames 0..N of `episode`, the counters as they stood there."""
-    states, infos = episode.states, episode.infos
-    events = infos["events"]
-    n = episode.num_steps
-    out: list[Record] = []
-    food = poison = 0
-    for t in range(n + 1):
-        out.append(Record(
-            step=t, agent=int(states.agent[t]), food_cells=np.asarray(states.item_pos[t][: states.n_food[t]]),
-            poison_cells=np.asarray(states.item_pos[t][env.food_slots: env.food_slots + states.n_poison[t]]),
-            energy=float(states.energy[t]), food=food, poison=poison,
-            last_action=None if t == 0 else int(episode.actions[t - 1]),
-            probs=np.asarray(episode.action_probs[t], np.float64),
-            next_action=int(episode.actions[t]) if t < n else None,
-            status="alive" if t < n else STATUS_OF_ENDING[episode.ending]))
-        if t < n:
-            food += int(events["ate_food"][t])
-            poison += int(events["ate_poison"][t])
-    return out
+    states, events, n = episode.states, episode.infos["events"], episode.num_steps
+    # Eaten before frame t: the steps 0..t-1.
+    food, poison = (np.concatenate([[0], np.cumsum(np.asarray(events[k], np.int64))]) for k in ("ate_food", "ate_poison"))
+    return [Record(
+        step=t, agent=int(states.agent[t]), food_cells=np.asarray(states.item_pos[t][: states.n_food[t]]),
+        poison_cells=np.asarray(states.item_pos[t][env.food_slots: env.food_slots + states.n_poison[t]]),
+        energy=float(states.energy[t]), food=int(food[t]), poison=int(poison[t]),
+        last_action=None if t == 0 else int(episode.actions[t - 1]),
+        probs=np.asarray(episode.action_probs[t], np.float64),
+        next_action=int(episode.actions[t]) if t < n else None,
+        status="alive" if t < n else STATUS_OF_ENDING[episode.ending]) for t in range(n + 1)]
 
 
 # ---- drawing ---------------------------------------------------------------------------------

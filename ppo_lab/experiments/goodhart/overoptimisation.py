@@ -36,7 +36,7 @@ import numpy as np
 from ppo_lab import rundir
 from ppo_lab.analysis.overoptimisation import Drop, GaoFit, Stop, drop_height, gao_fit, gao_gain, plateau_stop
 from ppo_lab.analysis.sweep import collect
-from ppo_lab.estimators import bonferroni, mean_summary, permutation_test, welch_t_test
+from ppo_lab.estimators import bonferroni, finite, mean_summary, permutation_test, welch_t_test
 from ppo_lab.experiments.goodhart.report import format_cell, in_report_order, mode_of_group
 
 TRUE, PAID, DISTANCE = "eval/energy_per_1k", "eval/paid_per_1k", "eval/distance"
@@ -107,8 +107,8 @@ def _ci(values, metric: str, bounds: dict | None = None) -> str:
 
 
 def _median(values) -> float:
-    values = [v for v in values if v is not None and not math.isnan(v)]
-    return float(np.median(values)) if values else math.nan
+    x, _ = finite(values)
+    return float(np.median(x)) if x.size else math.nan
 
 
 def _num(x: float) -> str:

@@ -15,10 +15,7 @@ Protocol
 Metrics (all Python floats; `lives.py` keeps the books and defines the efficiencies)
 -----------------------------------------------------------------------------------
 Totals are over all agents and steps; `agent_steps = num_envs * num_steps`.
-- `efficiency_per_life` (the reference's headline: mean over lives, deaths and survivors, of
-  food / (food + poison), a life that ate nothing counting 1.0), `food_share` (total food /
-  total food and poison), `efficiency_per_world` (per world over the whole run, worlds that ate
-  nothing left out and counted in `efficiency_worlds_excluded`).
+- `efficiency_per_life` (the reference's headline), `food_share`, `efficiency_per_world`: see `lives`.
 - `food_per_1k`, `poison_per_1k`, `deaths_per_1k`: totals / agent_steps * 1000.
 - `energy_per_1k`: (food*1 - poison*2 - 0.01*agent_steps) / agent_steps * 1000, with the
   env's own `food_energy`, `poison_energy` and `move_cost` (the reference's 1, -2, 0.01): the
