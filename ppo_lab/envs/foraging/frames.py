@@ -285,17 +285,14 @@ def _draw_panel(img, draw, scene: Scene, rec: Record, fonts) -> None:
     bar_w = PANEL_W - 16
 
     mode = scene.mode + ("  (immortal)" if scene.immortal else "  (energy on: --mortal)" if scene.mortal else "")
-    draw.text((x, y), mode, font=big, fill=text)
-    y += 18
-    draw.text((x, y), f"policy {scene.policy}   seed {scene.seed}", font=small, fill=dim)
-    y += 18
-    draw.text((x, y), f"checkpoint update {scene.update}", font=small, fill=dim)
-    y += 18
     g = scene.grid
     world = (f"{scene.cells}x{scene.cells} window on a {g}x{g} torus" if scene.windowed
              else f"{g}x{g} torus, edges wrap")
-    draw.text((x, y), world, font=small, fill=dim)
-    y += 18 + 12
+    # The header: the mode, then what was replayed and what is drawn, smaller.
+    for i, line in enumerate((mode, f"policy {scene.policy}   seed {scene.seed}", f"checkpoint update {scene.update}", world)):
+        draw.text((x, y), line, font=small if i else big, fill=dim if i else text)
+        y += 18
+    y += 12
 
     draw.text((x, y), f"step {rec.step} / {scene.step_cap}", font=font, fill=text)
     y += 18

@@ -246,11 +246,7 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
     def __eq__(self, other) -> bool:
         return isinstance(other, Foraging) and self._static_key() == other._static_key()
 
-    # ---- gymnax properties -------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return "Foraging"
-
+    # ---- gymnax properties (its `name` is the class's) -----------------------------------------
     @property
     def num_actions(self) -> int:
         return len(_MOVES)
@@ -477,7 +473,7 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
             params = self.default_params
         k_step, k_reset = jax.random.split(key)
         obs_st, state_st, reward, terminated, info_st = self.step_env(k_step, state, action, params)
-        truncated = ~terminated & (state_st.time >= params.max_steps_in_episode)
+        truncated = ~terminated & self.is_truncated(state_st, params)  # gymnax's: the step limit reached
         done = terminated | truncated
 
         if self.fresh_world_on_done:
