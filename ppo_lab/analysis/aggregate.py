@@ -264,7 +264,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no runs found under {', '.join(map(str, args.dirs))}", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -378,7 +378,3 @@ def main(argv=None) -> int:
             records[0]["difference_from"] = {"label": records[1]["label"], **apart}
         print(json.dumps(records, indent=2))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -191,7 +191,3 @@ def main(argv=None) -> int:
     if (args.run_dir / rundir.PBT_LOG).exists():  # a population run: its schedules and fitness too
         print(f"wrote {plot_population(args.run_dir, out.parent / 'pbt.png', formats)}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -393,7 +393,3 @@ def main(argv=None) -> int:
         return live(args.dir, args.interval)
     except KeyboardInterrupt:
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
