@@ -20,7 +20,7 @@ from ppo_lab.bench import markdown
 from ppo_lab.cli import SUBCOMMANDS
 from ppo_lab.launching.command_line import check_overrides, config_source
 from ppo_lab.pages import command as docs_command
-from ppo_lab.pages import tables
+from ppo_lab.judging import tables
 from ppo_lab.pages.command import check_markers
 from ppo_lab.pages.registry import BLOCKS, NAMES
 

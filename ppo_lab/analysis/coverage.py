@@ -2,12 +2,11 @@
 distributions whose truth is known, many samples each, the share of intervals that contain it.
 
     python -m ppo_lab.analysis.coverage --measure   # simulate (a few minutes), write the record
-    python -m ppo_lab.analysis.coverage --render    # docs/statistics.md's tables from the record
 
 The record (`docs/statistics_coverage.json`) holds one row per estimate, method, distribution
-and number of seeds n: the trials, the coverage and the mean width. `--render` writes its tables
-between the markers of `docs/statistics.md` (tests/test_docs.py checks that the page holds what
-the record renders). The estimates are the ones the lab prints, each measured through the
+and number of seeds n: the trials, the coverage and the mean width. `ppo-lab docs` writes its
+tables (`render`) between the markers of `docs/statistics.md` (tests/test_docs.py checks that the
+page holds what the record renders). The estimates are the ones the lab prints, each measured through the
 function that prints it (`ppo_lab.estimators`):
 
 - the mean across seeds (`mean_interval`, as `mean_summary` gives it), beside Student t and
@@ -37,13 +36,10 @@ from scipy import special
 
 from ppo_lab import estimators as es
 from ppo_lab import rundir
-from ppo_lab.analysis import page_blocks
+from ppo_lab.judging.tables import table
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "docs" / "statistics_coverage.json"
-PAGE = ROOT / "docs" / "statistics.md"
-BLOCK = "coverage"
-START, END = page_blocks.markers(BLOCK)
 NS = (3, 4, 5, 8, 16)
 CONFIDENCE = 0.95
 SEED = 0
@@ -203,27 +199,27 @@ def measure(trials: int = 20_000, bootstrap_trials: int = 1_000, reps: int = 1_0
 
 
 def render(record: dict) -> str:
-    """The page's block (markers included): per estimate, a table of coverage (and the mean width
-    of the interval) by method, family and n; an n the lab gives no interval at is `-`."""
-    lines = [START, "", f"Rendered by `python -m ppo_lab.analysis.coverage --render` from `docs/{RECORD.name}` "
-             f"(measured by `--measure`: seed {record['seed']}, {record['bootstrap_reps']} bootstrap replicates). "
-             f"Each cell: the share of {int(record['confidence'] * 100)}% intervals that hold the true value, and in "
-             "brackets their mean width, by number of seeds n; trials per cell in the last column.", ""]
+    """docs/statistics.md's coverage block (`ppo-lab docs`): per estimate, a table of coverage
+    (and the mean width of the interval) by method, family and n; an n the lab gives no interval
+    at is `-`."""
+    lines = [f"Measured by `python -m ppo_lab.analysis.coverage --measure` (seed {record['seed']}, "
+             f"{record['bootstrap_reps']} bootstrap replicates). Each cell: the share of {int(record['confidence'] * 100)}% "
+             "intervals that hold the true value, and in brackets their mean width, by number of seeds n; trials per "
+             "cell in the last column.", ""]
     by_estimate: dict[str, list[dict]] = {}
     for row in record["rows"]:
         by_estimate.setdefault(row["estimate"], []).append(row)
     ns = sorted({row["n"] for row in record["rows"]})
     for estimate, rows in by_estimate.items():
-        lines += [f"**{estimate}**", "", "| method | seeds from | " + " | ".join(f"n={n}" for n in ns) + " | trials |",
-                  "|---|---|" + "---:|" * (len(ns) + 1)]
         pairs = dict.fromkeys((r["method"], r["family"]) for r in rows)  # per family, the lab's method first
+        body = []
         for method, family in sorted(pairs, key=lambda p: (FAMILY_ORDER.get(p[1], -1), not p[0].startswith("the lab's"))):
             cells = {r["n"]: r for r in rows if (r["method"], r["family"]) == (method, family)}
             trials = sorted({r["trials"] for r in cells.values()})
-            lines.append(f"| {method} | {family} | " + " | ".join(_cell(cells.get(n)) for n in ns)
-                         + f" | {', '.join(f'{t:,}' for t in trials)} |")
-        lines.append("")
-    return "\n".join(lines + [END]) + "\n"
+            body.append([method, family, *(_cell(cells.get(n)) for n in ns), ", ".join(f"{t:,}" for t in trials)])
+        lines += [f"**{estimate}**", "", table(["method", "seeds from", *(f"n={n}" for n in ns), "trials"],
+                                               "ll" + "r" * (len(ns) + 1), body), ""]
+    return "\n".join(lines)
 
 
 def _cell(row: dict | None) -> str:
@@ -231,27 +227,17 @@ def _cell(row: dict | None) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Measure the coverage of the lab's intervals, or render its tables.")
+    parser = argparse.ArgumentParser(description="Measure the coverage of the lab's intervals (`ppo-lab docs` renders "
+                                     "the record's tables into docs/statistics.md).")
     parser.add_argument("--measure", action="store_true", help=f"simulate and write the record ({RECORD.name})")
-    parser.add_argument("--render", action="store_true", help=f"write the record's tables into the page ({PAGE.name})")
     parser.add_argument("--record", type=Path, default=RECORD)
-    parser.add_argument("--page", type=Path, default=PAGE)
     parser.add_argument("--trials", type=int, default=20_000, help="samples per cell of the mean and the difference")
     parser.add_argument("--bootstrap-trials", type=int, default=1_000, help="samples per cell of the bootstrap intervals")
     args = parser.parse_args(argv)
-    if not (args.measure or args.render):
-        parser.error("give --measure, --render or both")
-    if args.measure:
-        rundir.write_json_atomic(args.record, measure(args.trials, args.bootstrap_trials))
-        print(f"wrote {args.record}")
-    if args.render:
-        try:
-            page = page_blocks.splice(args.page.read_text(), BLOCK, render(rundir.read_json(args.record)))
-        except (FileNotFoundError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        rundir.write_text_atomic(args.page, page)
-        print(f"wrote {args.page}")
+    if not args.measure:
+        parser.error("give --measure (`ppo-lab docs` renders the record's tables)")
+    rundir.write_json_atomic(args.record, measure(args.trials, args.bootstrap_trials))
+    print(f"wrote {args.record}")
     return 0
 
 

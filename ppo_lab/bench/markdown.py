@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ppo_lab.judging.tables import table
+
 
 def _int(x) -> str:
     return "" if x is None else f"{round(x):,}"
@@ -26,12 +28,6 @@ def _int(x) -> str:
 
 def _num(x, spec: str) -> str:
     return "" if x is None else format(x, spec)
-
-
-def table(header: list[str], align: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def suite_tables(d: dict) -> list[str]:

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from ppo_lab import rundir
-from ppo_lab.bench import markdown
 from ppo_lab.estimators import mean_summary
+from ppo_lab.judging import tables as tb
 from ppo_lab.judging.headline import TRAIN_RETURN
 
 TAIL_FRACTION = 0.1
@@ -57,7 +57,7 @@ def table(results: list[dict]) -> str:
     rows = []
     for r in results:
         s = mean_summary(r["score"], TRAIN_RETURN)
-        rows.append([r["label"], f"{r['seeds']} x {r['timesteps']:,}", f"{s['mean']:.1f} [{s['ci_low']:.1f}, {s['ci_high']:.1f}]",
+        rows.append([r["label"], f"{r['seeds']} x {r['timesteps']:,}", tb.interval(s["mean"], s["ci_low"], s["ci_high"], spec=".1f"),
                      ", ".join(f"{v:.0f}" for v in r["score"]), f"{r['wall_s']:.0f}", f"{r['sps']:,.0f}"])
-    return markdown.table(["side", "seeds x steps", "score: mean [95% t-interval]", "per seed", "wall s", "steps/s"],
-                          ["l", "r", "l", "l", "r", "r"], rows)
+    return tb.table(["side", "seeds x steps", "score: mean [95% t-interval]", "per seed", "wall s", "steps/s"],
+                    ["l", "r", "l", "l", "r", "r"], rows)

@@ -5,10 +5,10 @@ Every table or figure a page of docs/ (and the README) shows of a measurement si
 from records: the small files `ppo-lab record` keeps of finished runs (docs/records/<page>/...),
 or a benchmark's JSON. `ppo-lab docs` re-renders every block (`--check`: says which are stale,
 writes nothing); tests/test_docs.py checks that each page holds exactly what its records render.
+Tables and numbers are written by `ppo_lab.judging.tables`, as every report writes them.
 
     registry     each block: its name, page, records and renderer (those of the pages another
                  module renders: README.md, docs/statistics.md, docs/results-zoo.md)
     command      `ppo-lab docs`
-    tables       markdown tables and numbers, written one way for every page
     <page>       a renderer module per other page (performance, results, ...)
 """

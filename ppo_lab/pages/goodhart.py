@@ -16,7 +16,7 @@ from ppo_lab.analysis.sweep import collect, collect_groups
 from ppo_lab.experiments.goodhart import fidelity
 from ppo_lab.experiments.goodhart import overoptimisation as ov
 from ppo_lab.experiments.goodhart import report
-from ppo_lab.pages import tables as tb
+from ppo_lab.judging import tables as tb
 from ppo_lab.pages.block import Block, Figure, measured_by
 
 PAGE = "docs/goodhart.md"

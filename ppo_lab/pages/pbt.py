@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ppo_lab.analysis import populations as pop
 from ppo_lab.analysis.sweep import collect_groups
-from ppo_lab.pages import tables as tb
+from ppo_lab.judging import tables as tb
 from ppo_lab.pages.block import Block, measured_by
 
 PAGE = "docs/pbt.md"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from ppo_lab import rundir
 from ppo_lab.bench import markdown
+from ppo_lab.judging import tables as tb
 from ppo_lab.pages import records as rec
-from ppo_lab.pages import tables as tb
 from ppo_lab.pages.block import Block, measured_by
 
 PAGE = "docs/performance.md"

@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 from ppo_lab import rundir
+from ppo_lab.judging import tables as tb
 from ppo_lab.judging.reproduction import compare_runs
 from ppo_lab.pages import records as rec
-from ppo_lab.pages import tables as tb
 from ppo_lab.pages.block import Block, measured_by
 
 SWEEP = "docs/records/results/rare_sweep"

@@ -22,7 +22,6 @@ COVERAGE_RECORD = "docs/statistics_coverage.json"
 
 
 def _coverage(root: Path) -> str:
-    """docs/statistics.md's measured coverage, as `python -m ppo_lab.analysis.coverage --render` writes it."""
     from ppo_lab.analysis import coverage
     return coverage.render(rundir.read_json(root / COVERAGE_RECORD))
 
@@ -60,7 +59,7 @@ ZOO_BLOCKS = (
 )
 
 BLOCKS: tuple[Block, ...] = (
-    Block("coverage", "docs/statistics.md", (COVERAGE_RECORD,), _coverage, whole=True),
+    Block("coverage", "docs/statistics.md", (COVERAGE_RECORD,), _coverage),
     Block("closing-summary", "README.md", (CLOSING,), closing_summary, measure=measured_by("readme")),
     *results.BLOCKS,
     *goodhart.RESULTS_BLOCKS,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ppo_lab import rundir
+from ppo_lab.judging import tables as tb
 from ppo_lab.judging.headline import RETURN, declared_bounds
 from ppo_lab.judging.objective import seed_values
 from ppo_lab.pages import records as rec
-from ppo_lab.pages import tables as tb
 from ppo_lab.pages.block import Block, measured_by
 
 PAGE = "docs/results.md"

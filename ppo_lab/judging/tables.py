@@ -1,6 +1,7 @@
-"""Numbers and tables as every rendered block writes them: a figure to three significant digits,
-an interval at its point's decimals, a mean across seeds with the interval and the method every
-table of the lab gives (`estimators.mean_summary`), a test with its n."""
+"""Numbers and tables as the lab writes them, in every docs block, report and closing line: one
+markdown table writer, a figure to three significant digits, `point [low, high]` in one format
+(and the caller's reason where there is no interval), a mean across seeds with the interval and
+the method every table of the lab gives (`estimators.mean_summary`), a test with its n."""
 
 from __future__ import annotations
 
@@ -8,11 +9,17 @@ import math
 from typing import Iterable, Sequence
 
 from ppo_lab import estimators as es
-from ppo_lab.bench.markdown import table
 
 __all__ = ["table", "decimals", "num", "interval", "mean_ci", "per_seed", "welch", "pvalue", "probability", "count"]
 
 MAX_DECIMALS = 4
+
+
+def table(header: list[str], align, rows: list[list[str]]) -> str:
+    """A markdown table; `align`: per column, "r" right-aligned, anything else left ("lrr" or a list)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
 
 
 def decimals(x: float, digits: int = 3) -> int:
@@ -29,15 +36,17 @@ def num(x: float | None, digits: int = 3, places: int | None = None) -> str:
     return f"{x:,.{places}f}" if abs(x) >= 10_000 else f"{x:.{places}f}"
 
 
-def interval(point: float, low: float, high: float, digits: int = 3) -> str:
-    """`point [low, high]`, all three at the decimals that show the largest of them to `digits`
-    significant digits; the point alone without an interval."""
-    if point is None or (isinstance(point, float) and math.isnan(point)):
+def interval(point: float, low: float, high: float, digits: int = 3, spec: str | None = None, missing: str = "") -> str:
+    """`point [low, high]`, all three in one format: `spec` (e.g. ".4g"), else at the decimals that
+    show the largest of them to `digits` significant digits. Without an interval (`low` None or
+    NaN), the point followed by `missing`, the caller's reason (" [no interval: n<8]")."""
+    if spec is None and (point is None or math.isnan(point)):
         return "-"
     if low is None or math.isnan(low):
-        return num(point, digits)
+        return (num(point, digits) if spec is None else format(point, spec)) + missing
     places = decimals(max(abs(point), abs(low), abs(high)), digits)
-    return f"{num(point, places=places)} [{num(low, places=places)}, {num(high, places=places)}]"
+    text = (lambda x: num(x, places=places)) if spec is None else (lambda x: format(x, spec))
+    return f"{text(point)} [{text(low)}, {text(high)}]"
 
 
 def mean_ci(values: Iterable[float], metric: str, bounds: dict | None = None, digits: int = 3) -> str:
@@ -65,8 +74,7 @@ def pvalue(p: float) -> str:
 
 def probability(p: dict) -> str:
     """P(A > B) as `estimators.probability_of_improvement_interval` gives it, to 2 decimals."""
-    text = num(p["point"], places=2)
-    return text if math.isnan(p["ci_low"]) else f"{text} [{num(p['ci_low'], places=2)}, {num(p['ci_high'], places=2)}]"
+    return interval(p["point"], p["ci_low"], p["ci_high"], spec=".2f")
 
 
 def count(values: Iterable[bool]) -> str:
