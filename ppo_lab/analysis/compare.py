@@ -47,6 +47,7 @@ from ppo_lab.judging.closing import across_seeds, method_words
 from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN, declared_bounds, headline_of
 from ppo_lab.judging.metric_names import label as metric_label
 from ppo_lab.judging.reward_modes import differing_modes, is_paid_return, mode_of, refusal
+from ppo_lab.judging.tables import interval
 
 COLUMNS = [  # (key, header, format)
     ("kind", "kind", ""),
@@ -221,8 +222,7 @@ def format_difference(d: dict, label_a: str, label_b: str, tasks: int = 1) -> st
                                                      if tasks > 1 else "")
     if min(d["n_a"], d["n_b"]) < 2:
         return f"{label_a} - {label_b} on {d['metric']}: no test ({seeds}: Welch's test needs 2 a side)"
-    spec = ".3g"
-    line = (f"{label_a} - {label_b} on {d['metric']}: {d['difference']:{spec}} [{d['ci_low']:{spec}}, {d['ci_high']:{spec}}] "
+    line = (f"{label_a} - {label_b} on {d['metric']}: {interval(d['difference'], d['ci_low'], d['ci_high'], spec='.3g')} "
             f"({int(d['confidence'] * 100)}%, {d['interval']}); Welch's t-test p = {d['welch_p']:.3g}; "
             f"Cohen's d = {d['cohens_d']:.2f}; {seeds}")
     if min(d["n_a"], d["n_b"]) < SMALL_SAMPLE:

@@ -34,6 +34,7 @@ from ppo_lab import estimators as es
 from ppo_lab.analysis.criteria import PREFIX as CRITERIA
 from ppo_lab.analysis.sweep import Collection
 from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE, mean_summary, welch_t_test
+from ppo_lab.judging.tables import interval
 
 POPULATIONS_JSON = "populations.json"
 DEFAULT_METRIC = "criteria/final_return"  # mean training return over the last tenth of the updates
@@ -121,9 +122,7 @@ def population_report(col: Collection, metric: str = DEFAULT_METRIC, reps: int =
 
 
 def _ci(e: dict) -> str:
-    if math.isnan(e["ci_low"]):
-        return f"{e['point']:.4g} [no interval]"
-    return f"{e['point']:.4g} [{e['ci_low']:.4g}, {e['ci_high']:.4g}]"
+    return interval(e["point"], e["ci_low"], e["ci_high"], spec=".4g", missing=" [no interval]")
 
 
 def format_population_report(report: dict) -> str:

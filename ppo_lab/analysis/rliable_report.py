@@ -34,6 +34,7 @@ from ppo_lab.analysis.sweep import Collection
 from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE
 from ppo_lab.judging import metric_names
 from ppo_lab.judging.headline import DEFAULT_HEADLINE
+from ppo_lab.judging.tables import interval
 
 MAX_PAIRS_CONFIGS = 6  # probability of improvement for every ordered pair up to this many configurations
 RLIABLE_JSON = "rliable.json"
@@ -216,9 +217,7 @@ def pairwise_improvement(configs: dict, reps: int, seed: int, confidence: float)
 
 def estimate_text(est: dict, spec: str = ".4g") -> str:
     """`0.87 [0.8, 0.93]`, or `0.87 [no interval: n<8]` where the bootstrap gives none."""
-    if math.isnan(est["ci_low"]):
-        return f"{est['point']:{spec}} [no interval: n<{BOOTSTRAP_MIN_RUNS}]"
-    return f"{est['point']:{spec}} [{est['ci_low']:{spec}}, {est['ci_high']:{spec}}]"
+    return interval(est["point"], est["ci_low"], est["ci_high"], spec=spec, missing=f" [no interval: n<{BOOTSTRAP_MIN_RUNS}]")
 
 
 def format_report(report: dict) -> str:

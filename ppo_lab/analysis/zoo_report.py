@@ -36,6 +36,7 @@ from ppo_lab.analysis.rliable_report import estimate_text, task_of
 from ppo_lab.estimators import (BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE, difference_interval, metric_range,
                                 small_sample_warning, welch_t_test)
 from ppo_lab.judging.headline import RETURN, TRAIN_RETURN, declared_bounds
+from ppo_lab.judging.tables import interval, table
 
 BLOCK, PARITY_BLOCK = "zoo-table", "zoo-parity"
 START, END = page_blocks.markers(BLOCK)
@@ -56,7 +57,7 @@ def _num(x: float) -> str:
 
 
 def _interval(point: float, low: float, high: float) -> str:
-    return _num(point) + ("" if math.isnan(low) else f" [{_num(low)}, {_num(high)}]")
+    return interval(point, low, high, spec=".4g")
 
 
 def _steps(value: int) -> str:
@@ -98,9 +99,9 @@ def one_hardware(rows: Sequence[zt.ZooRow]) -> str | None:
     return next(iter(kinds)) if len(kinds) == 1 else None
 
 
-def table_lines(rows: Sequence[zt.ZooRow]) -> list[str]:
+def results_table(rows: Sequence[zt.ZooRow]) -> str:
     columns = COLUMNS + (() if one_hardware(rows) else (HARDWARE,))
-    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    body = []
     for r in rows:
         sampled, greedy = r.stats["sampled"], r.stats["greedy"]
         seeds = _seed_text(r.seeds) + (f"; tuned on {r.tuned_on}" if r.tuned_on else "")
@@ -112,8 +113,8 @@ def table_lines(rows: Sequence[zt.ZooRow]) -> list[str]:
                  _minutes(r.wall_s)]
         if len(columns) > len(COLUMNS):
             cells.append("; ".join(r.hardware) or "-")
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        body.append(cells)
+    return table(columns, "l" * len(columns), body)
 
 
 def headline_lines(rows: Sequence[zt.ZooRow]) -> list[str]:
@@ -133,27 +134,22 @@ def missing_translations(rows: Sequence[zt.ZooRow]) -> list[str]:
             for r in rows if r.straight_translation and r.straight_translation not in names]
 
 
-def comparison_lines(rows: Sequence[zt.ZooRow]) -> list[str]:
+def comparison_table(rows: Sequence[zt.ZooRow]) -> str | None:
     """Each changed preset against the straight translation beside it, sampled play: the
     difference of means with Welch's interval and p."""
     by_name = {r.name: r for r in rows}
     pairs = [(r, by_name[r.straight_translation]) for r in rows if r.straight_translation in by_name]
     if not pairs:
-        return []
-    lines = ["| env | preset - straight translation, sampled: difference of means [95% CI] | Welch's p | seeds |",
-             "| --- | --- | --- | --- |"]
+        return None
+    body = []
     for preset, blines in pairs:
         a, b = preset.returns["sampled"], blines.returns["sampled"]
         low, high, _ = difference_interval(a, b)
         diff = preset.stats["sampled"]["mean"] - blines.stats["sampled"]["mean"]
         _, p = welch_t_test(a, b)
-        lines.append(f"| {preset.task} | {_interval(diff, low, high)} | {_num(p)} | {len(a)} + {len(b)} |")
-    return lines
-
-
-def _aggregate_row(agg: dict, play: str, label: str) -> str:
-    a = agg["aggregates"]
-    return f"| {label} | {play} | {estimate_text(a['iqm'])} | {estimate_text(a['optimality_gap'])} |"
+        body.append([preset.task, _interval(diff, low, high), _num(p), f"{len(a)} + {len(b)}"])
+    return table(["env", "preset - straight translation, sampled: difference of means [95% CI]", "Welch's p", "seeds"],
+                 "llll", body)
 
 
 def aggregate_lines(rows: Sequence[zt.ZooRow], reps: int, seed: int) -> list[str]:
@@ -166,13 +162,11 @@ def aggregate_lines(rows: Sequence[zt.ZooRow], reps: int, seed: int) -> list[str
     every = runs[("sampled", False)]
     if not every["tasks"]:
         return ["No env has a reference return (`scores:` in its env YAML): no aggregate across envs."]
-    lines = ["| envs | play | IQM [95% CI] | optimality gap [95% CI] |", "| --- | --- | --- | --- |"]
-    for out in (False, True):
-        for play in zt.PLAYS:
-            agg = runs[(play, out)]
-            if agg["tasks"]:
-                lines.append(_aggregate_row(agg, play, f"{len(agg['tasks'])}" + (" (without those below)" if out else "")))
-    lines += ["", f"Scores normalised as (return - random) / (reference - random) (the env YAML's `scores:`), one "
+    body = [[f"{len(agg['tasks'])}" + (" (without those below)" if out else ""), play,
+             estimate_text(agg["aggregates"]["iqm"]), estimate_text(agg["aggregates"]["optimality_gap"])]
+            for out in (False, True) for play in zt.PLAYS if (agg := runs[(play, out)])["tasks"]]
+    lines = [table(["envs", "play", "IQM [95% CI]", "optimality gap [95% CI]"], "llll", body),
+             "", f"Scores normalised as (return - random) / (reference - random) (the env YAML's `scores:`), one "
               "preset per env (not the straight translations); rliable's estimators, "
               f"{int(every['confidence'] * 100)}% stratified bootstrap intervals at the expanded percentiles, none below "
               f"{BOOTSTRAP_MIN_RUNS} seeds per env, {every['reps']} replicates from seed {every['seed']}; "
@@ -193,9 +187,9 @@ def block(rows: Sequence[zt.ZooRow], commands: Sequence[str], figure: str | None
              f"(`{RETURN}_sampled`, gymnax-blines' protocol: the verdict's) and greedy (`{RETURN}_greedy`). "
              "Reached: the mean at or above the reference. Wall time: training, compilation and evaluation of all "
              "of a preset's seeds" + (f", on {hardware}." if hardware else "."), ""]
-    lines += table_lines(rows) + [""] + headline_lines(rows)
-    if comparison := comparison_lines(rows):
-        lines += ["", "Each changed preset beside gymnax-blines' config as the lab runs it:", "", *comparison]
+    lines += [results_table(rows), "", *headline_lines(rows)]
+    if comparison := comparison_table(rows):
+        lines += ["", "Each changed preset beside gymnax-blines' config as the lab runs it:", "", comparison]
     lines += ["", "Across envs:", "", *aggregate_lines(rows, reps, seed)]
     notes = missing_translations(rows)
     notes += [f"{r.name}: {w}" for r in rows if (w := small_sample_warning(len(r.seeds)))]
@@ -213,10 +207,7 @@ def block(rows: Sequence[zt.ZooRow], commands: Sequence[str], figure: str | None
 def parity_block(records: Sequence[Path], command: str) -> str:
     """The side by side with PureJaxRL from `python -m ppo_lab.bench.zoo_parity` records: per
     env, each case's mean over seeds of its score with the record's 95% interval, and where it ran."""
-    lines = [PARITY_START, "", "Generated by `ppo-lab zoo-table` from its `--parity` records; edit outside the markers.", "",
-             "| env (steps per seed) | PureJaxRL | lab, preset | lab at PureJaxRL's network | where | record |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    notes = []
+    body, notes = [], []
     for path in records:
         record = rundir.read_json(path)
         cases = {c["label"]: c for c in record["cases"]}
@@ -226,10 +217,13 @@ def parity_block(records: Sequence[Path], command: str) -> str:
         cells = [_interval(cases[c]["mean"], cases[c]["ci_low"], cases[c]["ci_high"]) if c in cases else "(the same network)"
                  for c in PARITY_CASES]
         where = "CPU" if record.get("backend") == "cpu" else record.get("device") or "-"
-        lines.append(f"| {env} ({steps}) | {' | '.join(cells)} | {where} | `{path.name}` |")
+        body.append([f"{env} ({steps})", *cells, where, f"`{path.name}`"])
         if record.get("note"):
             notes.append(f"`{path.name}`: {record['note']}")
-    lines += ["", *[f"- {n}" for n in notes], "", "Made by:", "```bash", command, "```", "", PARITY_END]
+    lines = [PARITY_START, "", "Generated by `ppo-lab zoo-table` from its `--parity` records; edit outside the markers.", "",
+             table(["env (steps per seed)", "PureJaxRL", "lab, preset", "lab at PureJaxRL's network", "where", "record"],
+                   "l" * 6, body),
+             "", *[f"- {n}" for n in notes], "", "Made by:", "```bash", command, "```", "", PARITY_END]
     return "\n".join(lines) + "\n"
 
 

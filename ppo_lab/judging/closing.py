@@ -25,6 +25,7 @@ from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN, dec
 from ppo_lab.judging.health import diverged_where, health_line
 from ppo_lab.judging.metric_names import label
 from ppo_lab.judging.reward_modes import paid_label
+from ppo_lab.judging.tables import interval
 from ppo_lab.rundir.run_summary import RunSummary
 
 NAME_WIDTH = 32  # the column of the values' names (wider where a name is longer)
@@ -52,10 +53,10 @@ def across_seeds(values: list, metric: str, bounds: Bounds = {}) -> str:  # noqa
         return "n/a"
     s = mean_summary(xs, metric, bounds=bounds)
     if len(xs) == 1:
-        return f"{format(s['mean'], _spec(s['mean']))} (1 seed: no interval)"
-    spec = _spec(s["mean"], s["ci_low"], s["ci_high"])
-    return (f"{format(s['mean'], spec)} [{format(s['ci_low'], spec)}, {format(s['ci_high'], spec)}] "
-            f"({method_words(s['ci_method'], metric, bounds)})")
+        return interval(s["mean"], s["ci_low"], s["ci_high"], spec=_spec(s["mean"]), missing=" (1 seed: no interval)")
+    text = interval(s["mean"], s["ci_low"], s["ci_high"], spec=_spec(s["mean"], s["ci_low"], s["ci_high"]),
+                    missing=" [no interval]")
+    return f"{text} ({method_words(s['ci_method'], metric, bounds)})"
 
 
 def _duration(seconds: float | None) -> str:

@@ -44,9 +44,10 @@ def interval(point: float, low: float, high: float, digits: int = 3, spec: str |
         return "-"
     if low is None or math.isnan(low):
         return (num(point, digits) if spec is None else format(point, spec)) + missing
-    places = decimals(max(abs(point), abs(low), abs(high)), digits)
-    text = (lambda x: num(x, places=places)) if spec is None else (lambda x: format(x, spec))
-    return f"{text(point)} [{text(low)}, {text(high)}]"
+    if spec is None:
+        places = decimals(max(abs(point), abs(low), abs(high)), digits)
+        return f"{num(point, places=places)} [{num(low, places=places)}, {num(high, places=places)}]"
+    return f"{point:{spec}} [{low:{spec}}, {high:{spec}}]"
 
 
 def mean_ci(values: Iterable[float], metric: str, bounds: dict | None = None, digits: int = 3) -> str:
