@@ -67,6 +67,7 @@ from ppo_lab.analysis.sweep_plots import plot_curves
 from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, DEFAULT_REPS, DEFAULT_SEED, SMALL_SAMPLE
 from ppo_lab.judging.headline import DEFAULT_HEADLINE, TRAIN_RETURN, headline_curve, headline_of
 from ppo_lab.judging.reward_modes import is_paid_return, modes_by_group, paid_label, refusal
+from ppo_lab.judging.tables import text_table
 from ppo_lab.rundir.slurm_jobs import wait_for_jobs
 
 log = logging.getLogger("ppo_lab.analysis.aggregate")
@@ -95,9 +96,7 @@ def format_table(rows: list[dict], col: sw.Collection) -> str:
             f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}] ({r.get('ci_method', 't')})", _f(r["iqm"]),
             _iqm_interval(r), "; ".join(note),
         ])
-    widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(b, widths)) for b in body]
+    lines = [text_table(head, "l" * len(head), body)]
     small = sorted({(r["group"], r["n_seeds"]) for r in shown if r.get("small_sample")})
     for group, n in small:
         lines.append(f"WARNING: {group}: n={n} seed(s), fewer than {SMALL_SAMPLE}: wide intervals; "

@@ -47,7 +47,7 @@ from ppo_lab.judging.closing import across_seeds, method_words
 from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN, declared_bounds, headline_of
 from ppo_lab.judging.metric_names import label as metric_label
 from ppo_lab.judging.reward_modes import differing_modes, is_paid_return, mode_of, refusal
-from ppo_lab.judging.tables import interval
+from ppo_lab.judging.tables import interval, text_table
 
 COLUMNS = [  # (key, header, format)
     ("kind", "kind", ""),
@@ -190,9 +190,7 @@ def format_table(records: list[dict], paid_by_mode: bool = False) -> str:
     headers = ["run"] + [h for _, h, _ in COLUMNS] + [h for _, h, _ in values]
     rows = [[r["label"]] + [_cell(r.get(k), spec) for k, _, spec in COLUMNS]
             + [_values_cell(r, key, metric) for key, _, metric in values] for r in records]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(headers)]
-    line = lambda cells: "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
-    out = [line(headers), line(["-" * w for w in widths])] + [line(row) for row in rows]
+    out = [text_table(headers, "l" + "r" * (len(headers) - 1), rows)]
     out.append(f"speedup: steps/s relative to {records[0]['label']}")
     out += [f"{r['label']}: {r['path']}" for r in records]
     return "\n".join(out)

@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 from ppo_lab import estimators as es
 
-__all__ = ["table", "decimals", "num", "interval", "mean_ci", "per_seed", "welch", "pvalue", "probability", "count"]
+__all__ = ["table", "text_table", "decimals", "num", "interval", "mean_ci", "per_seed", "welch", "pvalue", "probability", "count"]
 
 MAX_DECIMALS = 4
 
@@ -20,6 +20,16 @@ def table(header: list[str], align, rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---:" if a == "r" else "---" for a in align) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def text_table(header: list[str], align, rows: list[list[str]]) -> str:
+    """The same table for a terminal: each column as wide as its widest cell, two spaces apart,
+    a rule of dashes under the header."""
+    widths = [max(map(len, column)) for column in zip(header, *rows)]
+
+    def pad(cells):
+        return "  ".join(c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(cells, widths, align))
+    return "\n".join([pad(header), pad(["-" * w for w in widths]), *map(pad, rows)])
 
 
 def decimals(x: float, digits: int = 3) -> int:
