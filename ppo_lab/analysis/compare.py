@@ -273,7 +273,7 @@ def _values_cell(record: dict, key: str, metric: str) -> str:
     values = [v for v in record.get(key) or [] if v is not None]
     if not values:
         return "-"
-    text = across_seeds(values, metric, record.get("bounds") or {}).replace(" (1 seed: no interval)", " (1 seed)")
+    text = across_seeds(values, metric, record.get("bounds") or {}, one_seed=" (1 seed)")
     return f"{record['reward_mode']}: {text}" if key == "paid_values" and record.get("reward_mode") else text
 
 

@@ -45,15 +45,17 @@ def method_words(method: str, metric: str, bounds: Bounds = {}) -> str:  # noqa:
     return f"Anderson, in [{low:g}, {high:g}]"
 
 
-def across_seeds(values: list, metric: str, bounds: Bounds = {}) -> str:  # noqa: B006 - read only
+def across_seeds(values: list, metric: str, bounds: Bounds = {},  # noqa: B006 - read only
+                 one_seed: str = " (1 seed: no interval)") -> str:
     """`mean [low, high] (method)` across seeds, the interval `ppo-lab aggregate` gives the same
-    values of `metric` (`estimators.mean_summary`: docs/statistics.md), or the one value with one seed."""
+    values of `metric` (`estimators.mean_summary`: docs/statistics.md), or the one value and
+    `one_seed` with one seed."""
     xs = [float(v) for v in values if v is not None and not math.isnan(float(v))]
     if not xs:
         return "n/a"
     s = mean_summary(xs, metric, bounds=bounds)
     if len(xs) == 1:
-        return interval(s["mean"], s["ci_low"], s["ci_high"], spec=_spec(s["mean"]), missing=" (1 seed: no interval)")
+        return interval(s["mean"], s["ci_low"], s["ci_high"], spec=_spec(s["mean"]), missing=one_seed)
     text = interval(s["mean"], s["ci_low"], s["ci_high"], spec=_spec(s["mean"], s["ci_low"], s["ci_high"]),
                     missing=" [no interval]")
     return f"{text} ({method_words(s['ci_method'], metric, bounds)})"

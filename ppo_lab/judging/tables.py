@@ -10,8 +10,6 @@ from typing import Iterable, Sequence
 
 from ppo_lab import estimators as es
 
-__all__ = ["table", "text_table", "decimals", "num", "interval", "mean_ci", "per_seed", "welch", "pvalue", "probability", "count"]
-
 MAX_DECIMALS = 4
 
 
