@@ -183,12 +183,8 @@ def _draw_world(img, draw, scene: Scene, rec: Record, trail: list[int]) -> None:
     ar, ac = rec.agent // g, rec.agent % g
     rows = (r0 + np.arange(n)) % g
     cols = (c0 + np.arange(n)) % g
-
-    def torus(a, b):
-        d = np.abs(a - b)
-        return np.minimum(d, g - d)
-
-    in_view = (torus(rows, ar)[:, None] <= v) & (torus(cols, ac)[None, :] <= v)
+    # The agent's view as `Foraging.get_obs` finds it: a cell's offset from the window's corner on the torus.
+    in_view = ((rows - ar + v) % g <= 2 * v)[:, None] & ((cols - ac + v) % g <= 2 * v)[None, :]
     bg = np.where(in_view[..., None], COLOURS["view_bg"], COLOURS["bg"]).astype(np.uint8)
     tile = np.repeat(np.repeat(bg, px, 0), px, 1)
     if px >= 6:  # grid lines: the last pixel row and column of each cell
