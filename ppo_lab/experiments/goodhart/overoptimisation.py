@@ -38,6 +38,7 @@ from ppo_lab.analysis.overoptimisation import Drop, GaoFit, Stop, drop_height, g
 from ppo_lab.analysis.sweep import collect
 from ppo_lab.estimators import bonferroni, finite, mean_summary, permutation_test, welch_t_test
 from ppo_lab.experiments.goodhart.report import format_cell, in_report_order, mode_of_group
+from ppo_lab.judging.tables import table
 
 TRUE, PAID, DISTANCE = "eval/energy_per_1k", "eval/paid_per_1k", "eval/distance"
 REFERENCE_MODE = "ground_truth"
@@ -214,8 +215,7 @@ def drop_tests(paths: list[SeedPath], reference: str = REFERENCE_MODE) -> list[d
 
 # ----------------------------------------------------------------------------- output
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    return table(header, "l" * len(header), rows)  # every column left-aligned
 
 
 def _p(p: float) -> str:

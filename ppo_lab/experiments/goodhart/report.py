@@ -28,6 +28,7 @@ from ppo_lab.analysis.sweep import Collection, read_metric_curves
 from ppo_lab.analysis.sweep_plots import PAID, TRUE, draw_goodhart
 from ppo_lab.envs.foraging.config import MODES
 from ppo_lab.estimators import bonferroni, cohens_d, finite, mean_summary, welch_t_test
+from ppo_lab.judging.tables import interval
 
 # The survival protocol's headline metrics, in the report's order; each also as `<name>_greedy`.
 METRICS = ("efficiency_per_life", "food_share", "efficiency_per_world", "energy_per_1k",
@@ -94,8 +95,7 @@ def format_cell(mean: float, low: float, high: float) -> str:
     """`mean [low, high]` with 3 significant digits; `n/a` without a value."""
     if mean is None or math.isnan(mean):
         return "n/a"
-    ci = "" if low is None or math.isnan(low) else f" [{low:.3g}, {high:.3g}]"
-    return f"{mean:.3g}{ci}"
+    return interval(mean, low, high, spec=".3g")
 
 
 def pairwise_tests(col: Collection, metrics: Sequence[str]) -> list[dict]:
