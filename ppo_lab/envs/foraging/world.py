@@ -458,7 +458,7 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
         return self.get_obs(state, params), state
 
     def step_env(self, key, state, action, params):
-        """gymnax's hook (no auto-reset): used by gymnax's generic `Environment.step`."""
+        """gymnax's hook, the step without auto-reset (a replay's step; `step` adds the reset)."""
         state, events = self.transition(key, state, action, params)
         terminated = events["died"]
         reward = self.training_reward(events, params)
