@@ -67,7 +67,7 @@ from ppo_lab.analysis.sweep_plots import plot_curves
 from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, DEFAULT_REPS, DEFAULT_SEED, SMALL_SAMPLE
 from ppo_lab.judging.headline import DEFAULT_HEADLINE, TRAIN_RETURN, headline_curve, headline_of
 from ppo_lab.judging.reward_modes import is_paid_return, modes_by_group, paid_label, refusal
-from ppo_lab.judging.tables import text_table
+from ppo_lab.judging.tables import interval, text_table
 from ppo_lab.rundir.slurm_jobs import wait_for_jobs
 
 log = logging.getLogger("ppo_lab.analysis.aggregate")
@@ -82,7 +82,7 @@ def format_table(rows: list[dict], col: sw.Collection) -> str:
     if not shown:
         shown = rows
     modes = modes_by_group(col)
-    head = ["group", "metric", "n", "mean", "95% CI (method)", "IQM", "IQM 95% CI (bootstrap)", "note"]
+    head = ["group", "metric", "n", "mean [95% CI] (method)", "IQM [95% CI] (bootstrap)", "note"]
     body = []
     for r in shown:
         metric = r["metric"]
@@ -91,11 +91,10 @@ def format_table(rows: list[dict], col: sw.Collection) -> str:
         note = [f"WARNING n<{SMALL_SAMPLE}"] if r.get("small_sample") else []
         if r.get("logged_frac") not in (None, "") and float(r["logged_frac"]) < sw.SPARSE:
             note.append(f"sparse: in {float(r['logged_frac']):.0%} of updates")
-        body.append([
-            r["group"], metric, str(r["n_seeds"]), _f(r["mean"]),
-            f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}] ({r.get('ci_method', 't')})", _f(r["iqm"]),
-            _iqm_interval(r), "; ".join(note),
-        ])
+        mean = interval(r["mean"], r["ci_low"], r["ci_high"], spec=".4g", missing=" [no interval]")
+        # The IQM's bootstrap interval, or why there is none (fewer than 8 seeds: estimators).
+        iqm = interval(r["iqm"], r["iqm_ci_low"], r["iqm_ci_high"], spec=".4g", missing=f" [none (n<{BOOTSTRAP_MIN_RUNS})]")
+        body.append([r["group"], metric, str(r["n_seeds"]), f"{mean} ({r.get('ci_method', 't')})", iqm, "; ".join(note)])
     lines = [text_table(head, "l" * len(head), body)]
     small = sorted({(r["group"], r["n_seeds"]) for r in shown if r.get("small_sample")})
     for group, n in small:
@@ -105,23 +104,6 @@ def format_table(rows: list[dict], col: sw.Collection) -> str:
         lines.append("paid reward: each mode's return is measured under its own reward function; "
                      "not comparable across modes (compare the modes on the headline metric)")
     return "\n".join(lines)
-
-
-def _iqm_interval(row: dict) -> str:
-    """The IQM's bootstrap interval, or why there is none (fewer than 8 seeds: estimators)."""
-    if _f(row["iqm_ci_low"]) == "nan" and 0 < int(row["n_seeds"]) < BOOTSTRAP_MIN_RUNS:
-        return f"none (n<{BOOTSTRAP_MIN_RUNS})"
-    return f"[{_f(row['iqm_ci_low'])}, {_f(row['iqm_ci_high'])}]"
-
-
-def _f(x) -> str:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if x != x:
-        return "nan"
-    return f"{x:.4g}"
 
 
 def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_stopped: bool = False,
