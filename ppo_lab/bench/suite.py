@@ -62,6 +62,7 @@ from ppo_lab.bench.configs import compose, env_overrides, known_env
 from ppo_lab.config import validate
 from ppo_lab.hardware import PROJECT_ROOT, host_core_count, start_jax  # PROJECT_ROOT: where its processes run
 from ppo_lab.host_cpu import cpu_record
+from ppo_lab.judging.tables import text_table
 from ppo_lab.launching.command_line import fail
 from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
 from ppo_lab.ppo.hypers import Hypers
@@ -319,13 +320,12 @@ def _fmt(x, spec=",.0f"):
 
 def format_table(result: dict) -> str:
     lines = ["", f"ppo_lab benchmark ({'quick' if result['quick'] else 'full'}) on {result['machine']['description']}", ""]
-    lines.append(f"{'env':<10} {'num_envs':>8} {'env sps':>12} {'rollout sps':>12} {'train sps':>10} "
-                 f"{'train/roll':>10} {'roll/env':>9}  time share env/policy/update")
-    for name, r in result["envs"].items():
-        share = r["time_share"]
-        lines.append(f"{name:<10} {r['num_envs']:>8} {_fmt(r['env_sps']):>12} {_fmt(r['rollout_sps']):>12} "
-                     f"{_fmt(r['train_sps']):>10} {r['train_over_rollout']:>10.3f} {r['rollout_over_env']:>9.4f}  "
-                     f"{share['env']:.1%} / {share['policy']:.1%} / {share['update']:.1%}")
+    lines.append(text_table(
+        ["env", "num_envs", "env sps", "rollout sps", "train sps", "train/roll", "roll/env", "time share env/policy/update"],
+        "lrrrrrrl", [[name, str(r["num_envs"]), _fmt(r["env_sps"]), _fmt(r["rollout_sps"]), _fmt(r["train_sps"]),
+                      f"{r['train_over_rollout']:.3f}", f"{r['rollout_over_env']:.4f}",
+                      " / ".join(f"{r['time_share'][part]:.1%}" for part in ("env", "policy", "update"))]
+                     for name, r in result["envs"].items()]))
     for name, r in result["envs"].items():
         if "env_sps_threads" in r:
             lines.append(f"{name:<10} threads -> env sps " + ", ".join(f"{t}: {_fmt(v)}" for t, v in r["env_sps_threads"].items())
@@ -349,9 +349,9 @@ def format_table(result: dict) -> str:
         ("  compile speedup from the cache", _fmt(result.get("compile_cache_speedup"), ".2f") + "x", bar.get("compile_cache_speedup")),
         ("lab at PureJaxRL's CartPole defaults (train sps)", _fmt((result.get("purejaxrl_cartpole") or {}).get("train_sps")), ""),  # full only
     ]
-    for label, value, check in rows:
-        mark = "" if not isinstance(check, dict) else f"  [{'PASS' if check['pass'] else 'FAIL'}: bar {check['bar']}x]"
-        lines.append(f"{label:<48} {value:>14}{mark}")
+    lines.append(text_table(["check", "measured", "against the bar"], "lrl",
+                            [[label, value, "" if not isinstance(check, dict) else
+                              f"{'PASS' if check['pass'] else 'FAIL'}: bar {check['bar']}x"] for label, value, check in rows]))
     for key, section in (("purejaxrl_side_by_side", sidebyside), ("accelerator", accel)):
         if result.get(key):
             lines += ["", section.format_table(result[key])]

@@ -26,7 +26,7 @@ def text_table(header: list[str], align, rows: list[list[str]]) -> str:
     widths = [max(map(len, column)) for column in zip(header, *rows)]
 
     def pad(cells):
-        return "  ".join(c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(cells, widths, align))
+        return "  ".join(c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(cells, widths, align)).rstrip()
     return "\n".join([pad(header), pad(["-" * w for w in widths]), *map(pad, rows)])
 
 
