@@ -184,8 +184,8 @@ def test_processes_with_different_configs_all_stop_naming_the_key(tmp_path):
     assert not (tmp_path / "run" / "metrics.csv").exists()
 
 
-LONG = [*[a for a in TINY if not a.startswith("ppo.total_timesteps")], "ppo.total_timesteps=16384",
-        "num_seeds=2", "checkpoint.every_min=0.001"]  # 256 updates, a checkpoint about every chunk
+LONG = [*[a for a in TINY if not a.startswith("ppo.total_timesteps")], "ppo.total_timesteps=8192",
+        "num_seeds=2", "checkpoint.every_min=0.001"]  # 128 updates, a checkpoint about every chunk
 
 
 def wait_for_checkpoint(run_dir: Path, procs, newer_than: str | None = None, timeout: float = 120) -> str:
@@ -213,7 +213,7 @@ def test_a_stopped_or_killed_process_stops_the_other_and_both_resume(tmp_path):
     finally:
         kill_all(procs)
     summary = read_summary(run_dir)
-    assert summary["status"] == "stopped" and summary["updates"] < 256, codes
+    assert summary["status"] == "stopped" and summary["updates"] < 128, codes
     assert "signal SIGTERM" in summary["stop_reason"] or "another process" in summary["stop_reason"]
     assert int(read_rows(run_dir)[-1]["update"]) == summary["updates"]
     stopped_at = rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS)[-1].name  # the stop's own checkpoint
@@ -232,7 +232,7 @@ def test_a_stopped_or_killed_process_stops_the_other_and_both_resume(tmp_path):
     relaunched = run_two(LONG, run_dir)
     assert [p.code for p in relaunched] == [0, 0], relaunched[0].output()[-3000:] + relaunched[1].output()[-3000:]
     assert read_summary(run_dir)["resumed_from"] > 0
-    assert_rows_once(run_dir, [0, 1], 256)
+    assert_rows_once(run_dir, [0, 1], 128)
 
 
 @pytest.mark.timeout(60)
