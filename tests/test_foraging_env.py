@@ -277,6 +277,17 @@ def test_proxy_is_immortal_energy_frozen():
     assert not bool(jnp.any(died)) and float(s.energy) == 1.0
 
 
+def test_gymnax_termination_is_the_worlds_death():
+    """gymnax's `is_terminal` and `discount` read the world's own termination: out of energy,
+    unless the mode is immortal."""
+    env, p = make()
+    starved = hand_state(env, (3, 3), food=[(0, 0)], poison=[(6, 6)], energy=0.0)
+    assert bool(env.is_terminal(starved, p)) and float(env.discount(starved, p)) == 0.0
+    assert not bool(env.is_terminal(hand_state(env, (3, 3), food=[(0, 0)], poison=[(6, 6)]), p))
+    env, p = make("proxy")
+    assert not bool(env.is_terminal(starved, p))
+
+
 def test_reward_is_clipped():
     env, p = build(TINY, {"name": "ground_truth", "food": 100.0, "death": -50.0},
                    privileged_critic=False)

@@ -407,9 +407,9 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
                  + jnp.where(ate_poison, params.poison_energy, 0.0))
         energy = jnp.where(params.immortal, state.energy, state.energy + delta)
         energy = energy.astype(jnp.float32)
-        died = jnp.logical_not(params.immortal) & (energy <= params.energy_tolerance)
 
         new = state.replace(item_pos=pos, agent=agent, energy=energy, time=state.time + 1)
+        died = self.is_terminated(new, params)
         shaping = params.shaping_coef * (self.nearest_food_distance(state)
                                          - self.nearest_food_distance(new))
         events = dict(ate_food=ate_food, ate_poison=ate_poison, died=died,
@@ -456,6 +456,10 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
                          n_poison=n_poison, agent=cells[0],
                          energy=jnp.asarray(params.energy_start, jnp.float32))
         return self.get_obs(state, params), state
+
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """gymnax's termination (its `discount`, `is_terminal` read it): out of energy, unless immortal."""
+        return jnp.logical_not(params.immortal) & (state.energy <= params.energy_tolerance)
 
     def step_env(self, key, state, action, params):
         """gymnax's hook, the step without auto-reset (a replay's step; `step` adds the reset)."""
