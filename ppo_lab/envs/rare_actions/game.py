@@ -49,7 +49,6 @@ Per-step `info["metrics"]` (rollout means in metrics.csv)
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, Mapping
 
 import jax
@@ -256,29 +255,20 @@ class RareActions(environment.Environment[EnvState, EnvParams], Env):
         for group, actions in ACTION_GROUPS.items():
             metrics[f"actions/{group}_frac"] = f32(jnp.isin(action, jnp.asarray(actions)))
         reward = metrics["reward/data"] + metrics["reward/trace"] + metrics["reward/cache"]
-        return new, reward, new.integrity <= 0, metrics
+        return new, reward, self.is_terminated(new, params), metrics
 
     def step_env(self, key, state, action, params):
-        """gymnax's hook (no auto-reset)."""
+        """gymnax's hook (no auto-reset; gymnax's `step` adds it, with `is_truncated`)."""
         state, reward, terminated, metrics = self.transition(key, state, action, params)
         return self.get_obs(state, params), state, reward, terminated, {"metrics": metrics}
 
-    @partial(jax.jit, static_argnames=("self",))
-    def step(self, key: jax.Array, state: EnvState, action, params: EnvParams | None = None):
-        """gymnax 1.0 step with auto-reset; `terminated` and `truncated` are never both true."""
-        if params is None:
-            params = self.default_params
-        k_step, k_reset = jax.random.split(key)
-        state_st, reward, terminated, metrics = self.transition(k_step, state, action, params)
-        truncated = ~terminated & (state_st.time >= params.max_steps_in_episode)
-        done = terminated | truncated
-        obs_st = self.get_obs(state_st, params)
-        obs_re, state_re = self.reset_env(k_reset, params)
-        state = jax.tree.map(lambda r, s: jnp.where(done, r, s), state_re, state_st)
-        obs = jnp.where(done, obs_re, obs_st)
-        info = {"metrics": metrics, "terminated": terminated, "truncated": truncated,
-                "final_observation": obs_st}
-        return obs, state, reward, terminated, truncated, info
+    def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """Integrity gone."""
+        return state.integrity <= 0
+
+    def is_truncated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """The step limit reached while alive: `terminated` and `truncated` are never both true."""
+        return ~self.is_terminated(state, params) & super().is_truncated(state, params)
 
 
 # ---- config -> (env, params) -------------------------------------------------------------------
