@@ -33,6 +33,16 @@ CARTPOLE = {
     "ANNEAL_LR": True, "DEBUG": False,
 }
 
+# PureJaxRL's config keys that are a lab key each, both ways (`peer_config`, `lab_overrides`);
+# the epochs and minibatches after the lab's auto-scaling, its activation as its network reads it.
+PEER_KEYS = {
+    "NUM_ENVS": "ppo.num_envs", "NUM_STEPS": "ppo.num_steps", "TOTAL_TIMESTEPS": "ppo.total_timesteps",
+    "UPDATE_EPOCHS": "ppo.update_epochs", "NUM_MINIBATCHES": "ppo.num_minibatches", "GAMMA": "ppo.gamma",
+    "GAE_LAMBDA": "ppo.gae_lambda", "CLIP_EPS": "ppo.clip_eps", "ENT_COEF": "ppo.ent_coef_initial",
+    "VF_COEF": "ppo.vf_coef", "MAX_GRAD_NORM": "ppo.max_grad_norm", "LR": "ppo.lr", "ANNEAL_LR": "ppo.anneal_lr",
+    "ENV_NAME": "env.gymnax_id",
+}
+
 # Lab keys PureJaxRL's code fixes, at the value it fixes them to.
 FIXED = {
     "ppo.clip_vloss": True, "ppo.value_loss": "mean_of_max", "ppo.value_norm": None, "ppo.adam_eps": 1e-5,
@@ -118,16 +128,12 @@ def check_expressible(cfg: dict, continuous: bool) -> None:
 def peer_config(cfg: dict, continuous: bool) -> dict:
     """The lab config `cfg` (resolved) as PureJaxRL's config dict; Unexpressible where it cannot be."""
     check_expressible(cfg, continuous)
-    ppo, network = cfg["ppo"], cfg["network"]
+    ppo = cfg["ppo"]
     minibatches, epochs = effective_minibatches_and_epochs(ppo)
-    config = {
-        "NUM_ENVS": ppo["num_envs"], "NUM_STEPS": ppo["num_steps"], "TOTAL_TIMESTEPS": int(ppo["total_timesteps"]),
-        "UPDATE_EPOCHS": epochs, "NUM_MINIBATCHES": minibatches, "GAMMA": ppo["gamma"], "GAE_LAMBDA": ppo["gae_lambda"],
-        "CLIP_EPS": ppo["clip_eps"], "ENT_COEF": ppo["ent_coef_initial"], "VF_COEF": ppo["vf_coef"],
-        "MAX_GRAD_NORM": ppo["max_grad_norm"], "LR": ppo["lr"], "ANNEAL_LR": bool(ppo["anneal_lr"]),
-        "ACTIVATION": network["activation"] if network["activation"] in PEER_ACTIVATIONS else "tanh",
-        "ENV_NAME": cfg["env"]["gymnax_id"], "DEBUG": False,
-    }
+    config = {peer: get(cfg, lab) for peer, lab in PEER_KEYS.items()}
+    config.update(TOTAL_TIMESTEPS=int(ppo["total_timesteps"]), UPDATE_EPOCHS=epochs, NUM_MINIBATCHES=minibatches,
+                  ANNEAL_LR=bool(ppo["anneal_lr"]), ACTIVATION=peer_network(cfg, continuous)["network.activation"],
+                  DEBUG=False)
     if continuous:
         config["NORMALIZE_ENV"] = bool(ppo["normalize_obs"])
     return config
@@ -154,15 +160,9 @@ def lab_overrides(config: dict) -> list[str]:
     """PureJaxRL's `ppo.py` config in the lab's keys, its network and constant coefficients
     included: the Hydra overrides under which the lab trains as PureJaxRL does at `config`
     (`peer_config` maps them back), but for a time-limit cut (`ALWAYS_DIFFERENT`)."""
-    keys = {
-        "env.gymnax_id": config["ENV_NAME"], "ppo.num_envs": config["NUM_ENVS"], "ppo.num_steps": config["NUM_STEPS"],
-        "ppo.total_timesteps": int(config["TOTAL_TIMESTEPS"]), "ppo.update_epochs": config["UPDATE_EPOCHS"],
-        "ppo.num_minibatches": config["NUM_MINIBATCHES"], "ppo.auto_scale": False, "ppo.gamma": config["GAMMA"],
-        "ppo.gae_lambda": config["GAE_LAMBDA"], "ppo.clip_eps": config["CLIP_EPS"], "ppo.clip_eps_final": config["CLIP_EPS"],
-        "ppo.ent_coef_initial": config["ENT_COEF"], "ppo.ent_coef_final": config["ENT_COEF"], "ppo.vf_coef": config["VF_COEF"],
-        "ppo.max_grad_norm": config["MAX_GRAD_NORM"], "ppo.lr": config["LR"], "ppo.anneal_lr": config["ANNEAL_LR"],
-        "ppo.lr_final": 0.0,
-    }
+    keys = {lab: config[peer] for peer, lab in PEER_KEYS.items()}
+    keys.update({"ppo.total_timesteps": int(config["TOTAL_TIMESTEPS"]), "ppo.auto_scale": False,
+                 "ppo.clip_eps_final": config["CLIP_EPS"], "ppo.ent_coef_final": config["ENT_COEF"], "ppo.lr_final": 0.0})
     network = peer_network_overrides({"network": {"activation": config["ACTIVATION"]}}, continuous=False)
     return ["env=gymnax", *network, *(f"{key}={override_text(value)}" for key, value in keys.items())]
 

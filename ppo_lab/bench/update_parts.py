@@ -40,6 +40,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+from jax.extend.core import Literal, jaxprs_in_params
 
 from ppo_lab.bench import markdown, purejaxrl_peer, sidebyside
 from ppo_lab.bench.configs import compose
@@ -70,15 +71,6 @@ def timed_us(compiled, args, per_call: int) -> float:
             return best / per_call * 1e6
 
 
-def _sub_jaxprs(eqn):
-    for value in eqn.params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(item, jax.extend.core.ClosedJaxpr):
-                yield item.jaxpr
-            elif isinstance(item, jax.extend.core.Jaxpr):
-                yield item
-
-
 def find_scans(jaxpr, num_steps: int, epochs: int, found=None) -> dict:
     """The update's loops in `jaxpr` (searched through its calls, not into the scans found):
     {"rollout": eqn, "gae": eqn, "epochs": eqn}."""
@@ -90,7 +82,7 @@ def find_scans(jaxpr, num_steps: int, epochs: int, found=None) -> dict:
             if name and name not in found:
                 found[name] = eqn
                 continue
-        for sub in _sub_jaxprs(eqn):
+        for sub in jaxprs_in_params(eqn.params):
             find_scans(sub, num_steps, epochs, found)
     return found
 
@@ -100,7 +92,7 @@ def update_body(jaxpr, num_updates: int):
     for eqn in jaxpr.eqns:
         if eqn.primitive.name == "scan" and eqn.params["length"] == num_updates:
             return eqn.params["jaxpr"].jaxpr
-        for sub in _sub_jaxprs(eqn):
+        for sub in jaxprs_in_params(eqn.params):
             body = update_body(sub, num_updates)
             if body is not None:
                 return body
@@ -120,7 +112,7 @@ def example(aval, key):
 
 def scan_us(eqn) -> tuple:
     """(compiled program, inputs) of one scan equation alone."""
-    literals = {i: v.val for i, v in enumerate(eqn.invars) if isinstance(v, jax.extend.core.Literal)}
+    literals = {i: v.val for i, v in enumerate(eqn.invars) if isinstance(v, Literal)}
     avals = [v.aval for i, v in enumerate(eqn.invars) if i not in literals]
 
     def run(*args):

@@ -91,12 +91,11 @@ def lab_result(label: str, run_dir: Path, wall_s: float | None = None) -> dict:
             "per_update": per_update, "score": parity.tail_mean(per_update)}
 
 
-def run_lab(label: str, overrides: list[str], seeds: int, workdir: Path, timesteps: int | None = None) -> dict:
+def run_lab(label: str, overrides: list[str], seeds: int, workdir: Path) -> dict:
     """The lab trained here, as launch.py trains it (`run.entry.train`), `seeds` seeds vmapped."""
     run_dir = Path(tempfile.mkdtemp(prefix=f"{label}_", dir=workdir)) / "run"
-    extra = [f"num_seeds={seeds}"] + ([f"ppo.total_timesteps={timesteps}"] if timesteps else [])
     t0 = time.perf_counter()
-    train(compose([*overrides, *extra]), run_dir)
+    train(compose([*overrides, f"num_seeds={seeds}"]), run_dir)
     return lab_result(label, run_dir, time.perf_counter() - t0)
 
 
