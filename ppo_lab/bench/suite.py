@@ -85,14 +85,11 @@ BAR = {"seeds16_speedup": 3.0, "devices2_speedup": 1.3, "compile_cache_speedup":
 
 def available_envs(names) -> list[str]:
     """The names the suite can select (`configs.known_env`); the others skipped, with a word."""
-    out = []
     for name in names:
         if not known_env(name):
             print(f"[benchmark] skipping env {name!r}: no conf/experiment/{name}.yaml or conf/env/{name}.yaml",
                   file=sys.stderr)
-            continue
-        out.append(name)
-    return out
+    return [name for name in names if known_env(name)]
 
 
 # --- in-process measurements ----------------------------------------------------------------

@@ -15,12 +15,6 @@ from ppo_lab.pages.block import Block, measured_by
 PAGE = "docs/performance.md"
 
 
-def _benchmark(record: str):
-    def render(root: Path) -> str:
-        return markdown.render_file(root / record)
-    return render
-
-
 # The suite's row of the lab at PureJaxRL's CartPole settings: the side by side gives that figure
 # beside PureJaxRL's, measured together, so the page quotes it once.
 PUREJAXRL_ROW = "| the lab at PureJaxRL's CartPole defaults"
@@ -34,6 +28,7 @@ def suite(root: Path) -> str:
 SUITE = "docs/records/performance/suite"
 SUITE_CPU = "docs/benchmark_cpu_2core.json"
 CPU_RECORD = "docs/benchmark_cpu.json"  # per CPU type: the side by side with PureJaxRL, where an update's time goes
+GPU_RECORD = "docs/benchmark_gpu.json"
 LAYOUT = "docs/records/performance/layout"
 ROUNDS = 3
 MULTIHOST = "docs/records/performance/multihost"
@@ -113,11 +108,11 @@ def multihost(root: Path) -> str:
 
 BLOCKS = (
     Block("suite-cpu", PAGE, (SUITE_CPU,), suite),
-    Block("sidebyside-cpu", PAGE, (CPU_RECORD,), _benchmark(CPU_RECORD), measure=(
+    Block("sidebyside-cpu", PAGE, (CPU_RECORD,), lambda root: markdown.render_file(root / CPU_RECORD), measure=(
         f"`python -m ppo_lab.bench.sidebyside --purejaxrl PATH --rounds 3 --record {CPU_RECORD}` and `python -m "
         f"ppo_lab.bench.update_parts --purejaxrl PATH --rounds 3 --record {CPU_RECORD}` measure them (one entry per CPU "
         f"type) and keep the record.")),
-    Block("gpu", PAGE, ("docs/benchmark_gpu.json",), _benchmark("docs/benchmark_gpu.json")),
+    Block("gpu", PAGE, (GPU_RECORD,), lambda root: markdown.render_file(root / GPU_RECORD)),
     Block("layout-split", PAGE, (LAYOUT,), layout_split, measure=measured_by("layout")),
     Block("gru-cost", PAGE, (SUITE,), gru_cost, measure=measured_by("suite")),
     Block("outside-jax-speed", PAGE, (SUITE,), outside_jax, measure=measured_by("suite")),

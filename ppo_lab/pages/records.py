@@ -25,6 +25,11 @@ def benchmark(root: Path, record: str) -> dict:
     return found
 
 
+def command(found: Run) -> str:
+    """The launch's overrides, Hydra's own left out, as a page's commands write them."""
+    return " ".join(f"{k}={v}" for k, v in found.overrides.items() if not k.startswith("hydra"))
+
+
 def config(root: Path, record: str) -> dict:
     return rundir.read_config(root / record) or {}
 

@@ -40,8 +40,7 @@ def closing_summary(root: Path) -> str:
     shown = Path(source[at:]) if at >= 0 else Path(source)
     mode = "greedy" if config["eval"]["deterministic"] else "sampled"
     lines = closing_lines(found.summary, shown, eval_mode=mode, resume_command=None, env=config["env"])
-    command = " ".join(f"{k}={v}" for k, v in found.overrides.items() if not k.startswith("hydra"))
-    return "```\n" + "\n".join([f"$ python launch.py {command}", *lines]) + "\n```"
+    return "```\n" + "\n".join([f"$ python launch.py {rec.command(found)}", *lines]) + "\n```"
 
 
 ZOO_PAGE = "docs/results-zoo.md"

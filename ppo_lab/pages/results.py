@@ -38,11 +38,6 @@ def pendulum_parity(root: Path) -> str:
 RESULTS = "docs/records/results"
 
 
-def _command(found) -> str:
-    """The launch's overrides (seed and Hydra's own left out), as the page's commands write them."""
-    return "`" + " ".join(f"{k}={v}" for k, v in found.overrides.items() if not k.startswith("hydra")) + "`"
-
-
 def _returns(found, digits: int = 3) -> tuple[str, str]:
     """(each seed's evaluation return, their mean [95% CI])."""
     values = seed_values(found.summary, RETURN)
@@ -70,7 +65,7 @@ def continuous(root: Path) -> str:
     for name in ("pendulum", "brax_inverted_pendulum"):
         found = rec.run(root, f"{RESULTS}/continuous/{name}")
         s = found.summary
-        rows.append([_command(found), *_returns(found), f"{s.wall_s:.0f} / {s.compile_s:.0f} / {s.eval_s:.0f}"])
+        rows.append([f"`{rec.command(found)}`", *_returns(found), f"{s.wall_s:.0f} / {s.compile_s:.0f} / {s.eval_s:.0f}"])
     return tb.table(["command", "greedy return per seed", "mean [95% CI]", "training / compile / evaluation s"],
                     ["l", "l", "l", "l"], rows)
 
@@ -80,7 +75,7 @@ def outside_jax(root: Path) -> str:
     for name in ("cartpole_2_devices", "cartpole_1_device", "coinrun"):
         found = rec.run(root, f"{RESULTS}/envpool/{name}")
         s = found.summary
-        rows.append([_command(found), str(len(s.devices)), f"{s.updates} of {s.total_updates}",
+        rows.append([f"`{rec.command(found)}`", str(len(s.devices)), f"{s.updates} of {s.total_updates}",
                      tb.per_seed(seed_values(found.summary, RETURN), 4)])
     return tb.table(["command", "devices", "updates", "greedy evaluation return per seed"], ["l", "r", "l", "l"], rows)
 
@@ -93,7 +88,7 @@ def jumanji(root: Path) -> str:
         found, seeds = rec.run(root, record), rec.units(root, record)
         last = [u.values["criteria/final_return"] for u in seeds]
         first = [u.values["criteria/final_return"] - u.values["criteria/return_gain"] for u in seeds]
-        rows.append([_command(found), f"{found.summary.timesteps:,}", f"{tb.per_seed(first)} -> {tb.per_seed(last)}",
+        rows.append([f"`{rec.command(found)}`", f"{found.summary.timesteps:,}", f"{tb.per_seed(first)} -> {tb.per_seed(last)}",
                      tb.per_seed(seed_values(found.summary, RETURN)), f"{found.summary.wall_s:.0f}"])
     return tb.table(["command", "steps per seed", "training return per seed, first -> last tenth",
                      "greedy eval return per seed", "training s"], ["l", "r", "l", "l", "r"], rows)
