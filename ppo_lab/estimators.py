@@ -387,22 +387,17 @@ def interval_estimates(scores, *, reps: int = DEFAULT_REPS, seed: int = DEFAULT_
     return out
 
 
-def score_distribution(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
-    """rliable's performance profile: the fraction of all runs x tasks scores above each tau."""
-    flat = np.asarray(scores, dtype=np.float64).reshape(-1)
-    return np.mean(flat[:, None] > np.asarray(taus, dtype=np.float64)[None, :], axis=0)
-
-
 def performance_profile(scores, taus, *, reps: int = DEFAULT_REPS, seed: int = DEFAULT_SEED,
                         confidence: float = 0.95, as_rliable: bool = False) -> dict[str, list[float]]:
-    """The score distribution at ``taus`` with its stratified bootstrap band, read as
-    `interval_estimates` reads it (NaN below BOOTSTRAP_MIN_RUNS runs per task): {tau, profile, low, high}."""
+    """rliable's performance profile, the fraction of all runs x tasks scores above each of
+    ``taus``, with its stratified bootstrap band, read as `interval_estimates` reads it (NaN below
+    BOOTSTRAP_MIN_RUNS runs per task): {tau, profile, low, high}."""
     x = _as_matrix(scores)
     taus = np.asarray(taus, dtype=np.float64)
     stack = stratified_resamples(x, reps, seed).reshape(reps, -1)
     replicates = np.mean(stack[:, :, None] > taus[None, None, :], axis=1)
     low, high = percentile_interval(replicates, confidence, None if as_rliable else x.shape[0])
-    return {"tau": taus.tolist(), "profile": score_distribution(x, taus).tolist(),
+    return {"tau": taus.tolist(), "profile": np.mean(x.reshape(-1)[:, None] > taus[None, :], axis=0).tolist(),
             "low": np.asarray(low).tolist(), "high": np.asarray(high).tolist()}
 
 

@@ -20,43 +20,32 @@ def diverged_where(entries: list[dict], unit: str = "seed") -> str:
     return ", ".join(f"{unit} {e['seed']} at update {e['update']} ({e['metric']})" for e in entries)
 
 
-def health_findings(rows: list[dict], health: HealthConfig) -> dict[tuple[str, int], list[int]]:
-    """Per (problem, seed) over `rows`: the updates it was seen in, in order."""
-    found: dict[tuple[str, int], list[int]] = {}
-    for kind, row, _ in _problems(rows, health):
-        found.setdefault((kind, row["seed"]), []).append(int(row["update"]))
-    return found
-
-
-def _problems(rows: list[dict], health: HealthConfig):
-    """(kind, row, value) of each problem a row shows."""
+def health_findings(rows: list[dict], health: HealthConfig) -> dict[tuple[str, int], list[tuple[int, float]]]:
+    """Per (problem, seed) over `rows`: (update, the value that showed it) of each row it was seen in, in order."""
+    found: dict[tuple[str, int], list[tuple[int, float]]] = {}
     for row in rows:
         entropy, kl, clip = (row.get(k, math.nan) for k in ("train/entropy", "train/approx_kl", "train/clip_frac"))
-        if entropy < health.entropy_min and kl < health.kl_min:
-            yield "entropy collapse", row, entropy
-        if kl > health.kl_max:
-            yield "approx_kl high", row, kl
-        if clip > health.clip_frac_max:
-            yield "clip_frac high", row, clip
+        for kind, value, seen in (("entropy collapse", entropy, entropy < health.entropy_min and kl < health.kl_min),
+                                  ("approx_kl high", kl, kl > health.kl_max),
+                                  ("clip_frac high", clip, clip > health.clip_frac_max)):
+            if seen:
+                found.setdefault((kind, row["seed"]), []).append((int(row["update"]), value))
+    return found
 
 
 def health_messages(rows: list[dict], health: HealthConfig) -> dict[tuple[str, int], str]:
     """(problem, seed) -> its message over `rows`, in that order: one per problem and seed over a
     chunk's rows, not one per update."""
-    found: dict[tuple[str, int], tuple[int, float]] = {}
-    for kind, row, value in _problems(rows, health):
-        key = (kind, row["seed"])
-        count, worst = found.get(key, (0, value))
-        found[key] = (count + 1, max(worst, value) if kind != "entropy collapse" else min(worst, value))
     limits = {
         "entropy collapse": f"entropy < {health.entropy_min} with approx_kl < {health.kl_min}",
         "approx_kl high": f"approx_kl > {health.kl_max}",
         "clip_frac high": f"clip_frac > {health.clip_frac_max}",
     }
-    return {
-        (kind, seed): f"health: {kind} on seed {seed} in {count} update(s) (worst {worst:.4g}; {limits[kind]})"
-        for (kind, seed), (count, worst) in sorted(found.items())
-    }
+    messages = {}
+    for (kind, seed), seen in sorted(health_findings(rows, health).items()):
+        worst = (min if kind == "entropy collapse" else max)(value for _, value in seen)
+        messages[kind, seed] = f"health: {kind} on seed {seed} in {len(seen)} update(s) (worst {worst:.4g}; {limits[kind]})"
+    return messages
 
 
 def obs_cast_message(rows: list[dict], dtype_name: str) -> str | None:
@@ -74,10 +63,11 @@ def obs_cast_message(rows: list[dict], dtype_name: str) -> str | None:
             f"for the update (uint8 truncates toward zero); the policy acts on the float values")
 
 
-def seen_in_summary(seen: dict, found: dict[tuple[str, int], list[int]]) -> dict:
+def seen_in_summary(seen: dict, found: dict[tuple[str, int], list[tuple[int, float]]]) -> dict:
     """summary.json's `health` with `found` (`health_findings`) added: per problem, its seeds,
     the first and last update it was seen in, and in how many (seed, update) rows."""
-    for (kind, seed), updates in found.items():
+    for (kind, seed), hits in found.items():
+        updates = [update for update, _ in hits]
         entry = seen.setdefault(kind, {"seeds": [], "first_update": updates[0], "last_update": updates[-1], "rows": 0})
         entry["seeds"] = sorted(set(entry["seeds"]) | {seed})
         entry["first_update"] = min(entry["first_update"], updates[0])
@@ -129,7 +119,7 @@ class HealthWarnings:
         last = {}
         for row in rows:
             last[row["seed"]] = max(last.get(row["seed"], 0), int(row["update"]))
-        still = {key for key, updates in found.items() if updates[-1] == last[key[1]]}
+        still = {key for key, seen in found.items() if seen[-1][0] == last[key[1]]}
         for kind, seed in sorted(self.ongoing - still):
             if seed in last:  # a seed without rows (diverged) has not cleared
                 log.info("health: %s on seed %d cleared by update %d", kind, seed, last[seed])

@@ -242,21 +242,20 @@ def _create(path: Path, holder: Holder) -> int | None:
     return fd
 
 
-def _set_aside(path: Path, stale: Holder) -> bool:
+def _set_aside(path: Path, stale: Holder) -> None:
     """Move the stale lock out of the way, atomically. When two processes take over at once,
     one rename wins; the loser finds the file gone (or a fresh lock in its place: put back)."""
     aside = path.with_name(f"{path.name}.stale.{os.getpid()}.{uuid.uuid4().hex[:8]}")
     try:
         os.rename(path, aside)
     except FileNotFoundError:
-        return True  # another process moved it first: race it to create the new one
+        return  # another process moved it first: race it to create the new one
     moved = read_holder(aside)
     if moved is not None and moved.token != stale.token:  # a fresh lock replaced the stale one meanwhile
         with contextlib.suppress(OSError):
             os.link(aside, path)  # fails if yet another lock exists: then that one holds
     with contextlib.suppress(OSError):
         os.unlink(aside)
-    return True
 
 
 def acquire(run_dir: Path, stale_s: float, process_index: int = 0, heartbeat_s: float | None = None) -> RunDirLock | NoLock:

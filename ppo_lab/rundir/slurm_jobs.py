@@ -24,7 +24,7 @@ from submitit.slurm.slurm import SlurmInfoWatcher
 from ppo_lab.rundir.sweep_files import find_jobs_files, read_jobs, write_jobs
 
 __all__ = ["FAILED_STATES", "KILLED_STATES", "LIMBO_S", "final_state", "failed_state", "sacct_states", "jobs_by_number",
-           "pending_jobs", "wait_for_jobs", "read_jobs", "write_jobs", "submitted_without_waiting"]
+           "wait_for_jobs", "read_jobs", "write_jobs", "submitted_without_waiting"]
 
 # Not done, beyond submitit's list (READY, PENDING, RUNNING, UNKNOWN, REQUEUED, COMPLETING,
 # PREEMPTED): states a job passes through on its way to running again or ending.
@@ -113,13 +113,6 @@ def _slurm_job_ids(dirs: Sequence[Path]) -> list[str]:
         if record.get("launcher") == "slurm":
             ids += [j["job_id"] for j in record.get("jobs", {}).values()]
     return list(dict.fromkeys(ids))
-
-
-def pending_jobs(dirs: Sequence[Path]) -> list[str]:
-    """"<job id> (<state>)" of every SLURM job in the dirs' jobs.json files not in a final state."""
-    ids = _slurm_job_ids(dirs)
-    states = sacct_states(ids)
-    return [f"{jid} ({states.get(jid, 'unknown: not listed by sacct')})" for jid in ids if not final_state(states.get(jid))]
 
 
 class _Limbo:

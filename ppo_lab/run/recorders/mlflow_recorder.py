@@ -56,8 +56,8 @@ from ppo_lab.analysis.run_plots import plot_run
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders.per_seed import (
     PerSeedLogger,
-    best_member,
     finite,
+    is_best_member,
     population_member,
     row_metrics,
     seed_results,
@@ -272,9 +272,8 @@ class MlflowRecorder(PerSeedLogger):
                 metrics = [Metric(name, value, now, step) for name, value in results.items()]
                 for name, value in results.items():
                     means.setdefault(name, []).append(value)
-                best = best_member(summary)
-                member_tags = [RunTag("ppo_lab.pbt_best_member", str(population_member(self.cfg, seed) == best).lower())] \
-                    if best is not None else []
+                best = is_best_member(self.cfg, summary, seed)
+                member_tags = [] if best is None else [RunTag("ppo_lab.pbt_best_member", str(best).lower())]
                 self.client.log_batch(run_id, metrics=metrics, tags=end_tags + member_tags)
                 for path in files:
                     self.client.log_artifact(run_id, str(path))

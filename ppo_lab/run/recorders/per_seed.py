@@ -53,9 +53,11 @@ def population_member(cfg, seed: int) -> int | None:
     return seed - cfg.seed if cfg.pbt is not None else None
 
 
-def best_member(summary: RunSummary) -> int | None:
-    """The population's best member at the end (summary.json `pbt`), else None."""
-    return (summary.pbt or {}).get("best_member")
+def is_best_member(cfg, summary: RunSummary, seed: int) -> bool | None:
+    """Whether seed `seed` is the population's best member at the end (summary.json `pbt`);
+    None outside a population."""
+    member, best = population_member(cfg, seed), (summary.pbt or {}).get("best_member")
+    return None if member is None or best is None else member == best
 
 
 def sweep_group() -> str | None:

@@ -32,7 +32,7 @@ from ppo_lab.run.recorders.per_seed import PerSeedLogger, population_member, row
 from ppo_lab.rundir.run_summary import RunSummary
 
 
-class EventFile:
+class EventFile(EventsWriter):
     """One seed's event file of one session, each event written when it is added."""
 
     def __init__(self, logdir: Path, purge_step: int | None):
@@ -41,24 +41,12 @@ class EventFile:
         # as the killed one would overwrite its file (seen under load: updates 1-4 gone). A suffix
         # of the time in nanoseconds, fixed width, keeps the files apart and in the order
         # TensorBoard reads them (by name), which purge_step relies on.
-        self.events = EventsWriter(str(logdir / "events"), f".{time.time_ns():020d}")
+        super().__init__(str(logdir / "events"), f".{time.time_ns():020d}")
         if purge_step is not None:
-            self.events.write_event(Event(step=purge_step, session_log=SessionLog(status=SessionLog.START)))
+            self.write_event(Event(step=purge_step, session_log=SessionLog(status=SessionLog.START)))
 
     def add(self, summary, step: int) -> None:
-        self.events.write_event(Event(wall_time=time.time(), step=step, summary=summary))
-
-    def add_scalar(self, name: str, value: float, step: int) -> None:
-        self.add(scalar(name, value), step)
-
-    def add_text(self, name: str, body: str, step: int) -> None:
-        self.add(text(name, body), step)
-
-    def flush(self) -> None:
-        self.events.flush()
-
-    def close(self) -> None:
-        self.events.close()
+        self.write_event(Event(wall_time=time.time(), step=step, summary=summary))
 
 
 class TensorBoardLogger(PerSeedLogger):
@@ -80,7 +68,7 @@ class TensorBoardLogger(PerSeedLogger):
                 member = population_member(self.cfg, seed)
                 extra = {"seed": seed, **({"member": member} if member is not None else {})}
                 config_text = OmegaConf.to_yaml(OmegaConf.create(dict(self.cfg.resolved, **extra)))
-                writer.add_text("config", "```\n" + config_text + "\n```", 0)
+                writer.add(text("config", "```\n" + config_text + "\n```"), 0)
             self.writers[seed] = writer
         return writer
 
@@ -88,7 +76,7 @@ class TensorBoardLogger(PerSeedLogger):
         writer = self._writer(seed)
         for row in rows:
             for name, value in row_metrics(row).items():
-                writer.add_scalar(name if "/" in name else "charts/" + name, value, int(row["update"]))
+                writer.add(scalar(name if "/" in name else "charts/" + name, value), int(row["update"]))
         writer.flush()  # in the file before loggers.json says so
 
     def finish(self, summary: RunSummary) -> None:
@@ -99,10 +87,10 @@ class TensorBoardLogger(PerSeedLogger):
             step = int(summary.updates or self.held[seed])
             writer = self._writer(seed)
             for name, value in seed_results(summary, index).items():
-                writer.add_scalar(name, value, step)
+                writer.add(scalar(name, value), step)
             brief = {"status": summary.status, "stop_reason": summary.stop_reason, "updates": summary.updates,
                      "timesteps": summary.timesteps, "compile_s": summary.compile_s, "sps": summary.sps}
-            writer.add_text("summary", "```\n" + json.dumps(brief, indent=1) + "\n```", step)
+            writer.add(text("summary", "```\n" + json.dumps(brief, indent=1) + "\n```"), step)
         for writer in self.writers.values():
             writer.close()
         self.writers = {}

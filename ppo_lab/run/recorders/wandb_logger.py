@@ -37,7 +37,7 @@ import wandb
 from ppo_lab.errors import ConfigError
 from ppo_lab.run.recorders.per_seed import (
     PerSeedLogger,
-    best_member,
+    is_best_member,
     population_member,
     row_metrics,
     seed_results,
@@ -79,11 +79,11 @@ class WandbLogger(PerSeedLogger):
             silent=True, console="off", disable_git=True, save_code=False, x_disable_stats=True,
             x_disable_machine_info=True, init_timeout=120,
         )
-        self.runs, self.members = {}, {}
+        self.runs = {}
         for seed in self.seeds:
             ids.setdefault(str(seed), uuid.uuid4().hex[:8])
             config = dict(cfg.resolved, seed=seed, first_seed=cfg.seed, run_dir=str(self.run_dir))
-            self.members[seed] = member = population_member(cfg, seed)
+            member = population_member(cfg, seed)
             if member is not None:
                 config["member"] = member
             self.runs[seed] = wandb.init(
@@ -119,8 +119,7 @@ class WandbLogger(PerSeedLogger):
                       "sps": summary.sps, "timesteps": summary.timesteps, "updates": summary.updates}
             if seed in seeds:
                 values.update(seed_results(summary, seeds.index(seed)))
-            if self.members[seed] is not None and best_member(summary) is not None:
-                values["pbt/best_member"] = self.members[seed] == best_member(summary)
+            values["pbt/best_member"] = is_best_member(self.cfg, summary, seed)
             run.summary.update({k: v for k, v in values.items() if v is not None})
             run.finish(exit_code=1 if summary.status == "failed" else 0)
         self.state.pop("open", None)  # finished: what each run holds is in its file
