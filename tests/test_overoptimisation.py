@@ -100,7 +100,7 @@ def test_the_report_of_a_sweep_of_two_modes(tmp_path, capsys):
     assert "| proxy |" in text.split("| mode | NDH (mean) |")[1], "proxy's drop heights tested against ground_truth's"
     # Every evaluation row holds the true objective, its parts, what the mode pays and the KL from the start.
     for job in ("0", "1"):
-        evals = rundir.evals_by_seed(sweep / job)
+        evals = rundir.columns_by_seed(sweep / job / rundir.EVALS)
         assert sorted(evals) == [0, 1]
         for cols in evals.values():
             assert list(cols["update"]) == list(range(0, 17, 2))
@@ -126,7 +126,7 @@ def write_evals(run_dir, mode_index: int, seeds) -> None:
             true = -10 + (50 * d if mode_index == 0 else float(gao_gain(10 + seed, 20, d)))
             rows.append({"update": update, "seed": seed, "timesteps": 64 * update, "wall_s": 0.1 * update,
                          ov.DISTANCE: d, ov.TRUE: true, ov.PAID: 100 * d})
-    rundir.evals_file(run_dir).append(rows)
+    rundir.MetricsCSV(run_dir / rundir.EVALS).append(rows)
 
 
 def goodhart_sweep_along(path):

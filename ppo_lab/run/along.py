@@ -6,9 +6,9 @@ update, each seed's current policy is evaluated by the env's protocols (the epis
 evaluation and the env's own, e.g. the foraging world's survival protocol) at the sizes of
 `eval.along_*` (`EvalConfig.along_training`), and its KL divergence from the initial policy
 and from the previous evaluation's is measured on held-out states (`ppo.policy_distance`).
-One row per evaluation and seed goes to evals.csv (`rundir.evals_file`): every `eval/*` metric of
-the protocols, `eval/kl_from_initial`, `eval/kl_from_previous` (blank at update 0: there is
-no previous evaluation) and `eval/distance` = sqrt(KL from the initial policy).
+One row per evaluation and seed goes to evals.csv (written as metrics.csv is, `rundir.MetricsCSV`):
+every `eval/*` metric of the protocols, `eval/kl_from_initial`, `eval/kl_from_previous` (blank
+at update 0: there is no previous evaluation) and `eval/distance` = sqrt(KL from the initial policy).
 
 The loop (run/loop.py) evaluates between chunks, which end on evaluation updates
 (`build.chunk_updates`), before a checkpoint: a checkpoint at an evaluation update comes
@@ -75,7 +75,7 @@ class AlongTraining:
     def due(self, update: int, num_updates: int) -> bool:
         """Whether the run evaluates after `update` updates (and has not yet)."""
         if self.evaluated is None:
-            self.evaluated = rundir.evaluated_updates(self.run_dir)
+            self.evaluated = {row["update"] for row in rundir.read_metrics(self.run_dir / rundir.EVALS)}
         return (update % self.every == 0 or update == num_updates) and update not in self.evaluated
 
     def evaluate(self, state, update: int, wall_s: float, divergence) -> list[dict]:
@@ -92,7 +92,7 @@ class AlongTraining:
         masked = divergence.masked(results)  # a diverged seed's values blank, as in the final evaluation
         rows = [{"update": update, "seed": seed, "timesteps": update * comp.ppo.batch_size, "wall_s": round(wall_s, 3),
                  **{name: values[i] for name, values in masked.items()}} for i, seed in enumerate(cfg.seeds)]
-        rundir.evals_file(self.run_dir).append(rows)
+        rundir.MetricsCSV(self.run_dir / rundir.EVALS).append(rows)
         self.evaluated.add(update)
         self._say(update, rows)
         return rows

@@ -27,9 +27,6 @@ from ppo_lab.rundir.metrics import (
     MetricsTail,
     columns_by_seed,
     copy_rows_until,
-    evals_by_seed,
-    evals_file,
-    evaluated_updates,
     keep_evals,
     read_header,
     read_metrics,
@@ -80,6 +77,6 @@ __all__ = [
     "check_format", "dotted_keys", "manifest_differences", "read_manifest", "use_recorded_parts", "write_manifest",
     "write_failure", "write_jobs", "write_json_atomic", "write_logger_state", "write_table", "write_text_atomic",
     "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",
-    "EVALS", "evals_by_seed", "evals_file", "evaluated_updates", "keep_evals",
+    "EVALS", "keep_evals",
     "RECORD", "is_benchmark_run", "recorded_criteria", "write_record",
 ]

@@ -153,7 +153,7 @@ def _flock_free(path: Path) -> bool:
         os.close(fd)  # releases the probe's flock, if it got one
 
 
-class RunDirLock:
+class RunDirLock(contextlib.AbstractContextManager):
     """The held lock of one run dir: refreshed every `heartbeat_s` by a thread, released by `release`."""
 
     def __init__(self, run_dir: Path, fd: int, holder: Holder, made_dir: bool, heartbeat_s: float):
@@ -203,9 +203,6 @@ class RunDirLock:
         if self.made_dir:
             with contextlib.suppress(OSError):  # not empty: the run wrote its files there
                 self.run_dir.rmdir()
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, *exc):
         self.release()

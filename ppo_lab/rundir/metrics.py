@@ -12,7 +12,7 @@ the file: it is rewritten atomically under the new header, earlier rows blank in
 column, with a warning. No value is ever dropped.
 
 evals.csv, the evaluations along training (`eval.every_updates`, ppo_lab/run/along.py), has
-this layout, types and writer: one row per (evaluation, seed), `KEY_COLUMNS` first (the update
+this layout, types, reader and writer (`MetricsCSV`, `read_metrics`, `columns_by_seed` of it): one row per (evaluation, seed), `KEY_COLUMNS` first (the update
 evaluated after, its seed, its timesteps and training wall time), then every `eval/*` metric.
 On resume it is cut back to the checkpoint's update, and a fresh start empties it, as
 metrics.csv is: a run killed and relaunched has no duplicate and no missing evaluation; those
@@ -254,21 +254,6 @@ def copy_rows_until(src: Path, dst: Path, update: int) -> None:
 
 
 # ----------------------------------------------------------------------------- evals.csv
-def evals_file(run_dir: Path) -> MetricsCSV:
-    """The writer of `run_dir`'s evals.csv (appends rows; `truncate_after`)."""
-    return MetricsCSV(Path(run_dir) / EVALS)
-
-
-def evals_by_seed(run_dir: Path) -> dict[int, dict[str, np.ndarray]]:
-    """Per seed, every column of evals.csv as a float array ordered by update."""
-    return columns_by_seed(Path(run_dir) / EVALS)
-
-
-def evaluated_updates(run_dir: Path) -> set[int]:
-    """The updates evals.csv has rows of."""
-    return {row["update"] for row in read_metrics(Path(run_dir) / EVALS)}
-
-
 def keep_evals(run_dir: Path, update: int, source: Path | None) -> int:
     """Make `run_dir`'s evals.csv hold the evaluations up to `update` of the run resumed from
     `source` (`run_dir` itself, or another run's dir whose rows are copied); none for a fresh
@@ -276,4 +261,4 @@ def keep_evals(run_dir: Path, update: int, source: Path | None) -> int:
     if source is not None and Path(source) != Path(run_dir) and (Path(source) / EVALS).exists():
         copy_rows_until(Path(source) / EVALS, Path(run_dir) / EVALS, update)
         return 0
-    return evals_file(run_dir).truncate_after(update if source is not None else -1)
+    return MetricsCSV(Path(run_dir) / EVALS).truncate_after(update if source is not None else -1)

@@ -115,19 +115,6 @@ def _slurm_job_ids(dirs: Sequence[Path]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-class _Limbo:
-    """When each job was first seen in a limbo state (unlisted, PREEMPTED), to bound the wait."""
-
-    def __init__(self, limbo_s: float):
-        self.limbo_s, self.since = limbo_s, {}
-
-    def given_up(self, job_id: str, state: str | None, now: float) -> bool:
-        if _first_word(state or "UNKNOWN") not in LIMBO_STATES:
-            self.since.pop(job_id, None)
-            return False
-        return now - self.since.setdefault(job_id, now) > self.limbo_s
-
-
 def wait_for_jobs(dirs: Sequence[Path], timeout_s: float | None = None, poll_s: float = 5.0,
                   limbo_s: float = LIMBO_S) -> dict[str, str]:
     """Block until every SLURM job listed in the dirs' jobs.json files is in a final sacct
@@ -135,12 +122,17 @@ def wait_for_jobs(dirs: Sequence[Path], timeout_s: float | None = None, poll_s: 
     what is known ("unknown: not listed by sacct" or the state), also printed by job id."""
     ids = _slurm_job_ids(dirs)
     t0 = time.monotonic()
-    limbo = _Limbo(limbo_s)
+    in_limbo: dict[str, float] = {}  # job id -> when it was first seen in a limbo state (unlisted, PREEMPTED)
     while True:
         states = sacct_states(ids)
         now = time.monotonic()
+        for j in ids:
+            if _first_word(states.get(j) or "UNKNOWN") in LIMBO_STATES:
+                in_limbo.setdefault(j, now)
+            else:
+                in_limbo.pop(j, None)
         gave_up = {j: states.get(j, "unknown: not listed by sacct") for j in ids
-                   if not final_state(states.get(j)) and limbo.given_up(j, states.get(j), now)}
+                   if not final_state(states.get(j)) and now - in_limbo.get(j, now) > limbo_s}
         pending = [f"{j} ({states.get(j, 'not listed by sacct yet')})" for j in ids
                    if not final_state(states.get(j)) and j not in gave_up]
         if not pending:

@@ -73,7 +73,7 @@ def load_paths(dirs: Sequence[Path]) -> tuple[list[SeedPath], list[str]]:
     group_modes = mode_of_group(col)  # for runs whose summary names no mode
     paths, skipped = [], []
     for run in {u.run.path: u.run for u in col.units if u.used}.values():
-        by_seed = rundir.evals_by_seed(run.path)
+        by_seed = rundir.columns_by_seed(run.path / rundir.EVALS)
         if not by_seed:
             skipped.append(f"{run.path}: no {rundir.EVALS} (eval.every_updates was off)")
             continue

@@ -19,6 +19,7 @@ with a session start at the first update past what loggers.json says TensorBoard
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -99,10 +100,8 @@ class TensorBoardLogger(PerSeedLogger):
         """Let go of the files after a failure (a full disk): close each, errors ignored (the
         disk that failed the write fails the close too)."""
         for writer in self.writers.values():
-            try:
+            with contextlib.suppress(OSError):
                 writer.close()
-            except OSError:
-                pass
         self.writers = {}
 
 
