@@ -46,24 +46,16 @@ def check_markers(root: Path) -> None:
             raise ValueError(f"{block.page} has no block {block.name!r}: put {start} ... {end} where it belongs")
 
 
-def rendered(blocks: Sequence[Block], root: Path) -> dict[Path, str]:
-    """page -> its text with `blocks` re-rendered (every page a block lives on)."""
-    out: dict[Path, str] = {}
-    for block in blocks:
-        page = root / block.page
-        out[page] = page_blocks.splice(out.get(page, page.read_text()), block.name, block.text(root))
-    return out
-
-
-def stale(blocks: Sequence[Block], root: Path) -> list[tuple[Block, str]]:
-    """(block, a diff of the page's text against the rendered) for each block the page holds otherwise."""
+def stale(blocks: Sequence[Block], root: Path) -> list[tuple[Block, str, str]]:
+    """(block, its text as its records render it, a diff of the page's text against that) for
+    each block the page holds otherwise."""
     out = []
     for block in blocks:
         held = page_blocks.current((root / block.page).read_text(), block.name) or ""
         fresh = block.text(root)
         if held != fresh:
             diff = difflib.unified_diff(held.splitlines(), fresh.splitlines(), "page", "records", lineterm="", n=1)
-            out.append((block, "\n".join(diff)))
+            out.append((block, fresh, "\n".join(diff)))
     return out
 
 
@@ -92,22 +84,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     blocks = [NAMES[n] for n in args.names] or list(BLOCKS)
     try:
         check_markers(args.root)
+        found = stale(blocks, args.root)  # every block rendered (and refused) before anything is written
+        figures = stale_figures(blocks, args.root)
         if args.check:
-            found = stale(blocks, args.root)
-            for block, diff in found:
+            for block, _, diff in found:
                 print(f"stale: {block.page} block {block.name!r}\n{diff}")
-            figures = stale_figures(blocks, args.root)
             for block, _ in figures:
                 print(f"stale: {block.figure.path}, the figure of block {block.name!r}: not what its records draw")
             print(f"{len(found)} of {len(blocks)} block(s) stale, {len(figures)} figure(s)" if found or figures
                   else f"all {len(blocks)} block(s) as rendered")
             return 1 if found or figures else 0
-        pages_text = rendered(blocks, args.root)  # every block rendered (and refused) before anything is written
-        figures = stale_figures(blocks, args.root)
+        pages_text: dict[Path, str] = {}
+        for block, fresh, _ in found:
+            page = args.root / block.page
+            pages_text[page] = page_blocks.splice(pages_text.get(page, page.read_text()), block.name, fresh)
         for page, text in pages_text.items():
-            if page.read_text() != text:
-                rundir.write_text_atomic(page, text)
-                print(f"wrote {page.relative_to(args.root)}")
+            rundir.write_text_atomic(page, text)
+            print(f"wrote {page.relative_to(args.root)}")
         for block, drawn in figures:
             rundir.write_atomic(args.root / block.figure.path, drawn)
             print(f"wrote {block.figure.path}")
