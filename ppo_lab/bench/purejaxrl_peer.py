@@ -41,11 +41,12 @@ class PeerUnavailable(RuntimeError):
     """PureJaxRL cannot be imported from where we were told to look (the reason says why)."""
 
 
-def find_checkout(path: str | os.PathLike | None) -> Path | None:
-    """The folder holding PureJaxRL's `ppo.py`, from a path or $PPO_LAB_PUREJAXRL (None: not given)."""
+def find_checkout(path: str | os.PathLike | None) -> Path:
+    """The folder holding PureJaxRL's `ppo.py`, from a path or $PPO_LAB_PUREJAXRL; PeerUnavailable
+    when neither is given or it holds no PureJaxRL."""
     given = path or os.environ.get(ENV_VAR)
     if not given:
-        return None
+        raise PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${ENV_VAR})")
     root = Path(given).expanduser()
     for folder in (root / "purejaxrl", root):
         if (folder / "ppo.py").is_file() and (folder / "wrappers.py").is_file():
@@ -144,8 +145,6 @@ def _run_checkout_file(path, filename: str) -> dict:
     """The names PureJaxRL's `filename` defines, run unchanged from the checkout (its
     `__main__` block not run); PeerUnavailable with the reason when it cannot be."""
     folder = find_checkout(path)
-    if folder is None:
-        raise PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${ENV_VAR})")
     if filename == "ppo.py" and not installed("distrax"):  # it needs no more of distrax than its Categorical
         sys.modules["distrax"] = types.ModuleType("distrax")
         sys.modules["distrax"].Categorical = CategoricalStandIn

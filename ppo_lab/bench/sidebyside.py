@@ -146,8 +146,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     try:
-        if purejaxrl_peer.find_checkout(args.purejaxrl) is None:
-            raise purejaxrl_peer.PeerUnavailable(f"no PureJaxRL checkout given (--purejaxrl PATH or ${purejaxrl_peer.ENV_VAR})")
+        purejaxrl_peer.find_checkout(args.purejaxrl)  # PeerUnavailable before any JAX start where none is given
         start_jax(compose(list(args.overrides))["hardware"])  # before PureJaxRL imports jax
         result = measure(args.purejaxrl, list(args.overrides), args.rounds, args.quick)
     except purejaxrl_peer.PeerUnavailable as exc:
