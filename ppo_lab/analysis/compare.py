@@ -150,7 +150,7 @@ def labels_by_difference(paths, cols: list[sw.Collection]) -> list[str]:
             if len(values) == 1:
                 common[key] = values.pop()
         settings.append(common)
-    names = [(Path(p) if Path(p).is_dir() else Path(p).parent).name for p in paths]
+    names = [_folder(p).name for p in paths]
     keys = sorted({k for s in settings for k in s}, key=lambda k: (k in sw.SEED_KEYS, k))
     differing = [k for k in keys if len({s.get(k) for s in settings}) > 1]
     for chosen in ([k for k in differing if k not in sw.SEED_KEYS], differing):
@@ -279,8 +279,7 @@ def _values_cell(record: dict, key: str, metric: str) -> str:
 
 def plot(records: list[dict], out: Path, formats: tuple[str, ...] = ()) -> Path:
     for r in records:  # the headline's mean over seeds, the panel's bar
-        values = [v for v in r.get("headline_values") or [] if v is not None and not math.isnan(v)]
-        r["headline_mean"] = sum(values) / len(values) if values else None
+        r["headline_mean"] = _mean(r.get("headline_values"))
     panels = [("sps", "steps/s (all seeds)"), ("duration_s", "training seconds"), ("compile_s", "compile seconds"),
               ("peak_host_memory_mb", "peak host memory (MB)"), ("headline_mean", metric_label(records[0]["headline"]))]
     if any(r.get("device_memory_mb") for r in records):
@@ -314,7 +313,7 @@ def plot(records: list[dict], out: Path, formats: tuple[str, ...] = ()) -> Path:
 def default_out(paths: list[Path]) -> Path:
     """comparison.png beside the runs compared: in the folder holding them all (a sweep dir,
     outputs/runs/<experiment>/...), never the working directory (a repository's root)."""
-    folders = [(p if p.is_dir() else p.parent).resolve().parent for p in map(Path, paths)]
+    folders = [_folder(p).resolve().parent for p in paths]
     common = Path(os.path.commonpath(folders))
     return (common if common != Path(common.anchor) else folders[0]) / "comparison.png"
 

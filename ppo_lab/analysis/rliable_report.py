@@ -39,7 +39,7 @@ from ppo_lab.judging.tables import interval
 MAX_PAIRS_CONFIGS = 6  # probability of improvement for every ordered pair up to this many configurations
 RLIABLE_JSON = "rliable.json"
 RLIABLE_FIGURE = "rliable.png"
-TASK_KEYS = ("env", "experiment")  # swept keys that choose the task, not the configuration
+TASK_KEYS = ("env", "experiment")  # swept keys (and their sub-keys, env.*) that choose the task, not the configuration
 # A reference closer than this share of the way from random play to the max return is at random.
 AT_RANDOM = 0.01
 
@@ -99,10 +99,6 @@ def parse_score_refs(items: Sequence[str]) -> dict[str, tuple[float, float]]:
     return out
 
 
-def _is_task_key(key: str) -> bool:
-    return any(key == k or key.startswith(k + ".") for k in TASK_KEYS)
-
-
 def collect_scores(col: Collection, metric: str, refs_cli: Mapping[str, tuple[float, float]]):
     """config -> task -> raw scores of the used units, and task -> (random, reference, source)."""
     per_config: dict[str, dict[str, list[float]]] = {}
@@ -114,7 +110,7 @@ def collect_scores(col: Collection, metric: str, refs_cli: Mapping[str, tuple[fl
         env = u.run.env
         task = task_of(env)
         keys = col.group_keys[u.group]
-        config = ",".join(f"{k}={v}" for k, v in keys.items() if not _is_task_key(k)) or "all"
+        config = ",".join(f"{k}={v}" for k, v in keys.items() if k.partition(".")[0] not in TASK_KEYS) or "all"
         per_config.setdefault(config, {}).setdefault(task, []).append(float(value))
         if task not in refs:
             if task in refs_cli:

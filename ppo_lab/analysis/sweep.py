@@ -110,6 +110,11 @@ class Collection:
     def problems(self) -> list[Unit]:
         return [u for u in self.units if not u.used]
 
+    def logged_share(self, group: str, metric: str) -> float | None:
+        """The share of metrics.csv rows holding `metric`, mean over the group's used seeds."""
+        shares = [u.logged[metric] for u in self.units if u.group == group and u.used and metric in u.logged]
+        return float(np.mean(shares)) if shares else None
+
 
 # ----------------------------------------------------------------------------- reading
 def parse_overrides(lines: Iterable[str]) -> dict[str, str]:
@@ -130,13 +135,6 @@ def _seeds_from(overrides: dict[str, str], default_seed: int = 0, default_num: i
     except ValueError:
         return []
     return list(range(seed, seed + num))
-
-
-def _job_num(path: Path) -> int | None:
-    try:
-        return int(path.name)
-    except ValueError:
-        return None
 
 
 def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)) -> Run:
@@ -169,8 +167,8 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
             reason = f"job {job.get('job_id')} {state or 'failed'}" + (f": {job['error']}" if job.get("error") else "") + (f" (run dir: {summary.status})" if summary else "")
     env, reward, tags = _config_sections(path)
     return Run(path=path, overrides=overrides, seeds=seeds, status=status, reason=reason, summary=summary,
-               job_num=_job_num(path), job_id=(job or {}).get("job_id"), experiment=experiment, env=env, reward=reward,
-               tags=tags)
+               job_num=int(path.name) if path.name.isdigit() else None, job_id=(job or {}).get("job_id"),
+               experiment=experiment, env=env, reward=reward, tags=tags)
 
 
 def _config_sections(path: Path) -> tuple[dict, dict, dict]:
@@ -338,13 +336,10 @@ def _logged_shares(columns: dict) -> dict[str, float]:
 
 
 def _at(values, i) -> float:
+    """values[i] as a float; NaN where it is missing, None or not a number."""
     try:
-        v = values[i]
-    except (IndexError, KeyError, TypeError):
-        return math.nan
-    try:
-        return math.nan if v is None else float(v)
-    except (TypeError, ValueError):
+        return float(values[i])
+    except (IndexError, KeyError, TypeError, ValueError):
         return math.nan
 
 
@@ -364,10 +359,10 @@ def aggregate_rows(col: Collection, confidence: float = 0.95) -> list[dict]:
         for metric in col.metrics:
             values = [u.values.get(metric, math.nan) for u in units]
             stats = mean_summary(values, metric, confidence=confidence, bounds=bounds)
-            logged = [u.logged[metric] for u in units if metric in u.logged]
+            logged = col.logged_share(group, metric)
             rows.append({"group": group, **col.group_keys[group], "metric": metric, **stats,
                          "small_sample": 0 < stats["n_seeds"] < SMALL_SAMPLE,
-                         "logged_frac": round(float(np.mean(logged)), 4) if logged else ""})
+                         "logged_frac": "" if logged is None else round(logged, 4)})
     return rows
 
 

@@ -69,7 +69,7 @@ def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.9
             kinds.add(interval_method(*bounds))
             if n_seeds < SMALL_SAMPLE:
                 small[group] = n_seeds
-            logged = _logged_share(col, group, metric)
+            logged = col.logged_share(group, metric)
             sparse = logged is not None and logged < SPARSE
             text = f"{group} (n={n_seeds}" + (f" < {SMALL_SAMPLE}" if n_seeds < SMALL_SAMPLE else "") \
                 + (f", sparse: {logged:.0%} of updates" if sparse else "") + ")"
@@ -88,12 +88,6 @@ def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.9
     if path is not None:
         save_figure(fig, path, formats=formats)
     return fig
-
-
-def _logged_share(col: Collection, group: str, metric: str) -> float | None:
-    """The mean share of metrics.csv rows with a value of `metric` over the group's used seeds."""
-    shares = [u.logged[metric] for u in col.units if u.group == group and u.used and metric in u.logged]
-    return float(np.mean(shares)) if shares else None
 
 
 def plot_seed_spread(col: Collection, metric: str, path: Path | None = None):

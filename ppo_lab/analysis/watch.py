@@ -131,10 +131,6 @@ class RunView:
         return max((r["update"] for r in self.latest.values()), default=self.summary.updates if self.summary else 0)
 
     @property
-    def total_updates(self) -> int | None:
-        return self.summary.total_updates if self.summary else None
-
-    @property
     def status(self) -> str:
         status = self.summary.status if self.summary else ("starting" if not self.latest else "running")
         if status == "running" and (self.path / rundir.STOP_FILE).exists():
@@ -193,8 +189,8 @@ def render(root: Path, runs: list[RunView], selected: int, message: str = "", al
     for i, run in enumerate(runs):
         warnings = run.health()
         status = run.status
-        total = run.total_updates
         summary = run.summary or RunSummary()
+        total = summary.total_updates
         env = f"{summary.env or (run.config.get('env') or {}).get('name', '?')}/{summary.reward or (run.config.get('reward') or {}).get('name', '-')}"
         table.add_row(
             ">" if i == selected else "",
