@@ -59,26 +59,15 @@ class GymnaxEnv(Env):
     def __init__(self, env):
         self.gymnax_env = env
 
-    @property
-    def name(self) -> str:
-        return self.gymnax_env.name
-
-    @property
-    def num_actions(self) -> int:
-        return self.gymnax_env.num_actions
-
-    @property
-    def default_params(self):
-        return self.gymnax_env.default_params
-
-    def reset(self, key, params=None):
-        return self.gymnax_env.reset(key, params)
+    def __getattr__(self, name: str):
+        """The rest of gymnax's API (`name`, `num_actions`, `default_params`, `reset`, `reset_env`,
+        `action_space`, ...) is the gymnax env's own; the contract's defaults (`Env`) come first."""
+        if name == "gymnax_env":  # not set yet (an object being unpickled or copied)
+            raise AttributeError(name)
+        return getattr(self.gymnax_env, name)
 
     def step(self, key, state, action, params=None):
         return _float_reward(self.gymnax_env.step(key, state, action, params))
-
-    def reset_env(self, key, params):
-        return self.gymnax_env.reset_env(key, params)
 
     def step_env(self, key, state, action, params):
         return _float_reward(self.gymnax_env.step_env(key, state, action, params))
@@ -96,9 +85,6 @@ class GymnaxEnv(Env):
         if not self.draws_frames:
             return super().render_episode(episode, options)
         return RENDERERS[self.name].render_episode(episode, options)
-
-    def action_space(self, params=None):
-        return self.gymnax_env.action_space(params)
 
     def observation_space(self, params=None):
         space = self.gymnax_env.observation_space(params)
