@@ -152,6 +152,12 @@ def main(argv=None) -> int:
     except purejaxrl_peer.PeerUnavailable as exc:
         print(f"PureJaxRL: {exc}", file=sys.stderr)
         return 2
+    # The output JSON: settings, device and every case so far (mean, 95% interval, per seed).
+    head = {"settings": {"experiment": args.experiment or cfg.get("experiment"), "overrides": list(args.overrides),
+                         "purejaxrl_file": "ppo_continuous_action.py" if continuous else "ppo.py",
+                         "checkout": str(purejaxrl_peer.find_checkout(args.purejaxrl)), "purejaxrl": config,
+                         "lab_overrides": labs, "differences": purejaxrl_settings.differences(cfg, continuous)},
+            "device": jax.devices()[0].device_kind, "backend": jax.default_backend()}
     results = []
     with tempfile.TemporaryDirectory(prefix="ppo_lab_zoo_parity_") as workdir:
         for case in wanted:
@@ -162,21 +168,10 @@ def main(argv=None) -> int:
             else:
                 results.append(run_lab(case, labs[case], args.seeds, Path(workdir)))
             print(parity.table(results[-1:]), file=sys.stderr)
-            write(args.out, args, cfg, config, continuous, labs, results)  # after each case: a later failure keeps it
+            if args.out:  # after each case: a later failure keeps it
+                rundir.write_json_atomic(args.out, {**head, "cases": [with_summary(r) for r in results]})
     print(parity.table(results))
     return 0
-
-
-def write(path: Path | None, args, cfg: dict, config: dict, continuous: bool, labs: dict, results: list[dict]) -> None:
-    """The output JSON: settings, device and every case so far (mean, 95% interval, per seed)."""
-    out = {"settings": {"experiment": args.experiment or cfg.get("experiment"), "overrides": list(args.overrides),
-                        "purejaxrl_file": "ppo_continuous_action.py" if continuous else "ppo.py",
-                        "checkout": str(purejaxrl_peer.find_checkout(args.purejaxrl)), "purejaxrl": config,
-                        "lab_overrides": labs, "differences": purejaxrl_settings.differences(cfg, continuous)},
-           "device": jax.devices()[0].device_kind, "backend": jax.default_backend(),
-           "cases": [with_summary(r) for r in results]}
-    if path:
-        rundir.write_json_atomic(path, out)
 
 
 if __name__ == "__main__":
