@@ -78,9 +78,7 @@ PRINT_EXTRA = (TRAIN_RETURN,)
 
 
 def format_table(rows: list[dict], col: sw.Collection) -> str:
-    shown = [r for r in rows if r["metric"].startswith(PRINT_PREFIXES) or r["metric"] in PRINT_EXTRA]
-    if not shown:
-        shown = rows
+    shown = [r for r in rows if r["metric"].startswith(PRINT_PREFIXES) or r["metric"] in PRINT_EXTRA] or rows
     modes = modes_by_group(col)
     head = ["group", "metric", "n", "mean [95% CI] (method)", "IQM [95% CI] (bootstrap)", "note"]
     body = []

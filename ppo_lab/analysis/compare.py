@@ -44,7 +44,7 @@ from ppo_lab.analysis.rliable_report import collect_scores, estimate_text
 from ppo_lab.estimators import (SMALL_SAMPLE, WELCH, cohens_d, difference_interval, finite, metric_range,
                                 welch_t_test)
 from ppo_lab.judging.closing import across_seeds, method_words
-from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN, declared_bounds, headline_of
+from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN, headline_of
 from ppo_lab.judging.metric_names import label as metric_label
 from ppo_lab.judging.reward_modes import differing_modes, is_paid_return, mode_of, refusal
 from ppo_lab.judging.tables import interval, text_table
@@ -130,11 +130,8 @@ def _seed_values(col: sw.Collection, headline: str) -> dict:
     """The used seeds' values of `headline` and of the evaluation's return of an input, their
     declared bounds and the reward mode that paid the return."""
     used = [u for u in col.units if u.used]
-    bounds = {}
-    for run in col.runs:
-        bounds.update(declared_bounds(run.env))
     return {"headline": headline, "headline_values": [u.values.get(headline) for u in used],
-            "paid_values": [u.values.get(RETURN) for u in used], "bounds": bounds,
+            "paid_values": [u.values.get(RETURN) for u in used], "bounds": col.bounds(),
             "reward_mode": ", ".join(sorted({mode_of(run.reward) for run in col.runs if run.reward})) or None}
 
 

@@ -115,6 +115,13 @@ class Collection:
         shares = [u.logged[metric] for u in self.units if u.group == group and u.used and metric in u.logged]
         return float(np.mean(shares)) if shares else None
 
+    def bounds(self, group: str | None = None) -> dict:
+        """The metric bounds the runs (of `group`; None: all) declare (their env's `metrics.bounds`)."""
+        bounds = {}
+        for run in {id(u.run): u.run for u in self.units if group in (None, u.group)}.values():
+            bounds.update(declared_bounds(run.env))
+        return bounds
+
 
 # ----------------------------------------------------------------------------- reading
 def parse_overrides(lines: Iterable[str]) -> dict[str, str]:
@@ -180,14 +187,6 @@ def _config_sections(path: Path) -> tuple[dict, dict, dict]:
     except Exception:  # noqa: BLE001 - a run without a readable config only loses its declarations
         return {}, {}, {}
     return tuple(dict(config.get(section) or {}) for section in ("env", "reward", "tags"))
-
-
-def group_bounds(col: "Collection", group: str) -> dict:
-    """The metric bounds the runs of `group` declare (their env's `metrics.bounds`)."""
-    bounds = {}
-    for run in {id(u.run): u.run for u in col.units if u.group == group}.values():
-        bounds.update(declared_bounds(run.env))
-    return bounds
 
 
 def expected_jobs_from_config(cfg) -> list[list[str]]:
@@ -355,7 +354,7 @@ def aggregate_rows(col: Collection, confidence: float = 0.95) -> list[dict]:
     rows = []
     for group in col.groups:
         units = [u for u in col.units if u.group == group and u.used]
-        bounds = group_bounds(col, group)
+        bounds = col.bounds(group)
         for metric in col.metrics:
             values = [u.values.get(metric, math.nan) for u in units]
             stats = mean_summary(values, metric, confidence=confidence, bounds=bounds)

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from ppo_lab.analysis.figures import plt, save_figure
-from ppo_lab.analysis.sweep import SPARSE, Collection, group_bounds, mean_curve, read_metric_curves
+from ppo_lab.analysis.sweep import SPARSE, Collection, mean_curve, read_metric_curves
 from ppo_lab.estimators import SMALL_SAMPLE, interval_method, iqm, metric_range
 from ppo_lab.judging.headline import TRAIN_RETURN
 from ppo_lab.judging.metric_names import axis_label, label
@@ -64,7 +64,7 @@ def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.9
         kinds = set()
         for group in groups:
             n_seeds = len(series[group])
-            bounds = metric_range(metric, group_bounds(col, group))
+            bounds = metric_range(metric, col.bounds(group))
             x, mean, low, high, n = mean_curve(series[group], confidence, *bounds)
             kinds.add(interval_method(*bounds))
             if n_seeds < SMALL_SAMPLE:
