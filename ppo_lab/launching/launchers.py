@@ -16,7 +16,7 @@ They are hydra-submitit-launcher 1.2.0's launchers with four changes (see docs/s
   ``hydra_plugins`` package, and the pickled launcher (and Hydra's plugin registry) must be
   importable in the job, so a ``setup`` line puts the repository root on ``PYTHONPATH``.
 
-Each submitit job runs a group of Hydra jobs (`GroupJob`): one job alone, or with
+Each submitit job runs a group of Hydra jobs (the launcher's `__call__`): one job alone, or with
 ``hydra.launcher.vectorize=true`` (docs/sweeps.md) the jobs that differ only in traced
 hyperparameters and ``seed``, grouped as ``hydra/launcher=vmap`` groups them
 (``ppo_lab.launching.vmap_groups``; ``hydra.launcher.max_replicas`` caps a group) and trained as
@@ -88,10 +88,10 @@ class SweepLauncherMixin:
         overrides = [list(o) for o in job_overrides]
         groups = self._groups(overrides, initial_job_idx)
         t0 = time.monotonic()
-        # One submitit job per group (`GroupJob`): with vectorize a group of the jobs sharing a
+        # One submitit job per group (`__call__`): with vectorize a group of the jobs sharing a
         # program, else each job alone.
         args = [([overrides[j] for j in g], [initial_job_idx + j for j in g], Singleton.get_state()) for g in groups]
-        submitted = executor.map_array(GroupJob(self), *zip(*args))
+        submitted = executor.map_array(self, *zip(*args))
         jobs = {j: job for group, job in zip(groups, submitted) for j in group}  # a group's jobs share its job
 
         record = read_jobs(sweep_dir) or {"launcher": self._EXECUTOR, "jobs": {}}
@@ -138,6 +138,21 @@ class SweepLauncherMixin:
             log.info("\t#%d : %s", initial_job_idx + i, " ".join(filter_overrides(job)))
         return [[i] for i in range(len(overrides))]
 
+    def __call__(self, overrides: list[list[str]], nums: list[int], singleton_state) -> list[JobReturn]:
+        """A group's submitit job (in place of the plugin's one job): compose each Hydra job,
+        train them as one program (`vmap_groups.run_group`), return their JobReturns. The
+        plugin's `checkpoint` resubmits this same call: on requeue every cell resumes."""
+        Singleton.set_state(singleton_state)
+        setup_globals()
+        configs = []
+        for job_overrides, num in zip(overrides, nums):
+            sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, job_overrides)
+            with open_dict(sweep_config.hydra.job) as job:
+                job.id = submitit.JobEnvironment().job_id
+                job.num = num
+            configs.append(sweep_config)
+        return run_group(self.hydra_context, self.task_function, configs)
+
     @staticmethod
     def _collect_group(overrides: list[list[str]], job) -> list[JobReturn]:
         """Each of a group's jobs' JobReturn: its own, or FAILED with what ended the submitit job."""
@@ -169,31 +184,6 @@ def _results(job) -> list:
     if state.split(" ")[0] in KILLED_STATES and not job.paths.result_pickle.exists():
         raise UncompletedJobError(f"Job {job.job_id} ended {state} without a result (SLURM stopped it)")
     return job.results()
-
-
-class GroupJob:
-    """The callable of a group's submitit job: compose each Hydra job, train them as one
-    program (`vmap_groups.run_group`), return their JobReturns. `checkpoint` resubmits the
-    same call, as the plugin's launcher does for one job: on requeue every cell resumes."""
-
-    def __init__(self, launcher) -> None:
-        self.launcher = launcher
-
-    def __call__(self, overrides: list[list[str]], nums: list[int], singleton_state) -> list[JobReturn]:
-        launcher = self.launcher
-        Singleton.set_state(singleton_state)
-        setup_globals()
-        configs = []
-        for job_overrides, num in zip(overrides, nums):
-            sweep_config = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, job_overrides)
-            with open_dict(sweep_config.hydra.job) as job:
-                job.id = submitit.JobEnvironment().job_id
-                job.num = num
-            configs.append(sweep_config)
-        return run_group(launcher.hydra_context, launcher.task_function, configs)
-
-    def checkpoint(self, *args: Any, **kwargs: Any):
-        return submitit.helpers.DelayedSubmission(self, *args, **kwargs)
 
 
 def _state(job) -> str:

@@ -57,7 +57,7 @@ from ppo_lab.run.divergence import check_relaunch
 from ppo_lab.run.evaluate import episode_runner
 from ppo_lab.run.loop import LoweredChunk, Replicas, Session, drive, finish, rounded_budget
 from ppo_lab.run.manifest import write_run_manifest
-from ppo_lab.run.memory import ChunkMemory, ChunkTooLarge, check_fits
+from ppo_lab.run.memory import ChunkTooLarge, check_fits
 from ppo_lab.run.population import Population
 from ppo_lab.run.recorders import RunContext, choose_recorders
 from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
@@ -318,10 +318,10 @@ def _start(cell: Cell, lowered: LoweredChunk, devices, vmap_group: dict | None) 
         cell.population.resume(resumed)
         cell.comp = cell.population.into(cell.comp)
     comp = cell.comp
-    # manifest.json first: it says the run dir's format, so no run dir of this lab holds a
-    # config.yaml without it (`rundir.check_format`)
-    write_run_manifest(run_dir, cfg, comp.layout.as_dict(), devices[: comp.layout.num_devices])
     if processes.writes():
+        # manifest.json first: it says the run dir's format, so no run dir of this lab holds a
+        # config.yaml without it (`rundir.check_format`)
+        write_run_manifest(run_dir, cfg, comp.layout, devices)
         rundir.write_config(run_dir, cfg.resolved)
     session = Session(cfg, comp, run_dir, resumed)
     session.population = cell.population
@@ -369,15 +369,23 @@ def _start_recorders(recorders: list, ctx: RunContext, summary: RunSummary) -> N
 
 def _drive(program: Replicas, cells: list[Cell], started: list[Cell], mesh, devices, group: dict | None,
            results: list) -> None:
-    """The compiled `program`'s memory checked for every run it trains, then the host loop."""
+    """The compiled `program` against the memory of this process's devices, before the first
+    step (numbers and knobs, not RESOURCE_EXHAUSTED: a chunk that cannot fit fails every run it
+    trains, stop_reason memory), then the host loop."""
     first = started[0]
     gather_s = first.population.compile_gather(program.state) if first.population is not None else 0.0
     # Chunks in flight stop at a population's steps and at evaluations along training.
     program.hold_every = tuple(every for every in (first.cfg.pbt.interval_updates if first.population is not None else 0,
                                                    first.cfg.eval.every_updates if not first.cfg.benchmark else 0) if every)
-    try:  # before the first step; a program that cannot fit fails every cell
-        need = _check_memory(program, [c.session for c in started], mesh, devices, group=group is not None)
+    hw, ppo = first.cfg.hardware, first.comp.ppo
+    try:  # a group's cells share every setting the check reads
+        need = check_fits(program.compiled, processes.local(mesh.devices.flat), hw.memory_limit_gb,
+                          num_seeds=first.cfg.num_seeds, num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches,
+                          precision=hw.precision, group_cells=len(started) if group is not None else None)
     except ChunkTooLarge as exc:
+        for cell in started:
+            cell.session.summary.end("failed", "memory", str(exc))
+            finish(cell.session, devices)
         return _fail(started, results, exc)
     if group is not None and need is not None:
         group["chunk_memory_mb_per_replica"] = round(need.total * mesh.devices.size / group["replicas"] / 2**20, 2)
@@ -394,29 +402,10 @@ def _drive(program: Replicas, cells: list[Cell], started: list[Cell], mesh, devi
         session.summary.compile_s = round(program.compile_s + gather_s, 3)
         session.summary.vmap_group = None if group is None else dict(group, cell=position)
         session.start_loop()
-    drive(program, [c.session for c in started], devices, reraise=False)
+    drive(program, [c.session for c in started], devices)
     for cell in started:
         results[cell.index] = cell.session.error if cell.session.error is not None else cell.session.summary
     lost = next((c.session.error for c in started if isinstance(c.session.error, Exception)), None)
     if lost is not None:  # several processes: end now, each cell's summary written (a lost peer would hold the shutdown)
         processes.end_after_failure(lost)
     return None
-
-
-def _check_memory(program: Replicas, sessions: list[Session], mesh, devices, *, group: bool) -> ChunkMemory | None:
-    """The compiled chunk of `program` against the memory of this process's devices, before the
-    first step: numbers and knobs, not RESOURCE_EXHAUSTED. `sessions`: the runs it trains (one,
-    or with `group` a vmap group's cells, which share every setting the check reads). A chunk that cannot fit
-    finishes each run as failed (stop_reason memory) and raises ChunkTooLarge; else its memory
-    (None where the backend has no analysis)."""
-    first = sessions[0]
-    hw, ppo = first.cfg.hardware, first.comp.ppo
-    try:
-        return check_fits(program.compiled, processes.local(mesh.devices.flat), hw.memory_limit_gb,
-                          num_seeds=first.cfg.num_seeds, num_envs=ppo.num_envs, num_minibatches=ppo.num_minibatches,
-                          precision=hw.precision, group_cells=len(sessions) if group else None)
-    except ChunkTooLarge as exc:
-        for session in sessions:
-            session.summary.end("failed", "memory", str(exc))
-            finish(session, devices)
-        raise

@@ -244,14 +244,6 @@ class Session:
             **({"pbt": self.population.state()} if self.population is not None else {}),
         })
 
-    def evaluate_along(self) -> None:
-        """Evaluation along training after this update (its rows to evals.csv; the caller
-        moves the program's policy anchors). Every process takes part (the state is gathered);
-        process 0 evaluates and writes."""
-        state = self.state
-        if processes.writes():
-            self.along.evaluate(state, self.update, self.train_wall, self.divergence)
-
     def evaluate(self) -> dict:
         if not self.keeps_results:
             return {}
@@ -272,14 +264,14 @@ def end_progress(recorders: list) -> None:
             recorder.finish()
 
 
-def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -> None:
+def drive(replicas: Replicas, sessions: list[Session], devices) -> None:
     """The host loop, for a run and for a group of runs sharing one program alike: chunks until
     the budget is used or every run has stopped; each chunk's rows to each run's recorders,
     checkpoints when due (every run together: a killed group resumes every run from one
     update), stop conditions per run. Each run ends as a run: final checkpoint, evaluation,
     summary (`conclude`). On an error or a signal every run still going checkpoints and says
-    why it ended; the error is raised again if `reraise` (else only a signal or an exit is:
-    each run's summary holds its error)."""
+    why it ended; a signal or an exit is raised again, an error is not (each run's summary and
+    `Session.error` hold it)."""
     active = list(sessions)
     signals = StopSignals()
     for session in sessions:
@@ -327,7 +319,7 @@ def drive(replicas: Replicas, sessions: list[Session], devices, reraise: bool) -
             session.error = exc
             record_failure(exc, session, signals)
             finish(session, devices)
-        if reraise or not isinstance(exc, Exception):
+        if not isinstance(exc, Exception):
             raise
 
 
@@ -343,7 +335,9 @@ def evaluate_along(replicas: Replicas, sessions: list[Session]) -> None:
     for session in due:
         session.rows_recorded = False
     for session in due:
-        session.evaluate_along()
+        state = session.state  # gathered in every process (a collective); process 0 evaluates and writes
+        if processes.writes():
+            session.along.evaluate(state, session.update, session.train_wall, session.divergence)
     replicas.advance_anchors()
     elapsed = time.monotonic() - t0
     for session in sessions:

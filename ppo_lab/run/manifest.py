@@ -39,11 +39,11 @@ PACKAGES = ("jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda13-plugin", "libtpu",
 JAX_OPTIONS = ("jax_enable_x64", "jax_default_matmul_precision", "jax_default_prng_impl", "jax_threefry_partitionable")
 
 
-def config_hash(resolved: Mapping[str, Any], exclude: tuple[str, ...] = ("hydra",)) -> str:
-    """The sha256 of a resolved config (plain dicts) less the top-level `exclude` keys, over its
-    canonical JSON (keys sorted, no spaces): equal configs hash equal in any process, on any
-    host (manifest.json; a multi-process run compares its processes' hashes)."""
-    rest = {k: v for k, v in resolved.items() if k not in exclude}
+def config_hash(resolved: Mapping[str, Any]) -> str:
+    """The sha256 of a resolved config (plain dicts) less `hydra`, over its canonical JSON (keys
+    sorted, no spaces): equal configs hash equal in any process, on any host (manifest.json; a
+    multi-process run compares its processes' hashes)."""
+    rest = {k: v for k, v in resolved.items() if k != "hydra"}
     return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
@@ -124,7 +124,7 @@ def build_manifest(cfg, layout: dict, devices) -> dict:
     return record
 
 
-def write_run_manifest(run_dir, cfg, layout: dict, devices) -> None:
-    """manifest.json of this session (process 0 only: one writer per run directory)."""
-    if jax.process_index() == 0:
-        rundir.write_manifest(run_dir, build_manifest(cfg, layout, devices))
+def write_run_manifest(run_dir, cfg, layout, devices) -> None:
+    """manifest.json of this session, `cfg` laid out as `layout` over the first of `devices`
+    (the caller is the run dir's one writer: process 0)."""
+    rundir.write_manifest(run_dir, build_manifest(cfg, layout.as_dict(), devices[: layout.num_devices]))

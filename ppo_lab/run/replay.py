@@ -84,9 +84,19 @@ def _one_env_policy(network, params, deterministic: bool, dist):
     return one
 
 
-def play(env, env_params, network, dist, params, key, num_steps: int, deterministic: bool) -> dict:
-    """`num_steps` steps from a reset, whether or not the episode ends before (the host cuts
-    it): the first state, each step's outputs stacked, and the policy at the last state."""
+def _ending(done: np.ndarray, num_steps: int, cap: int | None) -> tuple[int, str]:
+    """How many steps the episode took, and how it ended (`Episode.ending`)."""
+    ended = np.flatnonzero(done)
+    if ended.size:
+        return int(ended[0]) + 1, "ended"
+    return num_steps, "truncated" if cap is not None and num_steps >= cap else "stopped"
+
+
+def play_episode(env, env_params, run_params, network, dist, params, key, num_steps: int, deterministic: bool,
+                 labels: Mapping[str, Any]) -> Episode:
+    """Play `num_steps` steps from a reset in one jitted rollout, whether or not the episode
+    ends before (the first state, each step's outputs stacked, and the policy at the last
+    state), and cut it on the host where it ended."""
     action_mask = (lambda s: allow_all_if_none_valid(env.action_mask(s, env_params))) if env.has_action_mask else None
 
     def env_step(k, state, action):
@@ -110,29 +120,13 @@ def play(env, env_params, network, dist, params, key, num_steps: int, determinis
         return state, out.records, last[1]
 
     first, steps, last_probs = jax.device_get(run(params, key))
-    return {"first": first, "steps": steps, "last_probs": last_probs}
-
-
-def _ending(done: np.ndarray, num_steps: int, cap: int | None) -> tuple[int, str]:
-    """How many steps the episode took, and how it ended (`Episode.ending`)."""
-    ended = np.flatnonzero(done)
-    if ended.size:
-        return int(ended[0]) + 1, "ended"
-    return num_steps, "truncated" if cap is not None and num_steps >= cap else "stopped"
-
-
-def play_episode(env, env_params, run_params, network, dist, params, key, num_steps: int, deterministic: bool,
-                 labels: Mapping[str, Any]) -> Episode:
-    """Play one episode of at most `num_steps` steps (see `play`) and cut it where it ended."""
-    out = play(env, env_params, network, dist, params, key, num_steps, deterministic)
-    steps = out["steps"]
     n, ending = _ending(np.asarray(steps["done"]), num_steps, env.episode_limit(env_params))
     cut = lambda tree: jax.tree.map(lambda x: np.asarray(x)[:n], tree)  # noqa: E731
-    states = jax.tree.map(lambda first, rest: np.concatenate([np.asarray(first)[None], np.asarray(rest)[:n]]),
-                          out["first"], steps["state"])
+    states = jax.tree.map(lambda head, rest: np.concatenate([np.asarray(head)[None], np.asarray(rest)[:n]]),
+                          first, steps["state"])
     probs = None  # the policy at frame k: what step k + 1 chose from, the last frame's played after the rollout
     if not dist.continuous:
-        probs = np.concatenate([np.asarray(steps["probs"]), np.asarray(out["last_probs"])[None]])[: n + 1]
+        probs = np.concatenate([np.asarray(steps["probs"]), np.asarray(last_probs)[None]])[: n + 1]
     return Episode(states=states, actions=np.asarray(steps["action"])[:n], rewards=np.asarray(steps["reward"])[:n],
                    infos=cut(steps["info"]), action_probs=probs, ending=ending, step_cap=num_steps,
                    params=env_params, run_params=run_params, labels=dict(labels))
@@ -196,8 +190,7 @@ def replay(run_dir: Path, seed: int | None = None, episode: int = 0, steps: int 
     seed = cfg.seeds[0] if seed is None else seed
     if seed not in cfg.seeds:
         raise ReplayError(f"seed {seed} was not trained in {run_dir}; its seeds are {cfg.seeds}")
-    params = params_per_seed(state, comp.layout, cfg.num_seeds)
-    params = params[cfg.seeds.index(seed)] if len(params) > 1 else params[0]
+    params = params_per_seed(state, comp.layout, cfg.num_seeds)[cfg.seeds.index(seed)]
     options = {"cell_px": cell_px, "whole": whole, "mortal": mortal}
     env_params = env.params_for_replay(comp.env_params, options)
     cap = env.episode_limit(env_params)

@@ -58,7 +58,7 @@ def rerun(run_dir: Path, updates: int, out_dir: Path) -> int:
         state, session, span_rows = _rerun_span(cfg, devices, out_dir, state, start, end, updates)
         rows += span_rows
     last = spans[-1][1]
-    write_run_manifest(out_dir, last, session.comp.layout.as_dict(), devices[: session.comp.layout.num_devices])
+    write_run_manifest(out_dir, last, session.comp.layout, devices)
     rundir.write_config(out_dir, last.resolved)  # after manifest.json, which says the format (as a run writes them)
     rundir.append_config_history(out_dir, [e for e in rundir.read_config_history(run_dir) if e["from_update"] < updates])
     rows = [r for r in rows if r["update"] <= updates]

@@ -154,10 +154,6 @@ def check_config(saved: dict, now: dict, where: str, allow: bool) -> dict[str, t
     raise ResumeError(f"{where} has another config; {len(changes)} key(s) that change training differ:\n{lines}\n{hint}")
 
 
-def _starts_over(cfg) -> bool:
-    return cfg.checkpoint.if_all_damaged == "start_over"
-
-
 def plan(cfg, run_dir: Path) -> Plan:
     """Find the source and check its config against this run's. Writes nothing, except
     with checkpoint.if_all_damaged=start_over after a launch that found no checkpoint verified
@@ -169,7 +165,7 @@ def plan(cfg, run_dir: Path) -> Plan:
     none_valid = none_valid_note(run_dir / rundir.CHECKPOINTS)
     if none_valid is not None and not rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
         # An earlier launch set every checkpoint aside: starting fresh would silently drop its rows.
-        if not _starts_over(cfg):
+        if cfg.checkpoint.if_all_damaged != "start_over":
             raise NoValidCheckpoint(none_valid)
         start_over(run_dir, none_valid)
     if rundir.list_checkpoints(run_dir / rundir.CHECKPOINTS):
@@ -231,7 +227,7 @@ def restore(p: Plan, comp, cfg, mesh):
         if processes.writes():  # one writer per run dir; the others decide alike
             # Remembered: a relaunch must not take the now empty checkpoints/ for a fresh run.
             remember_none_valid(p.source / rundir.CHECKPOINTS, str(exc))
-        if not _starts_over(cfg):
+        if cfg.checkpoint.if_all_damaged != "start_over":
             raise
         if processes.writes():
             start_over(p.source, str(exc))
