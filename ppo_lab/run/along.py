@@ -4,8 +4,8 @@ far it has moved from where it started.
 At update 0 (the initial policy), every `eval.every_updates` updates and at the run's last
 update, each seed's current policy is evaluated by the env's protocols (the episodic
 evaluation and the env's own, e.g. the foraging world's survival protocol) at the sizes of
-`eval.along_*` (`EvalConfig.along_training`), and its KL divergence from the initial policy
-and from the previous evaluation's is measured on held-out states (`ppo.policy_distance`).
+`eval.along_*`, and its KL divergence from the initial policy and from the previous
+evaluation's is measured on held-out states (`ppo.policy_distance`).
 One row per evaluation and seed goes to evals.csv (written as metrics.csv is, `rundir.MetricsCSV`):
 every `eval/*` metric of the protocols, `eval/kl_from_initial`, `eval/kl_from_previous` (blank
 at update 0: there is no previous evaluation) and `eval/distance` = sqrt(KL from the initial policy).
@@ -54,18 +54,15 @@ def along_key(seed: int) -> jax.Array:
     return jax.random.fold_in(jax.random.PRNGKey(seed), ALONG_KEY_SALT)
 
 
-def sized_along_training(eval_cfg):
-    """The `eval` section as an evaluation along training reads it: its own sizes in place of the
-    final evaluation's (an env's protocol reads `episodes`, `survival_envs`, `survival_steps`)."""
-    return dataclasses.replace(eval_cfg, episodes=eval_cfg.along_episodes, survival_envs=eval_cfg.along_survival_envs,
-                               survival_steps=eval_cfg.along_survival_steps)
-
-
 class AlongTraining:
     """One run's evaluations along training (module docstring)."""
 
     def __init__(self, cfg, comp, run_dir: Path):
-        self.cfg = dataclasses.replace(cfg, eval=sized_along_training(cfg.eval))
+        # The `eval` section with its along-training sizes in place of the final evaluation's
+        # (an env's protocol reads `episodes`, `survival_envs`, `survival_steps`).
+        sized = dataclasses.replace(cfg.eval, episodes=cfg.eval.along_episodes, survival_envs=cfg.eval.along_survival_envs,
+                                    survival_steps=cfg.eval.along_survival_steps)
+        self.cfg = dataclasses.replace(cfg, eval=sized)
         self.every, self.comp, self.run_dir = cfg.eval.every_updates, comp, Path(run_dir)
         self.evaluated: set[int] | None = None  # the updates evals.csv holds, read at the first check (after a resume cut it)
         self.runner = self.held_program = self.distances = None  # built at the first evaluation

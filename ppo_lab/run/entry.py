@@ -78,13 +78,6 @@ USER_ERRORS = (ConfigError, HardwareError, ResumeError, ChunkTooLarge, Checkpoin
                lock.RunDirLocked)
 
 
-def resolve(cfg) -> dict:
-    """A composed DictConfig (interpolations resolved) or a plain dict, as plain dicts."""
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True)
-    return copy.deepcopy(dict(cfg))
-
-
 def train(cfg: Mapping, run_dir: Path) -> RunSummary:
     """Train (or resume, or skip if it completed before) one run, a population or not, in
     `run_dir`: a launch of one cell. Its error, if it failed, is raised."""
@@ -162,7 +155,9 @@ def _train(cfgs: list[Mapping], run_dirs: list[Path], cells: list[Cell]) -> list
 def _checked(index: int, cfg: Mapping, run_dir: Path, grid: bool, results: list) -> Cell | None:
     """The cell, validated, its run dir locked (None when it completed before: its summary is
     its result). Each cell's run dir is locked as a run of its own would be."""
-    run_cfg = validate(resolve(cfg))  # every section, before anything starts or is written
+    # A composed DictConfig (interpolations resolved) or a plain dict (the caller's left as it is), as plain dicts.
+    plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else copy.deepcopy(dict(cfg))
+    run_cfg = validate(plain)  # every section, before anything starts or is written
     done = resume.completed_summary(run_dir, run_cfg)  # a relaunched sweep skips finished runs
     if done is not None:
         results[index] = done

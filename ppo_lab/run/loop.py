@@ -357,7 +357,7 @@ def population_steps(replicas: Replicas, sessions: list[Session]) -> None:
             session.population.step_s += time.perf_counter() - t0
 
 
-def conclude(session: Session, status: str, reason: str, signals: StopSignals, devices) -> RunSummary:
+def conclude(session: Session, status: str, reason: str, signals: StopSignals, devices) -> None:
     """The end of one run: its last checkpoint, evaluation and summary (none of it when SLURM
     requeues the job: it resumes from the checkpoint)."""
     end_progress(session.recorders)  # the bar ends once, before evaluation (its time is not training's)
@@ -368,7 +368,7 @@ def conclude(session: Session, status: str, reason: str, signals: StopSignals, d
     session.summary.end(status, reason)
     session.summary.eval = evaluation
     session.summary.eval_s = round(time.monotonic() - t0, 3) if session.keeps_results else None
-    return finish(session, devices)
+    finish(session, devices)
 
 
 def exit_if_requeued(status: str, signals: StopSignals, session: Session) -> None:
@@ -398,7 +398,7 @@ def record_failure(exc: BaseException, session: Session, signals: StopSignals) -
                 None if preempted else failure.one_line(exc))
 
 
-def finish(session: Session, devices) -> RunSummary:
+def finish(session: Session, devices) -> None:
     """What the end of a run adds to its summary (counters, this session's throughput, final
     metrics, memory), then every recorder's last word and the closing lines."""
     summary = session.summary
@@ -425,4 +425,3 @@ def finish(session: Session, devices) -> RunSummary:
         print_closing_summary(summary, session.run_dir, session.cfg)
         if session.error is not None:
             session.error.closing_summary_printed = True  # launch.py: the error and resume command are said
-    return summary

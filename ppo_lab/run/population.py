@@ -48,9 +48,6 @@ from ppo_lab.run.selection import Standing, window_mean
 
 log = logging.getLogger(__name__)
 
-# Members whose fitness differs by no more than this (relative) tie: none copies the other. A
-# solved task's members all score its maximum (CartPole's 500) and differ by float rounding only.
-TIE_TOLERANCE = 1e-6
 COLUMN = "pbt/"  # metrics.csv: each member's current value of an explored key, `pbt/lr`
 DRAW = 0  # the update whose PRNG draws the initial members (steps are at updates >= 1)
 
@@ -89,19 +86,6 @@ def gather(state, source: np.ndarray, compiled=None):
     keeps the state's layout (across processes XLA moves a member's slices with its own
     collectives)."""
     return (compiled or _gather)(state, copy_index(state, source))
-
-
-def tied(standing, a: int, b: int) -> bool:
-    """Whether members `a` and `b` stand equal: alike on the bounds and tied on fitness."""
-    return (standing.feasible[a] == standing.feasible[b] and standing.violations[a] == standing.violations[b]
-            and ties(standing.fitness[a], standing.fitness[b]))
-
-
-def ties(a: float, b: float) -> bool:
-    """Whether two members' fitness is the same within TIE_TOLERANCE (relative to the larger)."""
-    if not (np.isfinite(a) and np.isfinite(b)):
-        return False
-    return abs(a - b) <= TIE_TOLERANCE * max(abs(a), abs(b), np.finfo(np.float32).tiny)
 
 
 def lineage(steps: list[dict], member: int, end_update: int) -> list[dict]:
@@ -217,7 +201,7 @@ class Population:
 
     def choose(self, standing: Standing, rng: np.random.Generator) -> list:
         """Which member each copies (None: keeps its own): the bottom fraction a random
-        top-fraction member, as `standing` ranks them, unless the two tie (`tied`: copying an
+        top-fraction member, as `standing` ranks them, unless the two tie (`Standing.tied`: copying an
         equal would only throw away the copier's own lineage, and which member ranks "best" among
         equals is the sort's order). A diverged member ranks last and copies one whatever the
         fraction (its state went non-finite: it has nothing to go on from); none copies a diverged one."""
@@ -233,7 +217,7 @@ class Population:
             return copied
         for member in ranked[:max(count, len(diverged))]:
             source = int(rng.choice(top))  # drawn also for a tie: the steps after it draw as without one
-            if member in diverged or not tied(standing, source, member):
+            if member in diverged or not standing.tied(source, member):
                 copied[member] = source
         return copied
 

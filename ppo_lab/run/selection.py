@@ -6,6 +6,7 @@
     Standing(fitness, values, ...)      the members' fitness and constrained metrics at one step:
         .feasible                       per member: meets every bound
         .worst_first() / .best()        the ranking, diverged members last
+        .tied(a, b)                     two members stand equal (fitness within TIE_TOLERANCE)
 
 A member that meets every bound ranks above every member that does not; among those that do,
 the better fitness ranks higher (`fitness_mode`: max or min); among those that do not, the
@@ -28,6 +29,9 @@ import numpy as np
 
 from ppo_lab.config import Bound
 
+# Members whose fitness differs by no more than this (relative) tie: none copies the other. A
+# solved task's members all score its maximum (CartPole's 500) and differ by float rounding only.
+TIE_TOLERANCE = 1e-6
 
 def window_mean(values: Sequence[float]) -> float:
     """Mean of the finite values (NaN where there is none)."""
@@ -67,6 +71,14 @@ class Standing:
         feasible = self.feasible[member]
         return (member not in self.diverged, feasible, 0.0 if feasible else -self.violations[member],
                 float(self.score[member]))
+
+    def tied(self, a: int, b: int) -> bool:
+        """Whether members `a` and `b` stand equal: alike on the bounds, and their fitness the
+        same within TIE_TOLERANCE (relative to the larger)."""
+        fa, fb = self.fitness[a], self.fitness[b]
+        return (self.feasible[a] == self.feasible[b] and self.violations[a] == self.violations[b]
+                and bool(np.isfinite(fa) and np.isfinite(fb))
+                and abs(fa - fb) <= TIE_TOLERANCE * max(abs(fa), abs(fb), np.finfo(np.float32).tiny))
 
     def worst_first(self) -> list[int]:
         return sorted(range(len(self.fitness)), key=self._key)
