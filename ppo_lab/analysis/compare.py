@@ -92,7 +92,7 @@ def load(path: Path, col: sw.Collection, label: str | None = None, headline: str
     # the evaluation's mean return, else the training's last updates'
     returns = [_mean(summary.values(metric)) for metric in (RETURN, TRAIN_RETURN)] if summary else []
     return {
-        "label": label or (path.parent.name if path.is_file() else path.name),
+        "label": label or _folder(path).name,
         "path": str(path),
         "kind": kind,
         "status": data.get("status"),

@@ -157,12 +157,11 @@ def load_run(path: Path, job: dict | None = None, defaults: tuple = (0, 1, None)
         experiment = rundir.read_experiment(path)
     experiment = experiment if experiment is not None else defaults[2]
     seeds = [int(s) for s in summary.seeds] if summary is not None and summary.seeds else _seeds_from(overrides, *defaults[:2])
-    status = summary.status if summary is not None else "missing"
-    reason = (summary.error or summary.stop_reason) if summary is not None else None
-    if summary is None:
-        reason = "no summary.json (the job never started training, or crashed before it)"
-        error = rundir.read_error(path)
-        if error is not None:
+    if summary is not None:
+        status, reason = summary.status, summary.error or summary.stop_reason
+    else:
+        status, reason = "missing", "no summary.json (the job never started training, or crashed before it)"
+        if (error := rundir.read_error(path)) is not None:
             status, reason = "failed", error
     if status == "completed":
         reason = None
@@ -208,16 +207,16 @@ def expected_jobs_from_config(cfg) -> list[list[str]]:
 def _multirun_defaults(cfg) -> tuple[int, int, str | None]:
     """(seed, num_seeds, experiment) of a sweep's base config (its multirun.yaml, or None), for
     runs that did not say."""
-    if cfg is not None:
-        try:
-            experiment = OmegaConf.select(cfg, "experiment", default=None)
-        except Exception:  # noqa: BLE001 - an interpolation we cannot resolve here
-            experiment = None
-        try:
-            return int(cfg.get("seed", 0)), int(cfg.get("num_seeds", 1)), experiment
-        except (TypeError, ValueError):
-            return 0, 1, experiment
-    return 0, 1, None
+    if cfg is None:
+        return 0, 1, None
+    try:
+        experiment = OmegaConf.select(cfg, "experiment", default=None)
+    except Exception:  # noqa: BLE001 - an interpolation we cannot resolve here
+        experiment = None
+    try:
+        return int(cfg.get("seed", 0)), int(cfg.get("num_seeds", 1)), experiment
+    except (TypeError, ValueError):
+        return 0, 1, experiment
 
 
 def load_runs(dirs: Sequence[Path]) -> list[Run]:

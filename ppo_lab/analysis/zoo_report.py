@@ -341,12 +341,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--parity", type=Path, nargs="+", default=[], help="python -m ppo_lab.bench.zoo_parity records "
                         "(docs/zoo_parity_*.json) for the table beside PureJaxRL, between its own markers")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    for d in [*args.dirs, *args.parity]:
-        if not d.exists():
-            print(f"ppo-lab zoo-table: {d} does not exist", file=sys.stderr)
-            return 2
     command = command_line(args.dirs, args.out, args.figure, args.include_stopped, args.parity)
     try:
+        for d in [*args.dirs, *args.parity]:
+            if not d.exists():
+                raise ValueError(f"{d} does not exist")
         generated = render(args.dirs, args.out, args.figure, command, args.include_stopped, args.parity)
     except ValueError as exc:
         print(f"ppo-lab zoo-table: {exc}", file=sys.stderr)
