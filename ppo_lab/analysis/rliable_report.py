@@ -122,11 +122,10 @@ def collect_scores(col: Collection, metric: str, refs_cli: Mapping[str, tuple[fl
     return per_config, refs
 
 
-def normalised(per_task: Mapping[str, Sequence[float]], refs: Mapping[str, tuple | None]) -> tuple[dict, list[str]]:
-    """(task -> its scores normalised by its (random, reference, ...) in `refs`, the tasks left
-    out: those without such returns)."""
-    scores = {t: es.normalize(v, *refs[t][:2]) for t, v in per_task.items() if refs.get(t) is not None}
-    return scores, [t for t in per_task if t not in scores]
+def normalised(per_task: Mapping[str, Sequence[float]], refs: Mapping[str, tuple | None]) -> dict:
+    """task -> its scores normalised by its (random, reference, ...) in `refs`; a task without
+    such returns left out."""
+    return {t: es.normalize(v, *refs[t][:2]) for t, v in per_task.items() if refs.get(t) is not None}
 
 
 def across_tasks(scores: Mapping[str, Sequence[float]], names: Sequence[str], reps: int, seed: int,
@@ -140,7 +139,7 @@ def across_tasks(scores: Mapping[str, Sequence[float]], names: Sequence[str], re
 
 def _config_report(per_task: dict[str, list[float]], refs: dict, normalized: bool, reps: int, seed: int,
                    confidence: float) -> dict:
-    scores = normalised(per_task, refs)[0] if normalized else {t: np.asarray(v) for t, v in per_task.items()}
+    scores = normalised(per_task, refs) if normalized else {t: np.asarray(v) for t, v in per_task.items()}
     names = [n for n in es.AGGREGATES if normalized or n != "optimality_gap"]
     n_runs = {t: len(v) for t, v in per_task.items()}
     pooled = across_tasks(scores, names, reps, seed, confidence)

@@ -290,25 +290,20 @@ def collect(dirs: Sequence[Path], include_stopped: bool = False, ignore: Sequenc
             groups.append(label)
             group_keys[label] = {k: _fmt(keys.get(k)) for k in swept}
         used = run.status in used_statuses
-        final = run.summary.final if run.summary is not None else {}
-        evals = run.summary.eval if run.summary is not None else {}
+        summary = run.summary or RunSummary()
         # The criteria need each seed's whole history, not just its final values: a record keeps
         # them from the whole metrics.csv, of which it keeps only some rows.
         history = rundir.columns_by_seed(run.path / rundir.METRICS) if used else {}
         recorded = rundir.recorded_criteria(run.path) if used else None
         criteria = (recorded if recorded is not None else criteria_by_seed(history, run.env)) if used else {}
-        diverged = {e.get("seed"): e for e in (run.summary.diverged if run.summary is not None else [])}
+        diverged = {e.get("seed"): e for e in summary.diverged}
         for i, seed in enumerate(run.seeds or [None]):
-            values = {}
             if seed in diverged:
                 units.append(Unit(run=run, seed=seed, group=label, values={}, used=False, diverged=diverged[seed]))
                 continue
-            if used:
-                for name, per_seed in evals.items():
-                    values[f"eval/{name}"] = _at(per_seed, i)
-                for name, per_seed in final.items():
-                    values[name] = _at(per_seed, i)
-                values.update(criteria.get(seed, {}))
+            # The seed's evaluation (`eval/<name>`), its final training metrics and its criteria.
+            values = {**{f"eval/{name}": _at(v, i) for name, v in summary.eval.items()},
+                      **{name: _at(v, i) for name, v in summary.final.items()}, **criteria.get(seed, {})} if used else {}
             units.append(Unit(run=run, seed=seed, group=label, values=values, used=used,
                               logged=_logged_shares(history.get(seed, {}))))
     metrics = sorted({m for u in units for m in u.values}, key=_metric_order)

@@ -172,8 +172,8 @@ def normalised_aggregates(rows: Sequence[ZooRow], play: str = VERDICT_PLAY, leav
     (`compared_rows`), the tasks in `leave_out` left out; the tasks that could not count (no
     reference, or no used seed) are named under `unscored`."""
     rows = [r for r in compared_rows(rows) if r.task not in leave_out]
-    scored, _ = rr.normalised({r.task: r.returns[play] for r in rows if r.returns[play]},
-                              {r.task: (r.ref.random, r.ref.reference) if r.ref else None for r in rows})
+    scored = rr.normalised({r.task: r.returns[play] for r in rows if r.returns[play]},
+                           {r.task: (r.ref.random, r.ref.reference) if r.ref else None for r in rows})
     unscored = [r.task for r in rows if r.task not in scored]
     if not scored:
         return {"tasks": [], "unscored": unscored, "aggregates": {}, "runs_per_task": 0}
