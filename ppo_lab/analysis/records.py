@@ -78,10 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--name-by-dir", action="store_true", help="name each record by its run dir's path under DIR "
                         "(a sweep's job number), not by its experiment")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    if args.points < 2:
-        print(f"ppo-lab record: --points {args.points}: give 2 or more (the first and last update at least)", file=sys.stderr)
-        return 2
     try:
+        if args.points < 2:
+            raise ValueError(f"--points {args.points}: give 2 or more (the first and last update at least)")
         for d in args.dirs:
             if not d.exists():
                 raise ValueError(f"{d} does not exist")
