@@ -71,6 +71,11 @@ def play_of(leaf: str) -> tuple[str, str | None]:
 
 
 # ----------------------------------------------------------------------------- values
+def finite_number(value) -> bool:
+    """A finite int or float, and not a bool (True is an int to Python, never a value here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def finite(values: Iterable[float] | np.ndarray) -> tuple[np.ndarray, int]:
     """Flatten to float64 and drop NaN: (the values left, how many NaN were dropped)."""
     x = np.asarray(list(values) if not hasattr(values, "__array__") else values, dtype=np.float64).reshape(-1)

@@ -65,7 +65,7 @@ COLUMNS = [  # (key, header, format)
 
 
 def _mean(values):
-    xs = [v for v in (values or []) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    xs = [v for v in (values or []) if es.finite_number(v)]
     return sum(xs) / len(xs) if xs else None
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ppo_lab import rundir
+from ppo_lab.estimators import finite_number
 
 WALL_CLOCK = ("wall_s",)
 WALL_CLOCK_PREFIXES = ("perf/",)
@@ -53,12 +54,8 @@ class Comparison:
         return max(sized, key=lambda d: d[5]) if sized else None
 
 
-def _numeric(a, b) -> bool:
-    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (a, b))
-
-
 def _relative(a, b) -> float:
-    if not _numeric(a, b):
+    if not (finite_number(a) and finite_number(b)):
         return math.inf
     scale = max(abs(a), abs(b))
     return abs(a - b) / scale if scale else 0.0
@@ -66,7 +63,7 @@ def _relative(a, b) -> float:
 
 def close(a, b, rtol: float, atol: float) -> bool:
     """Both finite numbers and |a - b| <= atol + rtol * max(|a|, |b|)."""
-    return _numeric(a, b) and abs(a - b) <= atol + rtol * max(abs(a), abs(b))
+    return finite_number(a) and finite_number(b) and abs(a - b) <= atol + rtol * max(abs(a), abs(b))
 
 
 def same(a, b) -> bool:

@@ -9,7 +9,6 @@ of conf/ (the env's and each mode's YAML), not a copy here.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Mapping
 
 from omegaconf import OmegaConf
@@ -18,6 +17,7 @@ from ppo_lab import config_keys
 from ppo_lab.config import ENV_WIRING_KEYS
 from ppo_lab.envs.env_section import known_keys
 from ppo_lab.errors import ConfigError
+from ppo_lab.estimators import finite_number
 
 MODES = ("ground_truth", "ground_truth_blind", "ground_truth_blinded", "proxy_mortal", "proxy",
          "ground_truth_handhold")
@@ -54,10 +54,6 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_num(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def _check(ok: bool, key: str, value, valid: str) -> None:
     if not ok:
         raise ConfigError(key, value, valid)
@@ -69,7 +65,7 @@ def validate_env_cfg(env_cfg: Mapping) -> dict[str, Any]:
               "max_steps"):
         _check(_is_int(c[k]), f"env.{k}", c[k], "an integer")
     for k in ("energy_start", "move_cost", "food_energy", "poison_energy", "energy_tolerance"):
-        _check(_is_num(c[k]), f"env.{k}", c[k], "a finite number")
+        _check(finite_number(c[k]), f"env.{k}", c[k], "a finite number")
     for k in ("fresh_world_on_done", "fixed_counts", "respawn_in_place"):
         _check(isinstance(c[k], bool), f"env.{k}", c[k], "true or false")
     _check(c["view_range"] >= 1, "env.view_range", c["view_range"], "an integer >= 1")
@@ -104,7 +100,7 @@ def validate_reward_cfg(reward_cfg: Mapping) -> dict[str, Any]:
     _check(c["observation"] in OBS_TABLES, "reward.observation", c["observation"],
            f"one of {sorted(OBS_TABLES)}")
     for k in ("food", "poison", "step", "death", "shaping_coef", "clip"):
-        _check(_is_num(c[k]), f"reward.{k}", c[k], "a finite number")
+        _check(finite_number(c[k]), f"reward.{k}", c[k], "a finite number")
     _check(isinstance(c["immortal"], bool), "reward.immortal", c["immortal"], "true or false")
     _check(c["clip"] > 0, "reward.clip", c["clip"], "a number > 0")
     _check(c["shaping_coef"] >= 0, "reward.shaping_coef", c["shaping_coef"], "a number >= 0")

@@ -3,11 +3,11 @@ registry when the env is built, since importing jumanji imports jax)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
 from ppo_lab.envs.env_section import known_keys, own_reward_check
 from ppo_lab.errors import ConfigError
+from ppo_lab.estimators import finite_number
 
 DEFAULTS: dict[str, Any] = dict(id=None, max_steps=1000, observation="flat", obs_transform="none", reward_scale=1.0)
 OBSERVATIONS = ("flat", "image")
@@ -27,7 +27,7 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
     if c["obs_transform"] not in OBS_TRANSFORMS:
         raise ConfigError("env.obs_transform", c["obs_transform"], f"one of {list(OBS_TRANSFORMS)}")
     scale = c["reward_scale"]
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (math.isfinite(scale) and scale > 0):
+    if not finite_number(scale) or scale <= 0:
         raise ConfigError("env.reward_scale", scale, "a finite number > 0")
     return c
 

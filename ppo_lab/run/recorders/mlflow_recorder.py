@@ -54,9 +54,9 @@ from ppo_lab import rundir
 from ppo_lab.judging.objective import ObjectiveError, seed_values
 from ppo_lab.analysis.run_plots import plot_run
 from ppo_lab.errors import ConfigError
+from ppo_lab.estimators import finite_number
 from ppo_lab.run.recorders.per_seed import (
     PerSeedLogger,
-    finite,
     is_best_member,
     population_member,
     row_metrics,
@@ -99,7 +99,7 @@ def check_options(options: dict | None) -> dict:
         raise ConfigError("logger.mlflow.register_if.direction", rule["direction"], "maximize or minimize")
     if (rule["metric"] is None) != (rule["threshold"] is None):
         raise ConfigError("logger.mlflow.register_if", dict(rule), "both metric and threshold, or neither")
-    if rule["threshold"] is not None and not finite(rule["threshold"]):
+    if rule["threshold"] is not None and not finite_number(rule["threshold"]):
         raise ConfigError("logger.mlflow.register_if.threshold", rule["threshold"], "a number")
     if opts["tags"] is not None and not isinstance(opts["tags"], dict):
         raise ConfigError("logger.mlflow.tags", opts["tags"], "null or a mapping of tag -> value")
@@ -144,7 +144,7 @@ def convergence(summary: RunSummary, index: int, target: float | None, rule: dic
         if reason.startswith("train.target_return="):
             return f"early stopping: {reason}"
         final = summary.final.get("train/mean_episode_return") or []
-        if index < len(final) and finite(final[index]) and final[index] >= target:
+        if index < len(final) and finite_number(final[index]) and final[index] >= target:
             return f"train/mean_episode_return {final[index]:.2f} >= train.target_return={target:g}"
     if rule["metric"] is not None:
         try:
@@ -152,7 +152,7 @@ def convergence(summary: RunSummary, index: int, target: float | None, rule: dic
         except (ObjectiveError, IndexError):
             return None
         better = value >= rule["threshold"] if rule["direction"] == "maximize" else value <= rule["threshold"]
-        if finite(value) and better:
+        if finite_number(value) and better:
             return f"{rule['metric']} {value:g} {'>=' if rule['direction'] == 'maximize' else '<='} {rule['threshold']:g}"
     return None
 

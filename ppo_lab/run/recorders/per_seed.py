@@ -13,13 +13,13 @@ A subclass opens its runs, calls `track()`, and writes a seed's new rows in `wri
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
 from ppo_lab import rundir
+from ppo_lab.estimators import finite_number
 from ppo_lab.rundir.run_summary import RunSummary
 
 # A row's keys that name it (its step, its seed, a population's member), not metrics: the
@@ -27,14 +27,10 @@ from ppo_lab.rundir.run_summary import RunSummary
 ROW_KEYS = ("update", "seed", "member")
 
 
-def finite(value) -> bool:
-    """A number a store can plot: NaN (a blank cell, no episode ended) and infinities are left out."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def row_metrics(row: dict) -> dict[str, float]:
-    """A row's finite metrics (`timesteps` and `wall_s` included), without its step and identity."""
-    return {k: float(v) for k, v in row.items() if k not in ROW_KEYS and finite(v)}
+    """A row's finite metrics (`timesteps` and `wall_s` included), without its step and identity:
+    NaN (a blank cell, no episode ended) and infinities are nothing a store can plot."""
+    return {k: float(v) for k, v in row.items() if k not in ROW_KEYS and finite_number(v)}
 
 
 def seed_results(summary: RunSummary, index: int) -> dict[str, float]:
@@ -42,7 +38,7 @@ def seed_results(summary: RunSummary, index: int) -> dict[str, float]:
     out = {}
     for section, values in summary.per_seed().items():
         for name, per_seed in values.items():
-            if name not in ROW_KEYS and index < len(per_seed) and finite(per_seed[index]):
+            if name not in ROW_KEYS and index < len(per_seed) and finite_number(per_seed[index]):
                 out[f"{section}/{name}"] = float(per_seed[index])
     return out
 

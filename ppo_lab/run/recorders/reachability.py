@@ -19,7 +19,6 @@ logger after one failed chunk).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import queue
 import socket
@@ -29,6 +28,7 @@ import urllib.parse
 import urllib.request
 
 from ppo_lab.errors import ConfigError
+from ppo_lab.estimators import finite_number
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def store_policy(name: str, options) -> tuple[float, str]:
     key, the value and what is valid)."""
     options = {k: v for k, v in dict(options or {}).items() if v is not None}  # null: the default
     timeout = options.get("connect_timeout_s", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
+    if not finite_number(timeout) or timeout <= 0:
         raise ConfigError(f"logger.{name}.connect_timeout_s", timeout, "seconds > 0 (default 10)")
     policy = options.get("on_unreachable", DEFAULT_ON_UNREACHABLE)
     if policy not in ON_UNREACHABLE:
