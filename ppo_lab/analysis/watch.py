@@ -44,6 +44,7 @@ from ppo_lab.analysis.action_columns import INVALID, continuous_dimensions, disc
 from ppo_lab.config import HealthConfig
 from ppo_lab.judging.headline import TRAIN_LENGTH, TRAIN_RETURN
 from ppo_lab.judging.health import health_messages
+from ppo_lab.judging.tables import formatted
 from ppo_lab.rundir.run_summary import RunSummary
 
 MAIN = [  # (column, metric, format)
@@ -165,10 +166,6 @@ def sparkline(values, width: int = 30) -> str:
     return "".join(SPARK[min(len(SPARK) - 1, int((x - lo) / span * (len(SPARK) - 1) + 0.5))] for x in xs)
 
 
-def _fmt(x, spec: str) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
-
-
 # --- rendering ----------------------------------------------------------------------------
 STATUS_STYLE = {"running": "green", "completed": "bold blue", "stopped": "yellow", "stopping": "yellow",
                 "timed_out": "magenta", "failed": "bold red", "running?": "red", "starting": "dim"}
@@ -196,8 +193,8 @@ def render(root: Path, runs: list[RunView], selected: int, message: str = "", al
             ">" if i == selected else "",
             run.label(root), env, Text(status, style=STATUS_STYLE.get(status, "")),
             f"{run.update}/{total}" if total else str(run.update),
-            _fmt(run.metric("perf/sps"), ",.0f"),
-            *[_fmt(run.metric(name), spec) for _, name, spec in MAIN],
+            formatted(run.metric("perf/sps"), ",.0f"),
+            *[formatted(run.metric(name), spec) for _, name, spec in MAIN],
             sparkline(run.returns(), 24),
             Text(str(len(warnings)), style="bold red") if warnings else "",
             style="reverse" if i == selected else None,
@@ -221,7 +218,7 @@ def action_table(run: RunView) -> Table:
         for column in ("dim", "mean", "std"):
             table.add_column(column, justify="right")
         for i in dims:
-            table.add_row(str(i), _fmt(run.metric(f"actions/mean_{i}"), ".3f"), _fmt(run.metric(f"actions/std_{i}"), ".3f"))
+            table.add_row(str(i), formatted(run.metric(f"actions/mean_{i}"), ".3f"), formatted(run.metric(f"actions/std_{i}"), ".3f"))
         return table
     table = Table(title="action distribution (mean over seeds)", expand=False)
     table.add_column("action")
@@ -230,9 +227,9 @@ def action_table(run: RunView) -> Table:
     for name in discrete_shares(run.columns or []):
         frac = run.metric(name)
         bar = "█" * int(round((0 if math.isnan(frac) else frac) * 30))
-        table.add_row(name.split("/", 1)[1], _fmt(frac, ".3f"), bar)
+        table.add_row(name.split("/", 1)[1], formatted(frac, ".3f"), bar)
     if INVALID in (run.columns or []):  # with a mask: how often a forbidden action was taken (a rate)
-        table.add_row(INVALID.split("/", 1)[1], _fmt(run.metric(INVALID), ".3f"), "")
+        table.add_row(INVALID.split("/", 1)[1], formatted(run.metric(INVALID), ".3f"), "")
     return table
 
 
@@ -246,7 +243,7 @@ def detail(run: RunView, root: Path):
     names = [n for _, n, _ in MAIN] + ["train/explained_variance"] + run.names("true/") + run.names("reward/") + run.names("pbt/")
     for name in names:
         if name in (run.columns or []):
-            per_seed.add_row(name, *[_fmt(run.finite.get(s, {}).get(name, math.nan), ".4g") for s in seeds])
+            per_seed.add_row(name, *[formatted(run.finite.get(s, {}).get(name, math.nan), ".4g") for s in seeds])
     actions = action_table(run)
     lines = []
     summary = run.summary or RunSummary()

@@ -36,7 +36,7 @@ from ppo_lab.analysis.rliable_report import estimate_text, task_of
 from ppo_lab.estimators import (BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE, difference_interval, metric_range,
                                 small_sample_warning, welch_t_test)
 from ppo_lab.judging.headline import RETURN, TRAIN_RETURN, declared_bounds
-from ppo_lab.judging.tables import interval, table
+from ppo_lab.judging.tables import formatted, interval, table
 
 BLOCK, PARITY_BLOCK = "zoo-table", "zoo-parity"
 START, END = page_blocks.markers(BLOCK)
@@ -50,10 +50,6 @@ HARDWARE = "hardware"
 # Steps per seed within this share of the reference's are its budget: the lab rounds a budget
 # down to whole batches (CartPole: 149,760 of 150,000).
 SAME_BUDGET = 0.01
-
-
-def _num(x: float) -> str:
-    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4g}"
 
 
 def _interval(point: float, low: float, high: float) -> str:
@@ -105,7 +101,7 @@ def results_table(rows: Sequence[zt.ZooRow]) -> str:
     for r in rows:
         sampled, greedy = r.stats["sampled"], r.stats["greedy"]
         seeds = _seed_text(r.seeds) + (f"; tuned on {r.tuned_on}" if r.tuned_on else "")
-        reference = "-" if r.ref is None else f"{_num(r.ref.reference)} ({r.ref.source})"
+        reference = "-" if r.ref is None else f"{formatted(r.ref.reference, '.4g', 'nan')} ({r.ref.source})"
         cells = [r.task, r.name if r.name != r.task else "-", r.protocol or "-", seeds, _budget(r),
                  _interval(sampled["mean"], sampled["ci_low"], sampled["ci_high"]),
                  _interval(sampled["iqm"], sampled["iqm_ci_low"], sampled["iqm_ci_high"]),
@@ -147,7 +143,7 @@ def comparison_table(rows: Sequence[zt.ZooRow]) -> str | None:
         low, high, _ = difference_interval(a, b)
         diff = preset.stats["sampled"]["mean"] - blines.stats["sampled"]["mean"]
         _, p = welch_t_test(a, b)
-        body.append([preset.task, _interval(diff, low, high), _num(p), f"{len(a)} + {len(b)}"])
+        body.append([preset.task, _interval(diff, low, high), formatted(p, ".4g", "nan"), f"{len(a)} + {len(b)}"])
     return table(["env", "preset - straight translation, sampled: difference of means [95% CI]", "Welch's p", "seeds"],
                  "llll", body)
 

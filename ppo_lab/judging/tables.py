@@ -37,6 +37,11 @@ def decimals(x: float, digits: int = 3) -> int:
     return min(MAX_DECIMALS, max(0, digits - 1 - math.floor(math.log10(abs(x)))))
 
 
+def formatted(x, spec: str, missing: str = "-") -> str:
+    """`x` in the format `spec`, or `missing` where there is no value (None or NaN)."""
+    return missing if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
 def num(x: float | None, digits: int = 3, places: int | None = None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"

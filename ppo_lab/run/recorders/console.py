@@ -18,15 +18,12 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from ppo_lab.config_keys import train_command
 from ppo_lab.judging.closing import closing_lines
+from ppo_lab.judging.tables import formatted
 from ppo_lab.rundir.run_summary import RunSummary
 
 log = logging.getLogger("ppo_lab.progress")
 # The bar shows training's own steps/s in its text; tqdm's rate would count compile time.
 BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
-
-
-def _fmt(x: float, spec: str = ".1f") -> str:
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
 
 class ProgressRecorder:
@@ -53,8 +50,8 @@ class ProgressRecorder:
         entropies = [r["train/entropy"] for r in rows
                      if r["update"] == update and not math.isnan(r.get("train/entropy", math.nan))]
         entropy = sum(entropies) / len(entropies) if entropies else math.nan
-        text = (f"return {_fmt(self.ctx.windowed_return())} | entropy {_fmt(entropy, '.3f')} | "
-                f"sps {_fmt(rows[-1].get('perf/sps', math.nan), ',.0f')}")
+        text = (f"return {formatted(self.ctx.windowed_return(), '.1f', 'n/a')} | entropy {formatted(entropy, '.3f', 'n/a')} | "
+                f"sps {formatted(rows[-1].get('perf/sps', math.nan), ',.0f', 'n/a')}")
         timesteps = update * self.ctx.batch_size
         if self.bar is not None:
             self.bar.set_postfix_str(text, refresh=False)
