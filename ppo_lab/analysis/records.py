@@ -86,14 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ValueError(f"{d} does not exist")
         plan = planned(args.dirs, args.name_by_dir)
         columns = args.column or [TRAIN_RETURN]
-        for run_dir in plan.values():  # every run checked before any record is written
-            if rundir.is_benchmark_run(run_dir):
-                continue
-            header = rundir.read_header(run_dir / rundir.METRICS) or []
-            if absent := [c for c in columns if c not in header]:
-                raise ValueError(f"{run_dir / rundir.METRICS} has no column {absent[0]!r}")
+        checked = {run_dir: rundir.check_recordable(run_dir, columns) for run_dir in plan.values()}  # before any is written
         for name, run_dir in plan.items():
-            benchmark = rundir.is_benchmark_run(run_dir)
+            benchmark = checked[run_dir]
             record = rundir.write_record(run_dir, args.into / name, columns, args.points,
                                          None if benchmark else criteria_of(run_dir))
             kept = "benchmark.json" if benchmark else (f"{record['updates_per_seed']} of {record['updates_per_seed_in_run']} "

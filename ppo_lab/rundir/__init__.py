@@ -51,7 +51,7 @@ from ppo_lab.rundir.paths import (
     SUMMARY,
 )
 from ppo_lab.rundir.manifest import check_format, dotted_keys, manifest_differences, read_manifest, use_recorded_parts, write_manifest
-from ppo_lab.rundir.record import RECORD, is_benchmark_run, recorded_criteria, write_record
+from ppo_lab.rundir.record import RECORD, check_recordable, is_benchmark_run, recorded_criteria, write_record
 from ppo_lab.rundir.lock import request_stop, stop_requested
 from ppo_lab.rundir.run_summary import (
     RunSummary,
@@ -78,5 +78,5 @@ __all__ = [
     "write_failure", "write_jobs", "write_json_atomic", "write_logger_state", "write_table", "write_text_atomic",
     "PBT_LOG", "append_pbt_step", "pbt_log_until", "read_pbt_log",
     "EVALS", "keep_evals",
-    "RECORD", "is_benchmark_run", "recorded_criteria", "write_record",
+    "RECORD", "check_recordable", "is_benchmark_run", "recorded_criteria", "write_record",
 ]

@@ -50,11 +50,8 @@ def write_record(run_dir: Path, target: Path, columns: Sequence[str], points: in
     manifest and benchmark.json. Raises FileNotFoundError naming a file the run dir lacks,
     ValueError for a column its metrics.csv lacks; nothing is written then."""
     run_dir, target = Path(run_dir), Path(target)
-    benchmark = is_benchmark_run(run_dir)
+    benchmark = check_recordable(run_dir, columns)
     copied = BENCHMARK_COPIED if benchmark else COPIED
-    missing = [name for name in (*copied, *(() if benchmark else (METRICS,))) if not (run_dir / name).exists()]
-    if missing:
-        raise FileNotFoundError(f"{run_dir} has no {', '.join(missing)}: not a finished run dir")
     cut = None if benchmark else _cut_metrics(run_dir, columns, points)
     staging = target.with_name(f".{target.name}.staging")
     shutil.rmtree(staging, ignore_errors=True)
@@ -72,6 +69,22 @@ def write_record(run_dir: Path, target: Path, columns: Sequence[str], points: in
     return record
 
 
+def check_recordable(run_dir: Path, columns: Sequence[str]) -> bool:
+    """Whether `run_dir` is a benchmark run, once it has every file its record copies
+    (FileNotFoundError naming those it lacks) and, unless a benchmark run, every column of
+    `columns` in its metrics.csv (ValueError naming the first it lacks)."""
+    run_dir = Path(run_dir)
+    benchmark = is_benchmark_run(run_dir)
+    needed = BENCHMARK_COPIED if benchmark else (*COPIED, METRICS)
+    if missing := [name for name in needed if not (run_dir / name).exists()]:
+        raise FileNotFoundError(f"{run_dir} has no {', '.join(missing)}: not a finished run dir")
+    if not benchmark:
+        header = read_header(run_dir / METRICS) or []
+        if absent := [c for c in columns if c not in header]:
+            raise ValueError(f"{run_dir / METRICS} has no column {absent[0]!r}; its columns: {', '.join(header)}")
+    return benchmark
+
+
 def is_benchmark_run(run_dir: Path) -> bool:
     """A `benchmark=true` run: benchmark.json where another run writes summary.json."""
     return (Path(run_dir) / BENCHMARK).exists() and not (Path(run_dir) / SUMMARY).exists()
@@ -79,10 +92,6 @@ def is_benchmark_run(run_dir: Path) -> bool:
 
 def _cut_metrics(run_dir: Path, columns: Sequence[str], points: int) -> tuple[list[dict], list[str], int]:
     """(metrics.csv's rows at the kept updates, cut to `columns`; their keys; the run's updates per seed)."""
-    header = read_header(run_dir / METRICS) or []
-    absent = [c for c in columns if c not in header]
-    if absent:
-        raise ValueError(f"{run_dir / METRICS} has no column {absent[0]!r}; its columns: {', '.join(header)}")
     rows = read_metrics(run_dir / METRICS)
     kept = kept_updates([r["update"] for r in rows], points)
     keys = [*INT_COLUMNS, *columns]
