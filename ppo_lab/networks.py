@@ -431,10 +431,6 @@ class ActorCritic(nn.Module):
         carry, policy, values, extra = self.step_with_extra_values(obs, *memory, extra_obs)
         return PolicyValue(policy, values, carry, extra)
 
-    def value_of(self, obs, memory=None):
-        """The values [B] of `obs` [B, ...] (a recurrent network: one step from `memory`)."""
-        return self.value(obs) if memory is None else self.step_value(obs, *memory)
-
     def value(self, obs):
         obs = self._norm(obs)
         actor_features = self.actor_torso(self._actor_obs(obs)) if self.shared or self.shared_privileged else None

@@ -111,7 +111,9 @@ def policy_and_value(network, params, obs, memory=None, extra_obs=None):
 
 def value_of(network, params, obs, memory=None):
     """The values [B] of a batch of observations (a recurrent network: one step from `memory`)."""
-    return network.apply(params, obs, memory, method="value_of")
+    if memory is None:
+        return network.apply(params, obs, method="value")
+    return network.apply(params, obs, *memory, method="step_value")
 
 
 def rollout(env_step: Callable, policy: Callable, env_state, obs, key, num_steps: int, *,

@@ -497,7 +497,6 @@ class Foraging(environment.Environment[EnvState, EnvParams], Env):
             "terminated": terminated,
             "truncated": truncated,
             "final_observation": obs_st,
-            "discount": jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
         }
         return obs, next_state, reward, terminated, truncated, info
 

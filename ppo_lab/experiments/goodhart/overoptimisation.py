@@ -231,11 +231,6 @@ def markdown(paths: list[SeedPath]) -> str:
     return "\n\n".join(["\n".join(shape_lines(paths)), fit_table(paths), drop_table(paths), stop_table(paths), tests]) + "\n"
 
 
-SEED_COLUMNS = ["mode", "run", "seed", "evaluations", "alpha", "beta", "rmse", "r2", "d_peak", "true_at_d_peak", "true_start",
-                "true_peak", "d_at_peak", "update_at_peak", "true_final", "drop", "ndh", "noise", "falls", "stop_triggered",
-                "update_kept", "d_kept", "true_kept"]
-
-
 def seed_rows(paths: list[SeedPath]) -> list[dict]:
     return [{"mode": p.mode, "run": str(p.run), "seed": p.seed, "evaluations": len(p.updates), "alpha": p.fit.alpha,
              "beta": p.fit.beta, "rmse": p.fit.rmse, "r2": p.fit.r2, "d_peak": p.fit.d_peak,
@@ -301,7 +296,8 @@ def write_report(paths: list[SeedPath], out: Path, formats: tuple[str, ...] = ()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rundir.write_text_atomic(out / "overoptimisation.md", markdown(paths))
-    rundir.write_table(out / "overoptimisation_seeds.csv", seed_rows(paths), SEED_COLUMNS)
+    rows = seed_rows(paths)
+    rundir.write_table(out / "overoptimisation_seeds.csv", rows, list(rows[0]) if rows else [])  # the columns in seed_rows' order
     from ppo_lab.analysis.figures import plt
     plt.close(plot(paths, out / "overoptimisation.png", formats))
     return [out / "overoptimisation.md", out / "overoptimisation_seeds.csv", out / "overoptimisation.png"]
