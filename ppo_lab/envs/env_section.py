@@ -20,6 +20,15 @@ def known_keys(cfg: Mapping, defaults: Mapping[str, Any], section: str = "env",
     return {k: cfg.get(k, d) for k, d in defaults.items()}
 
 
+def require_int(key: str, value, minimum: int, valid: str, *, below: int | None = None, nullable: bool = False) -> None:
+    """ConfigError(key, value, valid) unless `value` is an integer (not a bool) >= `minimum` (and
+    < `below`), or None where `nullable`."""
+    if nullable and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (below is not None and value >= below):
+        raise ConfigError(key, value, valid)
+
+
 def own_keys(env_cfg: Mapping, keys: tuple[str, ...], conf_file: str) -> dict[str, Any]:
     """The env section's `keys` (besides `name`), each required; ConfigError naming an unknown or a missing one."""
     known_keys(env_cfg, dict.fromkeys(keys))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from ppo_lab.envs.env_section import own_keys, require_own_reward
+from ppo_lab.envs.env_section import own_keys, require_int, require_own_reward
 from ppo_lab.errors import ConfigError
 
 # Brax's physics pipelines (`brax.envs.get_environment(..., backend=)`).
@@ -23,7 +23,5 @@ def check_config(env_cfg: Mapping, reward_cfg: Mapping) -> None:
     backend = env_cfg.get("backend")
     if backend not in BACKENDS:
         raise ConfigError("env.backend", backend, f"one of {list(BACKENDS)}")
-    max_steps = env_cfg.get("max_steps")
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-        raise ConfigError("env.max_steps", max_steps, "an episode length in steps, an integer >= 1")
+    require_int("env.max_steps", env_cfg.get("max_steps"), 1, "an episode length in steps, an integer >= 1")
     require_own_reward(env_cfg, reward_cfg, f"Brax's {env_id} has no reward modes")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ppo_lab.envs.env_section import own_keys, own_reward_check
+from ppo_lab.envs.env_section import own_keys, own_reward_check, require_int
 from ppo_lab.errors import ConfigError
 
 KEYS = ("id", "num_threads", "seed", "make_kwargs", "image_scale")
@@ -16,12 +16,8 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
     c = own_keys(env_cfg, KEYS, "conf/env/envpool.yaml")
     if not isinstance(c["id"], str) or not c["id"]:
         raise ConfigError("env.id", c["id"], "an EnvPool task id such as 'CartPole-v1' (envpool.list_all_envs())")
-    threads = c["num_threads"]
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ConfigError("env.num_threads", threads, "null (all cores) or an integer >= 1")
-    seed = c["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31 - 2**24:
-        raise ConfigError("env.seed", seed, "an integer in [0, 2^31 - 2^24) (EnvPool seeds are int32)")
+    require_int("env.num_threads", c["num_threads"], 1, "null (all cores) or an integer >= 1", nullable=True)
+    require_int("env.seed", c["seed"], 0, "an integer in [0, 2^31 - 2^24) (EnvPool seeds are int32)", below=2**31 - 2**24)
     if not isinstance(c["make_kwargs"], Mapping):
         raise ConfigError("env.make_kwargs", c["make_kwargs"], "a mapping of envpool.make keyword arguments")
     if not isinstance(c["image_scale"], bool):

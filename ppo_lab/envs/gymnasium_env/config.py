@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ppo_lab.envs.env_section import own_keys, own_reward_check
+from ppo_lab.envs.env_section import own_keys, own_reward_check, require_int
 from ppo_lab.errors import ConfigError
 
 KEYS = ("id", "seed", "make_kwargs", "max_steps")
@@ -17,14 +17,10 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
     if not isinstance(c["id"], str) or not c["id"]:
         raise ConfigError("env.id", c["id"], "a Gymnasium id such as 'CartPole-v1', or the import path of an env "
                                              "class such as 'my_package.envs.MyEnv'")
-    seed = c["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError("env.seed", seed, "an integer >= 0")
+    require_int("env.seed", c["seed"], 0, "an integer >= 0")
     if not isinstance(c["make_kwargs"], Mapping):
         raise ConfigError("env.make_kwargs", c["make_kwargs"], "a mapping of keyword arguments for the env")
-    steps = c["max_steps"]
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
-        raise ConfigError("env.max_steps", steps, "null (the env's own time limit) or an integer >= 1")
+    require_int("env.max_steps", c["max_steps"], 1, "null (the env's own time limit) or an integer >= 1", nullable=True)
     return c
 
 

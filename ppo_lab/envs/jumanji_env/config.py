@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ppo_lab.envs.env_section import known_keys, own_reward_check
+from ppo_lab.envs.env_section import known_keys, own_reward_check, require_int
 from ppo_lab.errors import ConfigError
 from ppo_lab.estimators import finite_number
 
@@ -19,9 +19,7 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
     c = known_keys(env_cfg, DEFAULTS)
     if not isinstance(c["id"], str) or not c["id"]:
         raise ConfigError("env.id", c["id"], "a registered Jumanji id such as 'Game2048-v1' (jumanji.registered_environments())")
-    steps = c["max_steps"]
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise ConfigError("env.max_steps", steps, "an integer >= 1 (episodes are truncated there)")
+    require_int("env.max_steps", c["max_steps"], 1, "an integer >= 1 (episodes are truncated there)")
     if c["observation"] not in OBSERVATIONS:
         raise ConfigError("env.observation", c["observation"], f"one of {list(OBSERVATIONS)}")
     if c["obs_transform"] not in OBS_TRANSFORMS:

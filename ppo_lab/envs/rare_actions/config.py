@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ppo_lab.envs.env_section import known_keys, own_reward_check
+from ppo_lab.envs.env_section import known_keys, own_reward_check, require_int
 from ppo_lab.errors import ConfigError
 
 STATIC_DEFAULTS: dict[str, Any] = dict(grid_size=5, n_data=3)
@@ -32,8 +32,8 @@ def read_config(env_cfg: Mapping) -> dict[str, Any]:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
                 raise ConfigError(f"env.{k}", v, "a number >= 0")
             c[k] = float(v)
-        elif isinstance(v, bool) or not isinstance(v, int) or v < (0 if k in ZERO_OK else 1):
-            raise ConfigError(f"env.{k}", v, f"an integer >= {0 if k in ZERO_OK else 1}")
+        else:
+            require_int(f"env.{k}", v, 0 if k in ZERO_OK else 1, f"an integer >= {0 if k in ZERO_OK else 1}")
     if c["grid_size"] < 2:
         raise ConfigError("env.grid_size", c["grid_size"], "an integer >= 2")
     if c["threat_max"] < c["threat_min"]:
