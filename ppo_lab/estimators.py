@@ -76,6 +76,12 @@ def finite_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def finite_mean(values) -> float | None:
+    """The mean of the finite numbers among `values` (None, NaN and infinities left out); None without one."""
+    xs = [v for v in values or () if finite_number(v)]
+    return sum(xs) / len(xs) if xs else None
+
+
 def finite(values: Iterable[float] | np.ndarray) -> tuple[np.ndarray, int]:
     """Flatten to float64 and drop NaN: (the values left, how many NaN were dropped)."""
     x = np.asarray(list(values) if not hasattr(values, "__array__") else values, dtype=np.float64).reshape(-1)

@@ -64,11 +64,6 @@ COLUMNS = [  # (key, header, format)
 ]
 
 
-def _mean(values):
-    xs = [v for v in (values or []) if es.finite_number(v)]
-    return sum(xs) / len(xs) if xs else None
-
-
 def read_inputs(paths) -> list[sw.Collection]:
     """Each input's runs and seeds (`analysis/sweep.py`), read once: a run dir, a sweep dir, or
     the folder of a run's JSON file."""
@@ -90,7 +85,7 @@ def load(path: Path, col: sw.Collection, label: str | None = None, headline: str
     seeds = data.get("seeds") or []
     per_seed_steps = data.get("timesteps")
     # the evaluation's mean return, else the training's last updates'
-    returns = [_mean(summary.values(metric)) for metric in (RETURN, TRAIN_RETURN)] if summary else []
+    returns = [es.finite_mean(summary.values(metric)) for metric in (RETURN, TRAIN_RETURN)] if summary else []
     return {
         "label": label or _folder(path).name,
         "path": str(path),
@@ -276,7 +271,7 @@ def _values_cell(record: dict, key: str, metric: str) -> str:
 
 def plot(records: list[dict], out: Path, formats: tuple[str, ...] = ()) -> Path:
     for r in records:  # the headline's mean over seeds, the panel's bar
-        r["headline_mean"] = _mean(r.get("headline_values"))
+        r["headline_mean"] = es.finite_mean(r.get("headline_values"))
     panels = [("sps", "steps/s (all seeds)"), ("duration_s", "training seconds"), ("compile_s", "compile seconds"),
               ("peak_host_memory_mb", "peak host memory (MB)"), ("headline_mean", metric_label(records[0]["headline"]))]
     if any(r.get("device_memory_mb") for r in records):

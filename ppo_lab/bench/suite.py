@@ -42,7 +42,6 @@ Sections in processes of their own (their own JAX start-up):
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import platform
 import shutil
@@ -60,6 +59,7 @@ from ppo_lab.bench import accel, markdown, purejaxrl_settings, sidebyside
 from ppo_lab.analysis.compare import compare as compare_runs
 from ppo_lab.bench.configs import compose, env_overrides, known_env
 from ppo_lab.config import validate
+from ppo_lab.estimators import finite_mean
 from ppo_lab.hardware import PROJECT_ROOT, host_core_count, start_jax  # PROJECT_ROOT: where its processes run
 from ppo_lab.host_cpu import cpu_record
 from ppo_lab.judging.tables import text_table
@@ -287,7 +287,7 @@ def measure_processes(launcher: Launcher, size: dict, cpu: bool) -> dict:
     out["purejaxrl_cartpole"] = {
         "train_sps": p["sps"], "train_wall_s": p["wall_s"], "compile_s": p["compile_s"],
         "process_wall_s": p["process_wall_s"], "timesteps": p["timesteps"],
-        "final_return": _mean((p.get("final") or {}).get("train/mean_episode_return")),
+        "final_return": finite_mean((p.get("final") or {}).get("train/mean_episode_return")),
     }
     return out
 
@@ -303,11 +303,6 @@ def keep_or_remove(workdir: Path, keep: bool, result: dict, threaded: list[str])
     shutil.rmtree(workdir, ignore_errors=True)
     for name in threaded:
         result["envs"][name].get("timed_threads", {})["run_dirs_removed"] = "kept only with --keep"
-
-
-def _mean(values):
-    xs = [v for v in (values or []) if isinstance(v, (int, float)) and math.isfinite(v)]
-    return sum(xs) / len(xs) if xs else None
 
 
 # --- report ---------------------------------------------------------------------------------
