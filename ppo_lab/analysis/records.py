@@ -30,7 +30,7 @@ DEFAULT_POINTS = 60
 def record_name(run_dir: Path) -> str:
     """The run's experiment, its part after the last `/`; the run dir's name where the run
     names no experiment beyond its env's (`experiment` defaults to `env.name`)."""
-    config = rundir.read_config(run_dir) or {}
+    config = rundir.read_config(run_dir)
     experiment = config.get("experiment")
     if not experiment or experiment == (config.get("env") or {}).get("name"):
         return Path(run_dir).name
@@ -62,7 +62,7 @@ def planned(dirs: Sequence[Path], by_dir: bool = False) -> dict[str, Path]:
 def criteria_of(run_dir: Path) -> dict[int, dict[str, float]]:
     """seed -> its criteria (`analysis/criteria.py`, its env's own included) from the whole
     metrics.csv, which the record keeps only cut."""
-    config = rundir.read_config(run_dir) or {}
+    config = rundir.read_config(run_dir)
     rundir.use_recorded_parts(run_dir)
     return criteria_by_seed(rundir.columns_by_seed(run_dir / rundir.METRICS), config.get("env"))
 

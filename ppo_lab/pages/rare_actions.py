@@ -29,7 +29,7 @@ def cells(root: Path, launcher: str = "basic") -> dict[tuple, list]:
     """(floor, entropy coefficient, lr) -> the cell's used units, in the sweep's order."""
     out: dict[tuple, list] = {}
     for unit in rec.units(root, f"{SWEEP}/{launcher}"):
-        ppo = (rundir.read_config(unit.run.path) or {})["ppo"]
+        ppo = rundir.read_config(unit.run.path)["ppo"]
         out.setdefault(tuple(ppo[k] for k in KEYS), []).append(unit)
     return dict(sorted(out.items()))
 

@@ -30,10 +30,6 @@ def command(found: Run) -> str:
     return " ".join(f"{k}={v}" for k, v in found.overrides.items() if not k.startswith("hydra"))
 
 
-def config(root: Path, record: str) -> dict:
-    return rundir.read_config(root / record) or {}
-
-
 def units(root: Path, record: str) -> list[Unit]:
     """Every used (run, seed) under `record`, with its criteria (`analysis/criteria.py`)."""
     return [u for u in collect([root / record]).units if u.used]

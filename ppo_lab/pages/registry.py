@@ -32,7 +32,7 @@ USER_RUNS = "outputs/runs/"
 
 def closing_summary(root: Path) -> str:
     found = rec.run(root, CLOSING)
-    config = rec.config(root, CLOSING)
+    config = rundir.read_config(found.path)
     source = str(rundir.read_json(root / CLOSING / rundir.RECORD)["from"])
     # As a user's default run dir shows it: from its last `outputs/runs/` (the record's run dir
     # was made under a measurement's own folder, e.g. /work/outputs/x/readme/outputs/runs/...).

@@ -50,7 +50,7 @@ def memory(root: Path) -> str:
     rows, values = [], {}
     for name in ("gru", "lstm", "feed_forward"):
         found = rec.run(root, f"{RESULTS}/memory/{name}")
-        net = rec.config(root, f"{RESULTS}/memory/{name}")["network"]
+        net = rundir.read_config(found.path)["network"]
         label = f"{net['recurrent'].upper()} {net['recurrent_size']}" if net.get("recurrent") else "feed-forward (the same MLP)"
         rows.append([label, *_returns(found)])
         values[name] = seed_values(found.summary, RETURN)
@@ -99,7 +99,7 @@ def cartpole(root: Path) -> str:
     for name, label in (("cold", "empty compilation cache"), ("warm", "the same, warm cache"),
                         ("envs_4", "`ppo.num_envs=4`"), ("envs_64", "`ppo.num_envs=64`")):
         found = rec.run(root, f"{RESULTS}/cartpole/{name}")
-        s, ppo = found.summary, rec.config(root, f"{RESULTS}/cartpole/{name}")["ppo"]
+        s, ppo = found.summary, rundir.read_config(found.path)["ppo"]
         rows.append([label, f"{ppo['num_envs']} x {ppo['num_steps']}",
                      tb.per_seed(seed_values(found.summary, RETURN), 4), f"{s.compile_s:.1f}", f"{s.wall_s:.1f}", f"{s.sps:,.0f}"])
     return tb.table(["`experiment=cartpole num_seeds=4`", "envs x steps", "greedy return per seed", "compile s",
