@@ -40,7 +40,7 @@ def _multirun() -> bool:
 def _forget_empty_run_dir(run_dir: Path) -> None:
     """After a user error, remove the run dir Hydra just made if it holds no result, so a
     bad command line leaves nothing that looks like a run (never touches an existing run)."""
-    if any((run_dir / name).exists() for name in (rundir.CONFIG, rundir.METRICS, rundir.SUMMARY, rundir.CHECKPOINTS)):
+    if rundir.has_run_files(run_dir):
         return
     try:
         only_hydra = all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir())

@@ -49,6 +49,7 @@ from ppo_lab.rundir.paths import (
     RUNS,
     STOP_FILE,
     SUMMARY,
+    has_run_files,
 )
 from ppo_lab.rundir.manifest import check_format, dotted_keys, manifest_differences, read_manifest, use_recorded_parts, write_manifest
 from ppo_lab.rundir.record import RECORD, check_recordable, is_benchmark_run, recorded_criteria, write_record
@@ -69,7 +70,7 @@ from ppo_lab.rundir.sweep_files import (find_run_dirs, find_sweep_roots, read_jo
 __all__ = [
     "AGGREGATE", "CHECKPOINTS", "CONFIG", "CONFIG_HISTORY", "CRITERIA", "KEY_COLUMNS", "LOGGERS", "METRICS", "MULTIRUN",
     "RUNS", "STOP_FILE", "SUMMARY", "MetricsCSV", "MetricsFileError", "MetricsTail", "columns_by_seed",
-    "copy_rows_until", "find_run_dirs", "find_sweep_roots", "has_checkpoint", "latest_checkpoint",
+    "copy_rows_until", "find_run_dirs", "find_sweep_roots", "has_checkpoint", "has_run_files", "latest_checkpoint",
     "list_checkpoints", "load_run_config", "append_config_history", "config_spans", "read_config_history", "validated_config", "read_benchmark", "read_config", "read_error",
     "read_experiment", "read_header", "read_jobs", "read_json", "read_logger_state", "read_metrics", "read_multirun",
     "read_overrides", "read_recent_rows", "read_result", "read_seed_rows", "read_summary", "request_stop",
