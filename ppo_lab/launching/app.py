@@ -18,7 +18,6 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from ppo_lab import rundir
@@ -31,10 +30,7 @@ from ppo_lab.run.divergence import EXIT_DIVERGED, RunDiverged
 from ppo_lab.run.entry import USER_ERRORS, train
 from ppo_lab.run.failure import traceback_to_log_files
 from ppo_lab.run.recorders.console import resume_command
-
-
-def _multirun() -> bool:
-    return HydraConfig.get().mode == RunMode.MULTIRUN
+from ppo_lab.run.resume import in_multirun
 
 
 def _forget_empty_run_dir(run_dir: Path) -> None:
@@ -74,16 +70,16 @@ def main(cfg: DictConfig) -> rundir.RunSummary | float | None:
         summary = train(cfg, run_dir)
     except USER_ERRORS as exc:  # bad config, missing hardware, a refused resume: nothing written
         print(f"error: {exc}", file=sys.stderr, flush=True)  # once: no log line repeating it
-        if _multirun():
+        if in_multirun():
             exc.lab_reported = True  # said once, here, naming this job's error
             raise  # Hydra records this job as failed and the sweep goes on; the aggregate names it
         _forget_empty_run_dir(run_dir)
         sys.exit(_exit_code(exc))
     except OSError as exc:
-        if rundir.write_failure(exc) is None or _multirun():
+        if rundir.write_failure(exc) is None or in_multirun():
             raise  # not a write of the run's files; or a sweep's job, which Hydra records as failed
         _say_write_failure(exc, run_dir)
-    if not _multirun():  # the exit code says how it ended (a sweep goes on: each job's status is its summary's)
+    if not in_multirun():  # the exit code says how it ended (a sweep goes on: each job's status is its summary's)
         _ended.append(summary.status)
     else:
         SweepStopped.after(summary)  # but not past a Ctrl+C or SIGTERM

@@ -73,29 +73,22 @@ def eval_key(seed: int):
     return jax.random.fold_in(jax.random.PRNGKey(seed), EVAL_KEY_SALT)
 
 
-def episode_cap(cfg, env, env_params) -> int:
-    if cfg.eval.max_steps is not None:
-        return cfg.eval.max_steps
-    cap = env.episode_limit(env_params)
-    if cap is None:
-        raise ValueError("the env has no episode limit; set eval.max_steps")
-    return int(cap)
-
-
 def episode_runner(cfg, env, env_params, network):
     """The jitted episodic evaluation of one seed's parameters: `(params, key, greedy) -> metrics`,
     `greedy` a traced bool (`jnp.bool_`: sampled and greedy play share the program). An
     env whose envs live outside JAX (EnvPool) evaluates on envs of its own (`env.for_evaluation()`).
     An env whose params are data takes them as the program's argument (every reward mode of
     such an env is one program, as in training: `env_params_argument`)."""
-    cap = episode_cap(cfg, env, env_params)
+    cap = cfg.eval.max_steps if cfg.eval.max_steps is not None else env.episode_limit(env_params)
+    if cap is None:
+        raise ValueError("the env has no episode limit; set eval.max_steps")
     env = env.for_evaluation()  # an env outside JAX (EnvPool, Gymnasium): a pool of its own
     dist = for_env(env, env_params, cfg.network.squash)  # greedy: argmax, or the Gaussian's mean
     argument = env_params_argument(env, env_params)
 
     def episodes(params, key, greedy, env_params=env_params):
         policy = action_policy(network, params, greedy, dist)
-        return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, cap,
+        return episodic_returns(env, env_params, policy, key, cfg.eval.episodes, int(cap),
                                 memory=initial_memory(network, cfg.eval.episodes))
 
     return jax.jit(episodes) if argument is None else partial(jax.jit(episodes), env_params=argument)

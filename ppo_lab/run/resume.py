@@ -79,7 +79,7 @@ def _same_run(config: dict) -> dict:
     return {**{k: v for k, v in config.items() if k not in LAUNCH_KEYS}, "hardware": hardware}
 
 
-def _multirun() -> bool:
+def in_multirun() -> bool:
     try:
         return HydraConfig.get().mode == RunMode.MULTIRUN
     except ValueError:  # not inside a Hydra app: a run called in-process, as launch.py runs one
@@ -91,7 +91,7 @@ def completed_summary(run_dir: Path, cfg: RunConfig) -> RunSummary | None:
     relaunch), else None (train, or resume from a checkpoint). A run dir of another format is
     refused (`rundir.check_format`), completed or not."""
     rundir.check_format(run_dir)
-    if cfg.benchmark and not _multirun():  # a measurement is taken afresh each launch
+    if cfg.benchmark and not in_multirun():  # a measurement is taken afresh each launch
         return None
     if not ((Path(run_dir) / rundir.SUMMARY).exists() and (Path(run_dir) / rundir.CONFIG).exists()):
         return None
@@ -107,7 +107,7 @@ def completed_summary(run_dir: Path, cfg: RunConfig) -> RunSummary | None:
         log.warning("%s completed before with a different config: running it again in place", run_dir)
         return None
     log.info("SKIPPING %s: already completed with the same config (updates %s)", run_dir, summary.updates)
-    if _multirun():
+    if in_multirun():
         print(f"skipped (already completed): {run_dir}", flush=True)
     else:
         print(f"{run_dir} is complete ({summary.stop_reason or 'completed'}, {summary.updates} updates "
