@@ -98,8 +98,9 @@ def _part_paths(cfg) -> list[str]:
     return [path for path in paths if path is not None]
 
 
-def build_manifest(cfg, layout: dict, devices) -> dict:
-    """The record of this process's run of `cfg` on `devices` with `layout` (layout.as_dict())."""
+def write_run_manifest(run_dir, cfg, layout, devices) -> None:
+    """manifest.json: the record of this process's run of `cfg`, laid out as `layout` over the
+    first of `devices` (the caller is the run dir's one writer: process 0)."""
     record = {
         **stamp(),  # format_version and lab_version: what `rundir.check_format` reads first
         "lab": lab_source(),
@@ -108,9 +109,9 @@ def build_manifest(cfg, layout: dict, devices) -> dict:
         "xla_flags": os.environ.get("XLA_FLAGS", "").split(),
         "env_vars": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("XLA_", "JAX_", "TF_CUDNN_", "TF_DETERMINISTIC")) and k != "XLA_FLAGS"},
         "jax_config": {k: getattr(jax.config, k, None) for k in JAX_OPTIONS},
-        "devices": device_record(devices),
+        "devices": device_record(devices[: layout.num_devices]),
         "cpu": cpu_record(),
-        "layout": layout,
+        "layout": layout.as_dict(),
         "process_count": jax.process_count(),
         "process_index": jax.process_index(),
         "deterministic": bool(cfg.hardware.deterministic),
@@ -121,10 +122,4 @@ def build_manifest(cfg, layout: dict, devices) -> dict:
     own = user_parts(cfg)
     if own:  # only then: the manifest of a run of the lab's parts alone is as it was
         record["user_parts"] = own
-    return record
-
-
-def write_run_manifest(run_dir, cfg, layout, devices) -> None:
-    """manifest.json of this session, `cfg` laid out as `layout` over the first of `devices`
-    (the caller is the run dir's one writer: process 0)."""
-    rundir.write_manifest(run_dir, build_manifest(cfg, layout.as_dict(), devices[: layout.num_devices]))
+    rundir.write_manifest(run_dir, record)

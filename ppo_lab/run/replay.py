@@ -161,16 +161,6 @@ class ReplayError(RuntimeError):
     """The run cannot be replayed (no checkpoint, no such seed, an env that draws no frames, ...)."""
 
 
-def _check_run_dir(run_dir: Path) -> None:
-    """Fail fast, before jax is imported (the run's hardware settings come first), on what
-    cannot be replayed: not a run directory, no checkpoint."""
-    read_config(run_dir)  # FileNotFoundError: not a run directory
-    ckpt_dir = run_dir / CHECKPOINTS
-    if not has_checkpoint(ckpt_dir):
-        raise ReplayError(f"{run_dir} has no checkpoint to replay (no complete checkpoint in {ckpt_dir}); "
-                          f"train it first or wait for its first checkpoint")
-
-
 def check_draws_frames(env, env_name: str) -> None:
     """An env without a renderer is refused, naming what it lacks."""
     if not env.draws_frames:
@@ -183,7 +173,11 @@ def replay(run_dir: Path, seed: int | None = None, episode: int = 0, steps: int 
            mortal: bool = False, whole: bool = False) -> tuple[Path, str]:
     """Write the GIF of one episode; returns its path and the env's one-line summary."""
     run_dir = Path(run_dir)
-    _check_run_dir(run_dir)
+    # What cannot be replayed fails in a second, before the run's hardware settings start XLA.
+    read_config(run_dir)  # FileNotFoundError: not a run directory
+    if not has_checkpoint(run_dir / CHECKPOINTS):
+        raise ReplayError(f"{run_dir} has no checkpoint to replay (no complete checkpoint in {run_dir / CHECKPOINTS}); "
+                          f"train it first or wait for its first checkpoint")
     cfg, comp, state, meta = load_trained(run_dir)
     env = comp.env
     check_draws_frames(env, cfg.env.name)
