@@ -1,4 +1,4 @@
-"""Hydra glue: end-of-multirun aggregation, skipping completed runs, one resolver, the user's config folders.
+"""Hydra glue: end-of-multirun aggregation, a failed job's error.txt, one resolver, the user's config folders.
 
 - ``SweepCallback`` (configured in ``conf/config.yaml`` under ``hydra.callbacks``) aggregates
   the sweep dir when a multirun ends: from ``on_multirun_end`` when every job succeeded, and
@@ -44,9 +44,8 @@ log = logging.getLogger(__name__)
 class SweepCallback(Callback):
     """Aggregate the sweep dir at the end of every multirun, also when jobs failed."""
 
-    def __init__(self, aggregate: bool = True, curve_metrics: Any = None) -> None:
+    def __init__(self, aggregate: bool = True) -> None:
         self.enabled = bool(aggregate)
-        self.curve_metrics = list(curve_metrics) if curve_metrics else None
         self.sweep_dir: Path | None = None
         self.done = False
 
@@ -101,7 +100,7 @@ class SweepCallback(Callback):
         try:
             from ppo_lab.analysis.aggregate import run_aggregate
 
-            run_aggregate([sweep_dir], out_dir=sweep_dir, curve_metrics=self.curve_metrics)
+            run_aggregate([sweep_dir], out_dir=sweep_dir)
         except RunDirFormatError as exc:  # a sweep dir of an older lab's runs: said in one line, as each job said it
             log.warning("not aggregating %s: %s", sweep_dir, exc)
         except Exception:  # noqa: BLE001 - aggregation must never turn a sweep into an error

@@ -52,7 +52,8 @@ log = logging.getLogger(__name__)
 
 
 class SweepLauncherMixin:
-    """The changes described in the module docstring, over BaseSubmititLauncher."""
+    """The changes described in the module docstring, over BaseSubmititLauncher (the plugin's
+    SlurmLauncher and LocalLauncher: `hydra_plugins.ppo_lab_launchers`)."""
     _EXECUTOR: str
 
     def __init__(self, wait: bool = True, sizing: Any = None, poll_s: float = 1.0, vectorize: bool = False,
@@ -191,11 +192,3 @@ def _state(job) -> str:
         return job.watcher.get_state(job.job_id, mode="force")
     except Exception:  # noqa: BLE001 - local jobs, sacct hiccups
         return "UNKNOWN"
-
-
-class SweepSlurmLauncher(SweepLauncherMixin, _plugin.SlurmLauncher):
-    pass
-
-
-class SweepLocalLauncher(SweepLauncherMixin, _plugin.LocalLauncher):
-    pass
