@@ -49,6 +49,15 @@ def save_figure(fig, path: Path, close: bool = False, formats: tuple[str, ...] =
     return path
 
 
+def finish(fig, path: Path | None = None, formats: tuple[str, ...] = (), close: bool = False):
+    """`fig` laid out (tight) and, where `path` is given, saved there (`save_figure`); returned,
+    for a notebook that shows it."""
+    fig.tight_layout()
+    if path is not None:
+        save_figure(fig, path, close=close, formats=formats)
+    return fig
+
+
 def metrics_frame(path: Path):
     """metrics.csv at `path` as a pandas DataFrame with the same typing as `rundir.read_metrics`.
     pandas costs a third of a second of imports, so it is imported here, by a figure that needs

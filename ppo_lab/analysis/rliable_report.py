@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ppo_lab import estimators as es
-from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.figures import finish, plt
 from ppo_lab.analysis.sweep import Collection
 from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, SMALL_SAMPLE
 from ppo_lab.judging import metric_names
@@ -268,7 +268,4 @@ def plot_report(report: dict, path: Path | None = None, formats: tuple[str, ...]
         ax.legend(fontsize=6)
     fig.suptitle(f"{score}: {int(report['confidence'] * 100)}% stratified bootstrap intervals "
                  f"(none below {BOOTSTRAP_MIN_RUNS} runs per task)", fontsize=9)
-    fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path, close=True, formats=formats)
-    return fig
+    return finish(fig, path, close=True, formats=formats)

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.figures import finish, plt
 from ppo_lab.analysis.sweep import SPARSE, Collection, mean_curve, read_metric_curves
 from ppo_lab.estimators import SMALL_SAMPLE, interval_method, iqm, metric_range
 from ppo_lab.judging.headline import TRAIN_RETURN
@@ -84,10 +84,7 @@ def plot_curves(col: Collection, metrics: Sequence[str], confidence: float = 0.9
         ax.legend(fontsize=8, loc="best")
     for group, n in small.items():
         notes.append(f"{group}: n={n} seed(s) < {SMALL_SAMPLE} (marked in the legend): wide bands")
-    fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path, formats=formats)
-    return fig
+    return finish(fig, path, formats=formats)
 
 
 def plot_seed_spread(col: Collection, metric: str, path: Path | None = None):
@@ -108,10 +105,7 @@ def plot_seed_spread(col: Collection, metric: str, path: Path | None = None):
     ax.grid(alpha=0.3, axis="y")
     if col.groups:
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path)
-    return fig
+    return finish(fig, path)
 
 
 def plot_bars(labels: Sequence[str], means: Sequence[float], lows: Sequence[float], highs: Sequence[float],
@@ -133,10 +127,7 @@ def plot_bars(labels: Sequence[str], means: Sequence[float], lows: Sequence[floa
     ax.axhline(0, color="k", lw=0.8)
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path)
-    return fig
+    return finish(fig, path)
 
 
 def draw_goodhart(ax, paid: list, true: list, confidence: float = 0.95, title: str = "") -> bool:

@@ -251,7 +251,7 @@ def _mean_path(group: list[SeedPath], x: str, y: str) -> tuple[np.ndarray, np.nd
 def plot(paths: list[SeedPath], path: Path | None = None, formats: tuple[str, ...] = ()):
     """Per mode, a column: J against d (seeds thin, the mean bold, Gao's form at the seeds' mean
     alpha and beta dotted), and J and the paid return against env steps per seed."""
-    from ppo_lab.analysis.figures import plt, save_figure
+    from ppo_lab.analysis.figures import finish, plt
 
     groups = by_mode(paths)
     cols = max(len(groups), 1)
@@ -286,10 +286,7 @@ def plot(paths: list[SeedPath], path: Path | None = None, formats: tuple[str, ..
             bottom.legend(fontsize=6, loc="best")
     fig.suptitle("True objective along training, against the distance from the initial policy and against steps",
                  fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path, formats=formats)
-    return fig
+    return finish(fig, path, formats=formats)
 
 
 def write_report(paths: list[SeedPath], out: Path, formats: tuple[str, ...] = ()) -> list[Path]:

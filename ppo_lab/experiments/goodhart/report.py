@@ -23,7 +23,7 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
-from ppo_lab.analysis.figures import plt, save_figure
+from ppo_lab.analysis.figures import finish, plt
 from ppo_lab.analysis.sweep import Collection, read_metric_curves
 from ppo_lab.analysis.sweep_plots import PAID, TRUE, draw_goodhart
 from ppo_lab.envs.foraging.config import MODES
@@ -158,7 +158,4 @@ def plot_goodhart_curves(col: Collection, confidence: float = 0.95, path: Path |
             ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center")
     fig.suptitle(f"What the agent is paid vs the true objective (mean, {int(confidence * 100)}% interval over seeds)",
                  fontsize=11)
-    fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path)
-    return fig
+    return finish(fig, path)
