@@ -9,7 +9,7 @@ an argument of the chunk: changing them never recompiles).
     .annotate(rows)               metrics.csv rows: `member` and each member's `pbt/<key>`;
                                   the fitness and each constrained metric collected per member
                                   since the last step
-    .step(update, state, hypers)  every `interval_updates` updates: rank (run/selection.py: the
+    .step(update, state)          every `interval_updates` updates: rank (run/selection.py: the
                                   members that meet `pbt.constraints` first, by mean fitness in
                                   `pbt.fitness_mode`); the bottom fraction copy a top-fraction
                                   member's learner state (gathered on the device) and
