@@ -312,11 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         formats = parse_formats(args.format)
-        missing = [d for d in args.dirs if not d.exists()]
-        if missing:
-            raise ValueError(f"{missing[0]} does not exist")
-        paths, skipped = load_paths(args.dirs)
-    except ValueError as exc:
+        paths, skipped = load_paths(args.dirs)  # a DIR that does not exist: FileNotFoundError naming it
+    except (ValueError, FileNotFoundError) as exc:
         print(f"ppo-lab goodhart-report: {exc}", file=sys.stderr)
         return 2
     for line in skipped:
