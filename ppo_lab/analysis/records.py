@@ -43,11 +43,10 @@ def planned(dirs: Sequence[Path], by_dir: bool = False) -> dict[str, Path]:
     names: dict[str, Path] = {}
     for d in dirs:
         for run_dir in rundir.find_run_dirs(Path(d)):
-            if rundir.is_benchmark_run(run_dir):
-                status = rundir.read_benchmark(run_dir).get("status")
-            else:
-                summary = rundir.read_summary(run_dir)
-                status = summary.status if summary is not None else None
+            try:  # summary.json, or a benchmark run's benchmark.json
+                status = rundir.read_result(run_dir)[0].status
+            except FileNotFoundError:
+                status = None
             if status != "completed":
                 raise ValueError(f"{run_dir}: {status or 'no summary.json'}: only a completed run is recorded")
             name = (str(run_dir.relative_to(d)) if run_dir != Path(d) else Path(d).name) if by_dir else record_name(run_dir)
