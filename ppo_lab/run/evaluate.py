@@ -113,7 +113,7 @@ def unevaluated(num_seeds: int) -> dict[str, list]:
 def evaluate_seeds(cfg, env, env_params, network, params_per_seed: list, run=None, keys=None) -> dict[str, list[float]]:
     """metric -> one value per seed (in the order of `cfg.seeds`). `run`: an `episode_runner`
     for the same env, network and eval settings, compiled once for many runs (a vmap group).
-    `keys`: each seed's evaluation key (default: `eval_key(seed)`; along training, its update's)."""
+    `keys`: each seed's evaluation key (default: `eval_key(seed)`; along training, `along.along_key(seed)`)."""
     run = episode_runner(cfg, env, env_params, network) if run is None else run
     outside_jax = env.lives_outside_jax
     extras = [parts.load(f"env.evaluations.{name}", path) for name, path in cfg.env.evaluations.items()]

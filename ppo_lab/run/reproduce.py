@@ -37,10 +37,6 @@ from ppo_lab.run.manifest import write_run_manifest
 log = logging.getLogger(__name__)
 
 
-def default_out(run_dir: Path) -> Path:
-    return Path("outputs") / "reproduce" / f"{Path(run_dir).resolve().name}-{time.strftime('%Y-%m-%d_%H-%M-%S')}"
-
-
 def rerun(run_dir: Path, updates: int, out_dir: Path) -> int:
     """Train the first `updates` updates of `run_dir` into `out_dir`, each span of updates with
     the config that trained it (`rundir.config_spans`: config.yaml, with the changes
@@ -111,7 +107,7 @@ def main(argv=None) -> int:
     if not (args.run_dir / rundir.METRICS).exists():
         print(f"ppo-lab reproduce: {args.run_dir} has no {rundir.METRICS} to compare with", file=sys.stderr)
         return 2
-    out = args.out or default_out(args.run_dir)
+    out = args.out or Path("outputs") / "reproduce" / f"{args.run_dir.resolve().name}-{time.strftime('%Y-%m-%d_%H-%M-%S')}"
     try:
         ran = rerun(args.run_dir, args.updates, out)
     except (ConfigError, HardwareError, FileNotFoundError) as exc:
