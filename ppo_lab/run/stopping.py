@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import logging
 import math
+import _thread
 import signal
+import sys
 import threading
 import time
 from collections import deque
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +42,26 @@ class StopSignals:
             yield self
             return
         previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous_hook, sys.unraisablehook = sys.unraisablehook, partial(self._unraisable, sys.unraisablehook)
         try:
             yield self
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+            sys.unraisablehook = previous_hook
+
+    @staticmethod
+    def _unraisable(previous_hook, unraisable):
+        """A second Ctrl+C whose handler ran inside a garbage-collection callback or a finalizer
+        (JAX has both) is dropped there by Python, with a traceback: signalled again instead,
+        from another thread, a moment later, once this callback has returned (landing in
+        another such place, it comes back here)."""
+        if unraisable.exc_type is KeyboardInterrupt:
+            again = threading.Timer(0.05, _thread.interrupt_main, args=(signal.SIGINT,))
+            again.daemon = True
+            again.start()
+        else:
+            previous_hook(unraisable)
 
 
 class EarlyStopping:
