@@ -447,7 +447,3 @@ def main(argv=None) -> int:
         rundir.write_json_atomic(args.out, result)
         print(f"wrote {args.out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

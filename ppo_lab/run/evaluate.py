@@ -183,7 +183,3 @@ def main(argv=None) -> int:
         summary.eval = result
         write_summary(args.run_dir, summary)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -233,7 +233,3 @@ def main(argv=None) -> int:
     print(out)
     print(f"replay: {summary}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

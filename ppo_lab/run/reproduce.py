@@ -121,7 +121,3 @@ def main(argv=None) -> int:
         print(f"close, not identical: every difference within rtol={args.rtol:g}, atol={args.atol:g}")
         return 0
     return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
