@@ -19,35 +19,35 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ppo_lab.judging.tables import table
+from ppo_lab.judging.tables import formatted, table
 
 
-def _int(x) -> str:
-    return "" if x is None else f"{round(x):,}"
-
-
-def _num(x, spec: str) -> str:
-    return "" if x is None else format(x, spec)
+def whole(x) -> str:
+    """Steps/s or microseconds to the unit, with thousands separators."""
+    return formatted(x, ",.0f")
 
 
 def suite_tables(d: dict) -> list[str]:
-    """The fresh-process checks and the per-env throughput of one suite run."""
-    checks = table(
-        ["check", "measured"], ["l", "l"],
-        [["16 seeds vmapped in one process vs 16 one-seed processes",
-          f"{_num(d['seed_process_wall_s'], '.1f')} s x 16 vs {_num(d['seeds16_vmapped_wall_s'], '.1f')} s: "
-          f"{_num(d['seeds16_speedup'], '.2f')}x ({_num(d['seeds16_speedup_vs_warm_cache_processes'], '.2f')}x "
-          "against 1 cold + 15 warm-cache processes)"],
-         ["2 host devices (seeds split) vs 1 device, training steps/s", f"{_num(d['devices2_speedup'], '.2f')}x"],
-         ["compile, persistent cache cold vs warm (two fresh processes)",
-          f"{_num(d['compile_s_cold'], '.2f')} s vs {_num(d['compile_s_warm'], '.2f')} s: {_num(d['compile_cache_speedup'], '.2f')}x"],
-         ["the lab at PureJaxRL's CartPole defaults (4 envs x 128 steps), training steps/s",
-          _int((d.get("purejaxrl_cartpole") or {}).get("train_sps"))]])
+    """The fresh-process checks (a run with them: not `--no-processes`) and the per-env
+    throughput of one suite run; the terminal report of `ppo-lab benchmark` prints them too."""
     envs = table(
         ["env", "envs x steps", "env alone steps/s", "rollout steps/s", "training steps/s", "time share env / policy / update"],
         ["l", "l", "r", "r", "r", "r"],
-        [[name, f"{r['num_envs']} x {r['num_steps']}", _int(r["env_sps"]), _int(r["rollout_sps"]), _int(r["train_sps"]),
+        [[name, f"{r['num_envs']} x {r['num_steps']}", whole(r["env_sps"]), whole(r["rollout_sps"]), whole(r["train_sps"]),
           " / ".join(f"{r['time_share'][k]:.1%}" for k in ("env", "policy", "update"))] for name, r in d["envs"].items()])
+    if "seed_process_wall_s" not in d:
+        return [envs]
+    checks = table(
+        ["check", "measured"], ["l", "l"],
+        [["16 seeds vmapped in one process vs 16 one-seed processes",
+          f"{formatted(d['seed_process_wall_s'], '.1f')} s x 16 vs {formatted(d['seeds16_vmapped_wall_s'], '.1f')} s: "
+          f"{formatted(d['seeds16_speedup'], '.2f')}x ({formatted(d['seeds16_speedup_vs_warm_cache_processes'], '.2f')}x "
+          f"against 1 cold + 15 warm-cache processes of {formatted(d['seed_process_wall_s_warm_cache'], '.1f')} s)"],
+         ["2 host devices (seeds split) vs 1 device, training steps/s", f"{formatted(d['devices2_speedup'], '.2f')}x"],
+         ["compile, persistent cache cold vs warm (two fresh processes)",
+          f"{formatted(d['compile_s_cold'], '.2f')} s vs {formatted(d['compile_s_warm'], '.2f')} s: {formatted(d['compile_cache_speedup'], '.2f')}x"],
+         ["the lab at PureJaxRL's CartPole defaults (4 envs x 128 steps), training steps/s",
+          whole((d.get("purejaxrl_cartpole") or {}).get("train_sps"))]])
     return [checks, envs]
 
 
@@ -57,9 +57,9 @@ def accelerator_table(rows: list[dict]) -> str:
     out = []
     for r in rows:
         base = one.get((r["device"], r["precision"]))
-        out.append([r["device"], r["date"], str(r["seeds"]), r["precision"], _int(r["sps"]),
-                    "" if base is None else f"{r['sps'] / base:.2f}", _num(r.get("memory_gb"), ".1f") + " GB",
-                    _num(r.get("compile_s"), ".1f"), _num(100 * r["matrix_fraction"], ".1f") + "%"])
+        out.append([r["device"], r["date"], str(r["seeds"]), r["precision"], whole(r["sps"]),
+                    "" if base is None else f"{r['sps'] / base:.2f}", formatted(r.get("memory_gb"), ".1f") + " GB",
+                    formatted(r.get("compile_s"), ".1f"), formatted(100 * r["matrix_fraction"], ".1f") + "%"])
     return table(["device", "date", "seeds", "precision", "steps/s (all seeds)", "x one seed", "memory (XLA)",
                    "compile s", "of the bf16 matmul rate"], ["l", "l", "r", "l", "r", "r", "r", "r", "r"], out)
 
@@ -68,8 +68,8 @@ def runs_table(runs: list[dict]) -> str:
     """Launches as users run them (`benchmark=true`): steps/s over the training loop's wall time."""
     return table(["device", "date", "run", "seeds", "minibatches", "steps/s (all seeds)", "compile s", "memory per device"],
                   ["l", "l", "l", "r", "r", "r", "r", "r"],
-                  [[r["device"], r["date"], r["run"], str(r["seeds"]), str(r["num_minibatches"]), _int(r["sps"]),
-                    _num(r.get("compile_s"), ".1f"), "" if r.get("memory_gb") is None else f"{r['memory_gb']:.1f} GB"]
+                  [[r["device"], r["date"], r["run"], str(r["seeds"]), str(r["num_minibatches"]), whole(r["sps"]),
+                    formatted(r.get("compile_s"), ".1f"), "-" if r.get("memory_gb") is None else f"{r['memory_gb']:.1f} GB"]
                    for r in runs])
 
 
@@ -77,7 +77,7 @@ def parts_table(parts: dict) -> str:
     """Where an update's time goes, in ms, per seed count."""
     seeds = parts["seeds"]
     return table(["part (ms)", *[f"{s} seed{'s' if s > 1 else ''}" for s in seeds]], ["l", *["r"] * len(seeds)],
-                  [[p["part"], *[_num(v, ".1f") for v in p["ms"]]] for p in parts["parts"]])
+                  [[p["part"], *[formatted(v, ".1f") for v in p["ms"]]] for p in parts["parts"]])
 
 
 def sidebyside_table(side: dict) -> str:
@@ -88,7 +88,7 @@ def sidebyside_table(side: dict) -> str:
         s = c["samples"]
         rounds = ", ".join(f"{lab / 1e3:.0f}k / {peer / 1e3:.0f}k" for lab, peer in zip(s["lab"], s["purejaxrl"]))
         rows.append([f"{c['num_seeds']} seed{'s' if c['num_seeds'] > 1 else ''} x {c['num_envs']} envs",
-                     f"{_int(c['lab_sps'])} / {_int(c['purejaxrl_sps'])}",
+                     f"{whole(c['lab_sps'])} / {whole(c['purejaxrl_sps'])}",
                      f"**{c['ratio']:.2f}x** ({'meets' if c['pass'] else 'below'} {c['bar']}x)", rounds])
     return table(["case", "lab / PureJaxRL steps/s (best round)", "ratio", "each round: lab / PureJaxRL"],
                  ["l", "r", "l", "l"], rows)
@@ -108,10 +108,10 @@ def update_parts_table(entry: dict) -> str:
     rows = []
     for name, p in after["parts"].items():
         share = "" if p["share_of_gap"] is None else f"{100 * p['share_of_gap']:.0f}%"
-        rows.append([PART_NAMES[name], *([_num(before["parts"][name]["lab_us"], ",.0f")] if before else []),
-                     _num(p["lab_us"], ",.0f"), _num(p["purejaxrl_us"], ",.0f"), share])
-    rows.append(["**one update**", *([_num(before["lab_us"], ",.0f")] if before else []), _num(after["lab_us"], ",.0f"),
-                 _num(after["purejaxrl_us"], ",.0f"), f"gap {_num(after['gap_us'], ',.0f')} us"])
+        rows.append([PART_NAMES[name], *([whole(before["parts"][name]["lab_us"])] if before else []),
+                     whole(p["lab_us"]), whole(p["purejaxrl_us"]), share])
+    rows.append(["**one update**", *([whole(before["lab_us"])] if before else []), whole(after["lab_us"]),
+                 whole(after["purejaxrl_us"]), f"gap {whole(after['gap_us'])} us"])
     return table(header, ["l", *(["r"] if before else []), "r", "r", "r"], rows)
 
 

@@ -56,13 +56,14 @@ import jax.numpy as jnp
 
 from ppo_lab import rundir
 from ppo_lab.bench import accel, markdown, purejaxrl_settings, sidebyside
+from ppo_lab.bench.markdown import whole
 from ppo_lab.analysis.compare import compare as compare_runs
 from ppo_lab.bench.configs import compose, env_overrides, known_env
 from ppo_lab.config import validate
 from ppo_lab.estimators import finite_mean
 from ppo_lab.hardware import PROJECT_ROOT, host_core_count, start_jax  # PROJECT_ROOT: where its processes run
 from ppo_lab.host_cpu import cpu_record
-from ppo_lab.judging.tables import text_table
+from ppo_lab.judging.tables import formatted
 from ppo_lab.launching.command_line import fail
 from ppo_lab.ppo.rollout import batched_reset, batched_step, rollout
 from ppo_lab.ppo.hypers import Hypers
@@ -306,44 +307,23 @@ def keep_or_remove(workdir: Path, keep: bool, result: dict, threaded: list[str])
 
 
 # --- report ---------------------------------------------------------------------------------
-def _fmt(x, spec=",.0f"):
-    return "n/a" if x is None else format(x, spec)
-
-
 def format_table(result: dict) -> str:
-    lines = ["", f"ppo_lab benchmark ({'quick' if result['quick'] else 'full'}) on {result['machine']['description']}", ""]
-    lines.append(text_table(
-        ["env", "num_envs", "env sps", "rollout sps", "train sps", "train/roll", "roll/env", "time share env/policy/update"],
-        "lrrrrrrl", [[name, str(r["num_envs"]), _fmt(r["env_sps"]), _fmt(r["rollout_sps"]), _fmt(r["train_sps"]),
-                      f"{r['train_over_rollout']:.3f}", f"{r['rollout_over_env']:.4f}",
-                      " / ".join(f"{r['time_share'][part]:.1%}" for part in ("env", "policy", "update"))]
-                     for name, r in result["envs"].items()]))
+    """The suite's tables as `--markdown` renders them (`bench/markdown.suite_tables`), what only
+    a run in progress shows (threads, the GRU, the bar's verdicts), and the sections' own tables."""
+    lines = ["", f"ppo_lab benchmark ({'quick' if result['quick'] else 'full'}) on {result['machine']['description']}", "",
+             "\n\n".join(markdown.suite_tables(result)), ""]
     for name, r in result["envs"].items():
         if "env_sps_threads" in r:
-            lines.append(f"{name:<10} threads -> env sps " + ", ".join(f"{t}: {_fmt(v)}" for t, v in r["env_sps_threads"].items())
-                         + " | train sps " + ", ".join(f"{t}: {_fmt(v)}" for t, v in r["train_sps_threads"].items()))
+            lines.append(f"{name:<10} threads -> env sps " + ", ".join(f"{t}: {whole(v)}" for t, v in r["env_sps_threads"].items())
+                         + " | train sps " + ", ".join(f"{t}: {whole(v)}" for t, v in r["train_sps_threads"].items()))
         if "timed_threads" in r:
             lines.append(f"{'':<10} timed runs: {r['timed_threads']['compare_command']}")
     for name, r in (result.get("recurrent") or {}).items():
-        lines.append(f"{name:<10} GRU vs feed-forward: train sps {_fmt(r['gru_train_sps'])} vs {_fmt(r['mlp_train_sps'])} "
-                     f"({r['gru_over_mlp_train']:.2f}x), rollout sps {_fmt(r['gru_rollout_sps'])} vs "
-                     f"{_fmt(r['mlp_rollout_sps'])} ({r['gru_over_mlp_rollout']:.2f}x)")
-    lines.append("")
-    bar = result.get("bar", {})
-    rows = [
-        ("one seed, one process (wall s)", _fmt(result.get("seed_process_wall_s"), ".1f"), ""),
-        ("  same, compilation cache warm (wall s)", _fmt(result.get("seed_process_wall_s_warm_cache"), ".1f"), ""),
-        ("16 seeds vmapped, one process (wall s)", _fmt(result.get("seeds16_vmapped_wall_s"), ".1f"), ""),
-        ("  speedup vs 16 one-seed processes", _fmt(result.get("seeds16_speedup"), ".2f") + "x", bar.get("seeds16_speedup")),
-        ("  speedup vs 1 cold + 15 warm-cache processes", _fmt(result.get("seeds16_speedup_vs_warm_cache_processes"), ".2f") + "x", ""),
-        ("2 host devices vs 1 (train sps)", _fmt(result.get("devices2_speedup"), ".2f") + "x", bar.get("devices2_speedup")),
-        ("compile s cold / warm cache", f"{_fmt(result.get('compile_s_cold'), '.2f')} / {_fmt(result.get('compile_s_warm'), '.2f')}", ""),
-        ("  compile speedup from the cache", _fmt(result.get("compile_cache_speedup"), ".2f") + "x", bar.get("compile_cache_speedup")),
-        ("lab at PureJaxRL's CartPole defaults (train sps)", _fmt((result.get("purejaxrl_cartpole") or {}).get("train_sps")), ""),  # full only
-    ]
-    lines.append(text_table(["check", "measured", "against the bar"], "lrl",
-                            [[label, value, "" if not isinstance(check, dict) else
-                              f"{'PASS' if check['pass'] else 'FAIL'}: bar {check['bar']}x"] for label, value, check in rows]))
+        lines.append(f"{name:<10} GRU vs feed-forward: train sps {whole(r['gru_train_sps'])} vs {whole(r['mlp_train_sps'])} "
+                     f"({r['gru_over_mlp_train']:.2f}x), rollout sps {whole(r['gru_rollout_sps'])} vs "
+                     f"{whole(r['mlp_rollout_sps'])} ({r['gru_over_mlp_rollout']:.2f}x)")
+    for key, check in (result.get("bar") or {}).items():
+        lines.append(f"{key} {formatted(check['value'], '.2f')}x: {'PASS' if check['pass'] else 'FAIL'} (bar {check['bar']}x)")
     for key, section in (("purejaxrl_side_by_side", sidebyside), ("accelerator", accel)):
         if result.get(key):
             lines += ["", section.format_table(result[key])]
