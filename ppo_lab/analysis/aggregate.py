@@ -66,7 +66,7 @@ from ppo_lab.analysis.rliable_report import (RLIABLE_FIGURE, RLIABLE_JSON, forma
 from ppo_lab.analysis.sweep_plots import plot_curves
 from ppo_lab.estimators import BOOTSTRAP_MIN_RUNS, DEFAULT_REPS, DEFAULT_SEED, SMALL_SAMPLE
 from ppo_lab.judging.headline import DEFAULT_HEADLINE, TRAIN_RETURN, headline_curve, headline_of
-from ppo_lab.judging.reward_modes import is_paid_return, modes_by_group, paid_label, refusal
+from ppo_lab.judging.reward_modes import is_paid_return, judged_by, modes_by_group, paid_label
 from ppo_lab.judging.tables import interval, text_table
 from ppo_lab.rundir.slurm_jobs import wait_for_jobs
 
@@ -144,7 +144,7 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
         if fig is not None:
             plt.close(fig)
             paths["curves"] = out_dir / "curves.png"
-    rliable_metric, refused = _comparable_metric(col, rliable_metric or headline, headline)
+    rliable_metric, refused, _ = judged_by([u.run for u in col.units], rliable_metric or headline, instead=headline)
     report = rliable_report(col, rliable_metric, score_refs, reps=reps, seed=bootstrap_seed, confidence=confidence) \
         if rliable_metric is not None else {"configs": {}}
     if refused:
@@ -184,17 +184,6 @@ def run_aggregate(dirs: Sequence[Path], out_dir: Path | None = None, include_sto
         print("\nwrote " + ", ".join(str(p) for p in paths.values()), flush=True)
     return {"collection": col, "rows": rows, "paths": paths, "problems": problems, "rliable": report,
             "populations": populations, "notes": notes}
-
-
-def _comparable_metric(col: sw.Collection, metric: str, headline: str) -> tuple[str | None, str | None]:
-    """The metric to rank configurations on, and why `metric` was refused (None: it was not): an
-    episode return of runs paid under different reward functions ranks nothing
-    (ppo_lab/judging/reward_modes.py); the headline is used instead, or none when it is such a return."""
-    modes = modes_by_group(col)
-    if not (modes and is_paid_return(metric)):
-        return metric, None
-    instead = None if is_paid_return(headline) else headline
-    return instead, refusal(metric, modes.values(), instead)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -44,9 +44,9 @@ from ppo_lab.analysis.rliable_report import collect_scores, estimate_text
 from ppo_lab.estimators import (SMALL_SAMPLE, WELCH, cohens_d, difference_interval, finite, metric_range,
                                 welch_t_test)
 from ppo_lab.judging.closing import across_seeds, method_words
-from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN, headline_of
+from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN
 from ppo_lab.judging.metric_names import label as metric_label
-from ppo_lab.judging.reward_modes import differing_modes, is_paid_return, mode_of, refusal
+from ppo_lab.judging.reward_modes import is_paid_return, judged_by, mode_of
 from ppo_lab.judging.tables import interval, text_table
 
 COLUMNS = [  # (key, header, format)
@@ -310,21 +310,6 @@ def default_out(paths: list[Path]) -> Path:
     return (common if common != Path(common.anchor) else folders[0]) / "comparison.png"
 
 
-def _judged_by(cols: list[sw.Collection], metric: str | None) -> tuple[str | None, str | None, bool]:
-    """(the metric to compare on, why none, whether the inputs were paid under different reward
-    functions): `metric` if named, else the inputs' headline; a return paid under different
-    reward functions is refused (ppo_lab/judging/reward_modes.py)."""
-    runs = [run for col in cols for run in col.runs]
-    modes = differing_modes(runs)
-    try:
-        metric = metric or headline_of(run.env for run in runs if run.env)
-    except ValueError as exc:
-        return None, f"{exc} (--metric)", bool(modes)
-    if modes and is_paid_return(metric):
-        return None, refusal(metric, modes.values(), None), True
-    return metric, None, bool(modes)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Compare runs or benchmarks: a table and comparison.png.")
     parser.add_argument("paths", nargs="+", type=Path, help="run dirs, benchmark dirs, or their JSON files (first = baseline)")
@@ -344,7 +329,7 @@ def main(argv=None) -> int:
         cols = read_inputs(args.paths)
         if args.metric is not None:
             check_metric(cols, args.metric)
-        metric, why_not, paid_by_mode = _judged_by(cols, args.metric)  # the headline (judging/headline.py)
+        metric, why_not, paid_by_mode = judged_by([run for col in cols for run in col.runs], args.metric)
         records = compare(args.paths, args.labels.split(",") if args.labels else None, metric or args.metric or DEFAULT_HEADLINE,
                           cols)
     except (FileNotFoundError, ValueError) as exc:

@@ -19,6 +19,7 @@ import json
 from typing import Iterable, Mapping
 
 from ppo_lab.estimators import play_of
+from ppo_lab.judging.headline import headline_of
 
 RETURN_LEAVES = ("episode_return", "mean_episode_return")
 
@@ -54,12 +55,24 @@ def differing_modes(runs: Iterable) -> dict[str, str]:
     return {f: (m if names.count(m) == 1 else f"{m} {f}") for f, m in functions.items()}
 
 
-def refusal(metric: str, modes: Iterable[str], instead: str | None) -> str:
-    """Why a comparison on `metric` is refused, and what is used instead."""
+def judged_by(runs: list, metric: str | None, instead: str | None = None) -> tuple[str | None, str | None, bool]:
+    """(the metric a comparison of `runs` is judged by, why none or why not `metric`, whether the
+    runs were paid under different reward functions): `metric` if named, else the headline their
+    envs declare (none, and why, where they declare different ones). A return paid under
+    different reward functions is refused, and `instead` judged (aggregate's headline; never
+    itself such a return; None: refused outright, as `ppo-lab compare` refuses one it is given)."""
+    modes = differing_modes(runs)
+    try:
+        metric = metric or headline_of(run.env for run in runs if run.env)
+    except ValueError as exc:
+        return None, f"{exc} (--metric)", bool(modes)
+    if not (modes and is_paid_return(metric)):
+        return metric, None, bool(modes)
+    instead = None if instead is None or is_paid_return(instead) else instead
     text = (f"{metric} is the reward each run was paid under its own reward function "
-            f"({', '.join(sorted(set(modes)))}): these returns are not comparable across modes")
-    return text + (f"; comparing on the headline metric {instead} instead" if instead else
-                   "; declare the env's headline metric (env.metrics.headline) or name one to compare on")
+            f"({', '.join(sorted(set(modes.values())))}): these returns are not comparable across modes")
+    return instead, text + (f"; comparing on the headline metric {instead} instead" if instead else
+                            "; declare the env's headline metric (env.metrics.headline) or name one to compare on"), True
 
 
 def modes_by_group(col) -> dict[str, str]:
