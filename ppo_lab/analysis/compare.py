@@ -47,7 +47,7 @@ from ppo_lab.judging.closing import across_seeds, method_words
 from ppo_lab.judging.headline import DEFAULT_HEADLINE, RETURN, TRAIN_RETURN
 from ppo_lab.judging.metric_names import label as metric_label
 from ppo_lab.judging.reward_modes import is_paid_return, judged_by, mode_of
-from ppo_lab.judging.tables import interval, text_table
+from ppo_lab.judging.tables import formatted, interval, text_table
 
 COLUMNS = [  # (key, header, format)
     ("kind", "kind", ""),
@@ -163,11 +163,9 @@ def compare(paths, labels=None, headline: str = DEFAULT_HEADLINE, cols: list[sw.
 
 
 def _cell(value, spec: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
     try:
-        return format(value, spec) if spec else str(value)
-    except (TypeError, ValueError):
+        return formatted(value, spec)
+    except (TypeError, ValueError):  # a value of another type than its column's (a float count)
         return str(value)
 
 
