@@ -38,7 +38,7 @@ from ppo_lab.analysis.overoptimisation import Drop, GaoFit, Stop, drop_height, g
 from ppo_lab.analysis.sweep import collect
 from ppo_lab.estimators import bonferroni, finite, mean_summary, permutation_test, welch_t_test
 from ppo_lab.experiments.goodhart.report import format_cell, in_report_order, mode_of_group
-from ppo_lab.judging.tables import table
+from ppo_lab.judging.tables import formatted, table
 
 TRUE, PAID, DISTANCE = "eval/energy_per_1k", "eval/paid_per_1k", "eval/distance"
 REFERENCE_MODE = "ground_truth"
@@ -113,7 +113,7 @@ def _median(values) -> float:
 
 
 def _num(x: float) -> str:
-    return "n/a" if x is None or math.isnan(x) else f"{x:.3g}"
+    return formatted(x, ".3g")
 
 
 def fit_table(paths: list[SeedPath]) -> str:
@@ -219,7 +219,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _p(p: float) -> str:
-    return "n/a" if math.isnan(p) else f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
+    return "-" if math.isnan(p) else f"{p:.2g}" if p < 0.001 else f"{p:.3f}"
 
 
 def markdown(paths: list[SeedPath]) -> str:

@@ -92,9 +92,9 @@ def interval_row(values: Sequence[float], metric: str, confidence: float = 0.95)
 
 
 def format_cell(mean: float, low: float, high: float) -> str:
-    """`mean [low, high]` with 3 significant digits; `n/a` without a value."""
+    """`mean [low, high]` with 3 significant digits; `-` without a value."""
     if mean is None or math.isnan(mean):
-        return "n/a"
+        return "-"
     return interval(mean, low, high, spec=".3g")
 
 
