@@ -42,6 +42,7 @@ from rich.text import Text
 from ppo_lab import rundir
 from ppo_lab.analysis.action_columns import INVALID, continuous_dimensions, discrete_shares
 from ppo_lab.config import HealthConfig
+from ppo_lab.estimators import finite_mean
 from ppo_lab.judging.headline import TRAIN_LENGTH, TRAIN_RETURN
 from ppo_lab.judging.health import health_messages
 from ppo_lab.judging.tables import formatted
@@ -59,11 +60,6 @@ MAIN = [  # (column, metric, format)
 SPARK = "▁▂▃▄▅▆▇█"
 HISTORY = 400  # updates of the return curve kept
 STOP_BY = "ppo_lab.analysis.watch"  # who wrote a STOP file, as the file says
-
-
-def _mean(values) -> float:
-    xs = [v for v in values if isinstance(v, (int, float)) and not math.isnan(v)]
-    return sum(xs) / len(xs) if xs else math.nan
 
 
 @dataclass
@@ -115,14 +111,14 @@ class RunView:
             del self.history[update]
 
     # --- derived values -------------------------------------------------------------------
-    def returns(self) -> list[float]:
-        """The mean return over seeds of each update kept, in order."""
-        return [_mean(returns) for returns in self.history.values()]
+    def returns(self) -> list[float | None]:
+        """The mean return over seeds of each update kept, in order (None: no episode ended)."""
+        return [finite_mean(returns) for returns in self.history.values()]
 
-    def metric(self, name: str) -> float:
+    def metric(self, name: str) -> float | None:
         """Mean over seeds of each seed's last finite value (episode means are NaN in updates
-        where no episode ended)."""
-        return _mean(values.get(name, math.nan) for values in self.finite.values())
+        where no episode ended); None without one."""
+        return finite_mean(values.get(name) for values in self.finite.values())
 
     def names(self, prefix: str) -> list[str]:
         return [c for c in (self.columns or []) if c.startswith(prefix)]
@@ -158,7 +154,7 @@ class RunView:
 
 
 def sparkline(values, width: int = 30) -> str:
-    xs = [v for v in values if not math.isnan(v)][-width:]
+    xs = [v for v in values if v is not None][-width:]
     if not xs:
         return ""
     lo, hi = min(xs), max(xs)
@@ -226,7 +222,7 @@ def action_table(run: RunView) -> Table:
     table.add_column("")
     for name in discrete_shares(run.columns or []):
         frac = run.metric(name)
-        bar = "█" * int(round((0 if math.isnan(frac) else frac) * 30))
+        bar = "█" * int(round((frac or 0) * 30))
         table.add_row(name.split("/", 1)[1], formatted(frac, ".3f"), bar)
     if INVALID in (run.columns or []):  # with a mask: how often a forbidden action was taken (a rate)
         table.add_row(INVALID.split("/", 1)[1], formatted(run.metric(INVALID), ".3f"), "")
@@ -248,7 +244,7 @@ def detail(run: RunView, root: Path):
     lines = []
     summary = run.summary or RunSummary()
     if summary.eval:
-        lines.append("eval: " + ", ".join(f"{k} {_mean(v):.4g}" for k, v in summary.eval.items()))
+        lines.append("eval: " + ", ".join(f"{k} {formatted(finite_mean(v), '.4g')}" for k, v in summary.eval.items()))
     if summary.pbt:
         pbt = summary.pbt
         lines.append(f"pbt: best member {pbt['best_member']} (seed {seeds[0] + pbt['best_member'] if seeds else '?'}) "
