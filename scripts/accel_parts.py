@@ -71,7 +71,7 @@ def main(argv=None):
                 return env_only_rollout(env, params, n, steps, state.env_state, state.obs, state.key).records
             report("env", jax.vmap(env_only), state, env_steps=seeds * n * steps)
         if "rollout" in parts:
-            report("rollout", jax.vmap(lambda s: trainer.rollout(s, hypers).records), state, env_steps=seeds * n * steps)
+            report("rollout", jax.vmap(lambda s: trainer.collect(s, hypers).records), state, env_steps=seeds * n * steps)
         if "chunk" in parts:
             report("chunk", jax.vmap(trainer.chunk, in_axes=(0, None, None, None)), state, jnp.int32(0), hypers, num_updates,
                    env_steps=seeds * n * steps * args.updates)

@@ -89,7 +89,7 @@ def test_trainer_counts_no_reset_step_in_episodes():
     network = ActorCritic(2, network_config("mlp"))
     trainer = make_trainer(ppo, env, params, network, num_envs=4, chunk_updates=1)
     state = jax.jit(trainer.init)(*jax.random.split(jax.random.PRNGKey(0)), Hypers.of(ppo), trainer.num_updates)
-    traj = jax.device_get(jax.jit(trainer.rollout)(state, Hypers.of(ppo)).records)
+    traj = jax.device_get(jax.jit(trainer.collect)(state, Hypers.of(ppo)).records)
     weight = traj.weight
     assert (weight[0] == 0).all()  # the pool's first step: resetting
     np.testing.assert_array_equal(weight[1:] == 0, traj.done[:-1])

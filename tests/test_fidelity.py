@@ -107,7 +107,7 @@ def _rollout(overrides):
     comp = build(cfg, 1)
     hypers = comp.hypers.replica(0)
     state = comp.trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1), hypers, comp.trainer.num_updates)
-    return jax.jit(comp.trainer.rollout)(state, hypers).records
+    return jax.jit(comp.trainer.collect)(state, hypers).records
 
 
 @pytest.mark.slow

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from conftest import run_config
 
+from ppo_lab import parts
 from ppo_lab.envs.foraging.config import MODES, check_config
 from ppo_lab.envs.foraging.world import ACTION_NAMES, EnvState, build
-from ppo_lab.envs.make import make_env
 from ppo_lab.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(120)
@@ -353,7 +353,8 @@ def test_env_yaml_builds_foraging():
     """conf/env/foraging.yaml's `_target_`, through the validated config, builds the world."""
     overrides = ["env=foraging", "reward=proxy", *[f"env.{k}={v}" for k, v in TINY.items()]]
     cfg = run_config(overrides)
-    env, p = make_env(cfg.env, cfg.reward, privileged_critic=False)
+    env, p = parts.call("env._target_", cfg.env.target, dict(cfg.env.options), dict(cfg.reward.options),
+                        privileged_critic=False)
     assert env.grid_size == 7 and bool(p.immortal)
 
 

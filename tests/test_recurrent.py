@@ -152,7 +152,7 @@ def test_sequence_minibatches_reproduce_the_rollouts_log_probs_and_values(cell, 
     assert jax.tree.all(jax.tree.map(lambda c: not np.asarray(c).any(), state.memory[0]))  # zeros at the start
     state, _ = jax.jit(trainer.chunk)(state, 0, hypers, trainer.num_updates)  # a state mid-run: memory not zero
     assert jax.tree.reduce(lambda acc, c: acc or bool(np.asarray(c).any()), state.memory[0], False)
-    out = jax.jit(trainer.rollout)(state, hypers)
+    out = jax.jit(trainer.collect)(state, hypers)
     traj = out.records
     # Each step records whether the state was zeroed before it: the previous step's done.
     assert traj.done.sum() >= 6  # episodes of at most 7 steps in 20
@@ -193,7 +193,7 @@ def test_a_feed_forward_network_has_no_memory():
     ppo = ppo_config(num_envs=2, num_steps=4, total_timesteps=16, auto_scale=False, num_minibatches=2)
     ff = make_trainer(ppo, env, env_params, ActorCritic(2, network_config()), num_envs=2, chunk_updates=1)
     state = jax.jit(ff.init)(jax.random.PRNGKey(0), jax.random.PRNGKey(1), Hypers.of(ppo), ff.num_updates)
-    assert state.memory is None and jax.jit(ff.rollout)(state, Hypers.of(ppo)).records.reset is None
+    assert state.memory is None and jax.jit(ff.collect)(state, Hypers.of(ppo)).records.reset is None
 
 
 def test_bf16_compute_keeps_the_carried_state_in_float32():

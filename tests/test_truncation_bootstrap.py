@@ -62,7 +62,7 @@ def test_bootstrap_in_the_next_forward_pass_matches_the_two_call_version(shared_
     if popart:  # statistics away from (0, 1), so a value read in the wrong units would show
         state = state.replace(value_norm=state.value_norm.replace(mean=jnp.float32(3.0), std=jnp.float32(2.0)))
 
-    traj = jax.jit(trainer.rollout)(state, hypers).records
+    traj = jax.jit(trainer.collect)(state, hypers).records
     expected, cut_short = jax.jit(lambda params, state: _reference_rewards(
         network, params, env, env_params, state, ppo.num_steps, state.value_norm))(state.params, state)
 
@@ -85,6 +85,6 @@ def test_bootstrap_off_leaves_rewards_as_the_env_pays():
     trainer = make_trainer(ppo, env, env_params, network, num_envs=ppo.num_envs, chunk_updates=1)
     hypers = Hypers.of(ppo)
     state = trainer.init(jax.random.PRNGKey(0), jax.random.PRNGKey(1), hypers, trainer.num_updates)
-    traj = jax.jit(trainer.rollout)(state, hypers).records
+    traj = jax.jit(trainer.collect)(state, hypers).records
     assert set(np.unique(np.asarray(traj.reward))) <= {0.0, 1.0}
     assert traj.obs.shape == (ppo.num_steps, ppo.num_envs, 4)

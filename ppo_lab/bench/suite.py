@@ -156,7 +156,7 @@ def measure_env(name: str, extra: list[str], size: dict, with_rollout: bool = Tr
     if not with_rollout:
         return {"overrides": overrides, "env_sps": env_sps, "train_sps": train_sps,
                 "compile_s": {"env": env_compile, "train_chunk": train_compile}}
-    roll_compile, rollout_sps = timed_calls(trainer.rollout, (learner, hypers), n * steps, size["min_s"])
+    roll_compile, rollout_sps = timed_calls(trainer.collect, (learner, hypers), n * steps, size["min_s"])
     t_env, t_roll, t_train = 1 / env_sps, 1 / rollout_sps, 1 / train_sps
     return {
         "overrides": overrides,

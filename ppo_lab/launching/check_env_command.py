@@ -38,7 +38,6 @@ def option_naming(builder: str) -> str | None:
 def _built(target: str, overrides: list[str]):
     """(env, params, how it was built) for `target` (see the module docstring)."""
     from ppo_lab.config import validate
-    from ppo_lab.envs.make import make_env
     from ppo_lab.hardware import start_jax
     from ppo_lab.ppo.parallel import AXIS
 
@@ -54,7 +53,8 @@ def _built(target: str, overrides: list[str]):
         keys = OmegaConf.to_container(OmegaConf.from_dotlist([a.removeprefix("env.") for a in own]))
         env, params = parts.call("env._target_", target, keys, {}, privileged_critic=False)
         return env, params, f"{target} (no env option names it: called with {keys or 'no keys'})"
-    env, params = make_env(cfg.env, cfg.reward, privileged_critic=cfg.network.privileged_critic)
+    env, params = parts.call("env._target_", cfg.env.target, dict(cfg.env.options), dict(cfg.reward.options),
+                             privileged_critic=cfg.network.privileged_critic)
     env.place(1, AXIS)  # one simulator, for an env stepped outside JAX
     return env, params, f"env={option} ({cfg.env.target})"
 

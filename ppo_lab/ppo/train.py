@@ -459,9 +459,6 @@ class Trainer:
             metrics.update({"train/popart_mean": value_norm.mean, "train/popart_std": value_norm.std})
         return metrics
 
-    # The rollout's first half of an update, as the tests and the benchmark call it.
-    rollout = collect
-
 
 def make_trainer(ppo: PPOConfig, env, env_params, network, *, num_envs: int, chunk_updates: int,
                  grad_axis: str | None = None, keeps_policy_anchors: bool = False) -> Trainer:

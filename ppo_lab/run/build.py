@@ -14,7 +14,6 @@ from ppo_lab import parts
 from ppo_lab.config import PPOConfig, RunConfig
 from ppo_lab.errors import ConfigError
 from ppo_lab.envs.contract import check_env
-from ppo_lab.envs.make import make_env
 from ppo_lab.networks import ActorCritic, conv_for_platform
 from ppo_lab.ppo.hypers import Hypers
 from ppo_lab.ppo.autoscale import apply_auto_scale
@@ -46,7 +45,8 @@ class Components:
 
 
 def build_env_and_network(cfg: RunConfig):
-    env, env_params = make_env(cfg.env, cfg.reward, privileged_critic=cfg.network.privileged_critic)
+    env, env_params = parts.call("env._target_", cfg.env.target, dict(cfg.env.options), dict(cfg.reward.options),
+                                 privileged_critic=cfg.network.privileged_critic)
     # The env against its contract, traced for shapes and dtypes (nothing compiles or runs): a
     # breach is named here, in one message, not as a traceback from inside the trainer.
     check_env(env, env_params, name=f"env={cfg.env.name} ({cfg.env.target})")
