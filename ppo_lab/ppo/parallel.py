@@ -234,16 +234,15 @@ def replica_template(init_fn, layout: Layout, seeds: list[int], mesh: Mesh, hype
         return init_replicas(init_fn, layout, seeds, mesh, hypers, num_updates, env_params)
 
 
-def global_scalar(mesh: Mesh, update: int):
-    """`update` as an int32 replicated on every device of a mesh that spans processes."""
-    return replicated(mesh, np.asarray(update, dtype=np.int32))
-
-
 def replicated(mesh: Mesh, value: np.ndarray):
     """A host array (the same on every process) replicated on every device of `mesh`, which may
     span processes: a jitted program over global arrays takes no process-local argument."""
     return jax.make_array_from_callback(value.shape, NamedSharding(mesh, P()), lambda index: value[index])
 
 
-def start_update_arg(update: int):
-    return jnp.asarray(update, dtype=jnp.int32)
+def start_update_arg(update: int, mesh: Mesh | None = None):
+    """`update` as the programs take it, an int32; on `mesh` (one that spans processes)
+    replicated on every device, where a host scalar would be placed anew each call."""
+    if mesh is None:
+        return jnp.asarray(update, dtype=jnp.int32)
+    return replicated(mesh, np.asarray(update, dtype=np.int32))

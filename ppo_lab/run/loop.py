@@ -21,7 +21,7 @@ import jax
 
 from ppo_lab import rundir
 from ppo_lab.config import RunConfig
-from ppo_lab.ppo.parallel import global_scalar, put_replicas, replicated, sharded_chunk, start_update_arg, to_host
+from ppo_lab.ppo.parallel import put_replicas, replicated, sharded_chunk, start_update_arg, to_host
 from ppo_lab.ppo.train import env_params_argument
 from ppo_lab.run import checkpoint, divergence, failure, processes, resume
 from ppo_lab.run.along import AlongTraining
@@ -75,8 +75,8 @@ class LoweredChunk:
 
     def __init__(self, trainer, mesh, state, hypers):
         t0 = time.perf_counter()
-        # several processes: the update counters as global arrays (a host scalar would be placed anew each call)
-        self.start_arg = partial(global_scalar, mesh) if processes.several() else start_update_arg
+        # several processes: the update counters as global arrays, replicated on the mesh
+        self.start_arg = partial(start_update_arg, mesh=mesh if processes.several() else None)
         self.num_updates_arg = self.start_arg(trainer.num_updates)
         self.env_params_arg = jax.tree.map(partial(replicated, mesh), env_params_argument(trainer.env, trainer.env_params))
         self.lowered = sharded_chunk(trainer.chunk, mesh).lower(state, self.start_arg(0), hypers, *self.constant_args)
