@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from ppo_lab.config_keys import train_command
 from ppo_lab.judging.closing import closing_lines
 from ppo_lab.judging.tables import formatted
+from ppo_lab.run.resume import in_multirun
 from ppo_lab.rundir.run_summary import RunSummary
 
 log = logging.getLogger("ppo_lab.progress")
@@ -76,8 +76,7 @@ def resume_command(run_dir: Path | None = None) -> str | None:
     command: the same overrides into its run dir. None where neither is known."""
     if HydraConfig.initialized():
         hc = HydraConfig.get()
-        multirun = hc.mode == RunMode.MULTIRUN
-        target = Path(hc.runtime.cwd) / (hc.sweep.dir if multirun else run_dir or hc.runtime.output_dir)
+        target = Path(hc.runtime.cwd) / (hc.sweep.dir if in_multirun() else run_dir or hc.runtime.output_dir)
         return f"ppo-lab resume {shlex.quote(str(shown_path(target)))}"
     if run_dir is None:
         return None

@@ -16,10 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
 
 from ppo_lab import rundir
 from ppo_lab.estimators import finite_number
+from ppo_lab.run.resume import in_multirun
 from ppo_lab.rundir.run_summary import RunSummary
 
 # A row's keys that name it (its step, its seed, a population's member), not metrics: the
@@ -59,16 +59,10 @@ def is_best_member(cfg, summary: RunSummary, seed: int) -> bool | None:
 def sweep_group() -> str | None:
     """`<sweep dir parent>_<sweep dir name>` when this job is part of a Hydra multirun, else
     None: what the W&B and MLflow loggers group a sweep's runs by."""
-    try:
-        if not HydraConfig.initialized():
-            return None
-        hc = HydraConfig.get()
-        if hc.mode != RunMode.MULTIRUN:
-            return None
-        sweep_dir = Path(hc.sweep.dir)
-        return f"{sweep_dir.parent.name}_{sweep_dir.name}" if sweep_dir.parent.name else sweep_dir.name
-    except Exception:  # noqa: BLE001 - outside Hydra (tests, notebooks): no sweep
+    if not in_multirun():  # a single run, or outside Hydra (tests, notebooks): no sweep
         return None
+    sweep_dir = Path(HydraConfig.get().sweep.dir)
+    return f"{sweep_dir.parent.name}_{sweep_dir.name}" if sweep_dir.parent.name else sweep_dir.name
 
 
 class PerSeedLogger:
