@@ -29,9 +29,6 @@ from ppo_lab.config import HardwareConfig, read
 
 log = logging.getLogger(__name__)
 
-# The folder that holds the package: a checkout's root, or the site-packages of an install.
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
 
 class HardwareError(RuntimeError):
     """The devices asked for are not there (and no fallback was allowed)."""

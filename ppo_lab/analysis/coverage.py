@@ -36,10 +36,10 @@ from scipy import special
 
 from ppo_lab import estimators as es
 from ppo_lab import rundir
+from ppo_lab.config_keys import PROJECT_ROOT
 from ppo_lab.judging.tables import table
 
-ROOT = Path(__file__).resolve().parents[2]
-RECORD = ROOT / "docs" / "statistics_coverage.json"
+RECORD = PROJECT_ROOT / "docs" / "statistics_coverage.json"
 NS = (3, 4, 5, 8, 16)
 CONFIDENCE = 0.95
 SEED = 0

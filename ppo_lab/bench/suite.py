@@ -61,7 +61,8 @@ from ppo_lab.analysis.compare import compare as compare_runs
 from ppo_lab.bench.configs import compose, env_overrides, known_env
 from ppo_lab.config import validate
 from ppo_lab.estimators import finite_mean
-from ppo_lab.hardware import PROJECT_ROOT, host_core_count, start_jax  # PROJECT_ROOT: where its processes run
+from ppo_lab.config_keys import PROJECT_ROOT  # where its processes run
+from ppo_lab.hardware import host_core_count, start_jax
 from ppo_lab.host_cpu import cpu_record
 from ppo_lab.judging.tables import formatted
 from ppo_lab.launching.command_line import fail

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from ppo_lab.analysis import page_blocks
+from ppo_lab.config_keys import PROJECT_ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 COMMAND = "ppo-lab docs"
 MEASURE = "scripts/measure_records.sh"
 
@@ -30,7 +30,7 @@ class Figure:
     path: str
     draw: Callable[[Path, Path], object]
 
-    def png(self, root: Path = ROOT) -> bytes:
+    def png(self, root: Path = PROJECT_ROOT) -> bytes:
         """The figure as its records draw it today."""
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / Path(self.path).name
@@ -51,7 +51,7 @@ class Block:
     measure: str = ""
     figure: Figure | None = None    # the figure the block links, drawn from the same records
 
-    def text(self, root: Path = ROOT) -> str:
+    def text(self, root: Path = PROJECT_ROOT) -> str:
         """The block as its page must hold it, markers included."""
         missing = [r for r in self.records if not (root / r).exists()]
         if self.measure and len(missing) == len(self.records):

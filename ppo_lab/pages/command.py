@@ -20,7 +20,8 @@ from typing import Sequence
 
 from ppo_lab import rundir
 from ppo_lab.analysis import page_blocks
-from ppo_lab.pages.block import COMMAND, ROOT, Block
+from ppo_lab.config_keys import PROJECT_ROOT
+from ppo_lab.pages.block import COMMAND, Block
 from ppo_lab.pages.registry import BLOCKS, NAMES
 
 
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description="Re-render the docs pages' blocks from their records.")
     parser.add_argument("names", nargs="*", help=f"blocks to render (default: all {len(BLOCKS)})")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each stale block")
-    parser.add_argument("--root", type=Path, default=ROOT, help="the repository (default: %(default)s)")
+    parser.add_argument("--root", type=Path, default=PROJECT_ROOT, help="the repository (default: %(default)s)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if unknown := [n for n in args.names if n not in NAMES]:
         print(f"{COMMAND}: no block {unknown[0]!r}; known: {', '.join(NAMES)}", file=sys.stderr)

@@ -27,8 +27,7 @@ from typing import Any, Mapping
 import jax
 
 from ppo_lab import parts, rundir
-from ppo_lab.config_keys import user_config_dirs
-from ppo_lab.hardware import PROJECT_ROOT
+from ppo_lab.config_keys import PROJECT_ROOT, user_config_dirs
 from ppo_lab.host_cpu import cpu_record
 from ppo_lab.rundir.run_format import stamp
 
