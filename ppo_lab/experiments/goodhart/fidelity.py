@@ -13,11 +13,10 @@ against each other `reference_*` cell (leave one out).
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 from ppo_lab.analysis.sweep import Collection
-from ppo_lab.experiments.goodhart.report import interval_row, mode_of_group, nanmean, tests_between
+from ppo_lab.experiments.goodhart.report import interval_row, mode_of_group, nanmean, seed_units, seed_values, tests_between
 
 #: the survival metrics the fidelity table leads with (sampled play), and the rest.
 METRICS = ("poison_per_1k", "energy_per_1k", "food_share", "efficiency_per_life", "food_per_1k",
@@ -50,19 +49,11 @@ def is_fidelity_sweep(col: Collection) -> bool:
     return any(recipe != "lab" for _, recipe in cell_of_group(col).values())
 
 
-def units(col: Collection, cell: tuple[str, str]):
-    groups = {g for g, c in cell_of_group(col).items() if c == cell}
-    return [u for u in col.units if u.used and u.group in groups]
-
-
-def values(col: Collection, cell: tuple[str, str], metric: str) -> list[float]:
-    return [u.values.get(f"eval/{metric}", math.nan) for u in units(col, cell)]
-
-
 def cell_table(col: Collection, metrics: Sequence[str] = METRICS, confidence: float = 0.95) -> list[dict]:
     """Rows (mode, recipe, metric, n_seeds, mean, ci_low, ci_high, ci_method): the interval
     `estimators.mean_summary` gives (Anderson's for shares and efficiencies, Student t otherwise)."""
-    return [{"mode": cell[0], "recipe": cell[1], "metric": metric, **interval_row(values(col, cell, metric), metric, confidence)}
+    return [{"mode": cell[0], "recipe": cell[1], "metric": metric,
+             **interval_row(seed_values(col, cell, metric, cell_of_group), metric, confidence)}
             for cell in cells_in(col) for metric in metrics]
 
 
@@ -82,22 +73,22 @@ def comparisons(col: Collection) -> list[tuple[tuple[str, str], tuple[str, str]]
 def pairwise_tests(col: Collection, metrics: Sequence[str] = METRICS) -> list[dict]:
     """Welch's t (> 0 when a's mean is larger), p, Cohen's d, p Bonferroni-corrected over the
     pairs of each metric."""
-    return tests_between(comparisons(col), lambda cell, metric: values(col, cell, metric), metrics,
+    return tests_between(comparisons(col), lambda cell, metric: seed_values(col, cell, metric, cell_of_group), metrics,
                          label=lambda a, b: {"mode": a[0], "a": a[1], "b": b[1]})
 
 
 def same_seed_for_seed(col: Collection, mode: str, a: str, b: str, metric: str) -> bool | None:
     """Whether cells (mode, a) and (mode, b) give the same value on every seed both ran; None
     when they share no seed."""
-    va = {u.seed: u.values.get(f"eval/{metric}") for u in units(col, (mode, a))}
-    vb = {u.seed: u.values.get(f"eval/{metric}") for u in units(col, (mode, b))}
+    va = {u.seed: u.values.get(f"eval/{metric}") for u in seed_units(col, (mode, a), cell_of_group)}
+    vb = {u.seed: u.values.get(f"eval/{metric}") for u in seed_units(col, (mode, b), cell_of_group)}
     shared = sorted(set(va) & set(vb))
     return None if not shared else all(va[s] == vb[s] for s in shared)
 
 
 def bar(col: Collection) -> list[dict]:
     """The uint8-storage checks on lab vs lab_uint8 (sampled play): one row per check, with `holds`."""
-    m = lambda mode, recipe, metric: nanmean(values(col, (mode, recipe), metric))  # noqa: E731
+    m = lambda mode, recipe, metric: nanmean(seed_values(col, (mode, recipe), metric, cell_of_group))  # noqa: E731
     rows = []
     b = "ground_truth_blinded"
     p32, p8 = m(b, "lab", "poison_per_1k"), m(b, "lab_uint8", "poison_per_1k")

@@ -71,10 +71,16 @@ def in_report_order(modes) -> list[str]:
     return [m for m in MODES if m in found] + [m for m in found if m not in MODES]
 
 
-def seed_values(col: Collection, mode: str, metric: str) -> list[float]:
-    """One value per used (run, seed) of `mode` for the evaluation metric `metric`."""
-    groups = {g for g, m in mode_of_group(col).items() if m == mode}
-    return [u.values.get(f"eval/{metric}", math.nan) for u in col.units if u.used and u.group in groups]
+def seed_units(col: Collection, label, label_of: Callable[[Collection], dict] = mode_of_group) -> list:
+    """The used (run, seed) units of the groups `label_of` (group -> label: their reward mode, or
+    the fidelity report's cell) labels `label`."""
+    labels = label_of(col)
+    return [u for u in col.units if u.used and labels.get(u.group) == label]
+
+
+def seed_values(col: Collection, label, metric: str, label_of: Callable[[Collection], dict] = mode_of_group) -> list[float]:
+    """One value per used (run, seed) of `label` (a mode, by default) for the evaluation metric `metric`."""
+    return [u.values.get(f"eval/{metric}", math.nan) for u in seed_units(col, label, label_of)]
 
 
 def mode_table(col: Collection, metrics: Sequence[str], confidence: float = 0.95) -> list[dict]:
