@@ -26,8 +26,6 @@ import math
 import jax
 import jax.numpy as jnp
 
-from ppo_lab.config import SQUASHES  # noqa: F401 - None or "tanh", validated there
-
 LOG_2PI = math.log(2.0 * math.pi)
 
 

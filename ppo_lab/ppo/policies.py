@@ -60,9 +60,8 @@ def categorical(num_actions: int) -> ActionDistribution:
 
 
 def diagonal_gaussian(low, high, squash: str | None) -> ActionDistribution:
-    """Over a Box with bounds `low`, `high` (arrays shaped like an action)."""
-    if squash not in gaussian.SQUASHES:
-        raise ConfigError("network.squash", squash, f"one of {list(gaussian.SQUASHES)}")
+    """Over a Box with bounds `low`, `high` (arrays shaped like an action); `squash` as the
+    config validated it (`config.SQUASHES`)."""
     low, high = jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32)
     if squash == "tanh":
         if not (np.all(np.isfinite(np.asarray(low))) and np.all(np.isfinite(np.asarray(high)))):
