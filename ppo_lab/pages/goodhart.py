@@ -135,7 +135,7 @@ def _fidelity_table(recipe: str):
         col, rows = collect([root / FIDELITY]), []
         for mode in dict.fromkeys(m for m, _ in fidelity.cells_in(col)):
             for cell in RECIPES[recipe]:
-                values = {m: fidelity.values(col, (mode, cell), m) for m, _ in COLUMNS}
+                values = {m: report.seed_values(col, (mode, cell), m, fidelity.cell_of_group) for m, _ in COLUMNS}
                 rows.append([mode, STORAGE[cell], *[tb.mean_ci(values[m], f"eval/{m}") for m, _ in COLUMNS],
                              tb.count(p > POISON_EATER for p in values["poison_per_1k"] if not math.isnan(p))])
         header = ["mode", "rollout storage", *[h for _, h in COLUMNS], f"seeds eating > {POISON_EATER:g} poison per 1k"]
