@@ -1,13 +1,11 @@
 """`Env`: the contract every env of the lab derives from (as gymnax's `Environment` is the
 contract of gymnax's envs), with its optional members and their defaults in one place.
 
-An env is one module plus one YAML file in `conf/env/`: the YAML names the builder
-(`_target_`), a jax-free `check` of its keys (run when the config is validated, before XLA
-starts) and any extra `evaluations`; `ppo_lab.parts` loads them (late, see there why).
-A builder takes the env's keys and the `reward` section (plain dicts) and the
-`privileged_critic` switch and returns `(env, env_params)`; call it through `parts.call`
-once `ppo_lab.hardware.start_jax` has run (its module may import gymnax or Jumanji).
-A check takes the same two sections, raises ConfigError on a bad value and imports no jax.
+An env is one module plus one YAML file in `conf/env/` naming its builder (`_target_`), a
+jax-free `check` of its keys (run at validation, before XLA starts) and any extra `evaluations`,
+all loaded by `ppo_lab.parts` (late: see there why). The builder takes the env's keys and the
+`reward` section (plain dicts) and the `privileged_critic` switch and returns `(env, env_params)`;
+the check takes the same two sections, raises ConfigError on a bad value and imports no jax.
 
 Required (gymnax 1.0's API; our own JAX envs get them by deriving from gymnax's `Environment`
 too, the builders of gymnax's own envs wrap them in `envs.gymnax_envs.GymnaxEnv`):
