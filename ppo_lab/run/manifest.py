@@ -74,13 +74,6 @@ def package_versions(names=PACKAGES) -> dict:
     return out
 
 
-def device_record(devices) -> dict:
-    local = [d for d in devices if d.process_index == jax.process_index()]  # a multi-process run passes every process's
-    return {"platform": local[0].platform if local else None,
-            "kinds": dict(Counter(d.device_kind for d in local)),
-            "local_count": len(local), "global_count": jax.device_count()}
-
-
 def user_parts(cfg) -> dict:
     """Where the run's parts of the user's own were found (empty for a run of the lab's parts
     alone): `config_dirs`, the user's config folders on Hydra's search path; `import_dirs`, each
@@ -100,6 +93,8 @@ def _part_paths(cfg) -> list[str]:
 def write_run_manifest(run_dir, cfg, layout, devices) -> None:
     """manifest.json: the record of this process's run of `cfg`, laid out as `layout` over the
     first of `devices` (the caller is the run dir's one writer: process 0)."""
+    # this process's devices of the layout (a multi-process run passes every process's)
+    local = [d for d in devices[: layout.num_devices] if d.process_index == jax.process_index()]
     record = {
         **stamp(),  # format_version and lab_version: what `rundir.check_format` reads first
         "lab": lab_source(),
@@ -108,7 +103,8 @@ def write_run_manifest(run_dir, cfg, layout, devices) -> None:
         "xla_flags": os.environ.get("XLA_FLAGS", "").split(),
         "env_vars": {k: v for k, v in sorted(os.environ.items()) if k.startswith(("XLA_", "JAX_", "TF_CUDNN_", "TF_DETERMINISTIC")) and k != "XLA_FLAGS"},
         "jax_config": {k: getattr(jax.config, k, None) for k in JAX_OPTIONS},
-        "devices": device_record(devices[: layout.num_devices]),
+        "devices": {"platform": local[0].platform if local else None, "kinds": dict(Counter(d.device_kind for d in local)),
+                    "local_count": len(local), "global_count": jax.device_count()},
         "cpu": cpu_record(),
         "layout": layout.as_dict(),
         "process_count": jax.process_count(),

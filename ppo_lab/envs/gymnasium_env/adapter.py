@@ -82,9 +82,6 @@ class GymnasiumEnv(HostBatchedEnv):
         return GymnasiumEnv(self.factory, self.label, seed=self.seed + EVAL_SEED_OFFSET,
                             max_episode_steps=self.max_episode_steps, reset_on_host=True)
 
-    def _device(self):
-        return jnp.int32(0) if self.num_devices == 1 else jax.lax.axis_index(self.axis_name).astype(jnp.int32)
-
     # ---- the host side -------------------------------------------------------------------
     def vector(self, size: int, device: int = 0) -> list:
         if (device, size) not in self._vectors:
@@ -137,8 +134,9 @@ class GymnasiumEnv(HostBatchedEnv):
         obs = jax.ShapeDtypeStruct((n,) + self._obs_shape, jnp.float32)
         flags = jax.ShapeDtypeStruct((n,), bool)
         shapes = (obs, jax.ShapeDtypeStruct((n,), jnp.float32), flags, flags, obs, flags)
+        device = jnp.int32(0) if self.num_devices == 1 else jax.lax.axis_index(self.axis_name).astype(jnp.int32)
         obs, reward, terminated, truncated, final, resetting = jax.pure_callback(
-            self._host_step, shapes, self._device(), state.fresh, action, vmap_method="broadcast_all")
+            self._host_step, shapes, device, state.fresh, action, vmap_method="broadcast_all")
         info = {"final_observation": final, "resetting": resetting}
         return obs, GymnasiumState(jnp.zeros_like(state.fresh)), reward, terminated, truncated, info
 
