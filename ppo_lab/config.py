@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
-import json
 import types
 import typing
 from dataclasses import dataclass, field
@@ -475,19 +474,6 @@ def nullable_traced_keys() -> tuple[str, ...]:
     or not); a population never explores them."""
     hints = typing.get_type_hints(PPOConfig)
     return tuple(k for k in traced_keys() if type(None) in typing.get_args(hints[k]))
-
-
-def shared_program_key(resolved: Mapping[str, Any]) -> str:
-    """What runs must have in common to train in one compiled program (hydra/launcher=vmap):
-    the resolved config (plain dicts, no `hydra`) less `seed` (a seed is a replica's PRNG key)
-    and the traced keys, keeping whether a nullable one is null (the program's choice). The
-    vmap launcher groups jobs by it (jax-free, before any job starts); the lifecycle refuses
-    cells that do not share one."""
-    rest = {k: v for k, v in resolved.items() if k not in ("seed", "hydra", "tags")}
-    ppo = dict(rest.get("ppo") or {})
-    switches = {f"{k} (on)": ppo.get(k) is not None for k in nullable_traced_keys()}
-    rest["ppo"] = {k: v for k, v in ppo.items() if k not in traced_keys()} | switches
-    return json.dumps(rest, sort_keys=True, default=str)
 
 
 def _unwrap(hint):

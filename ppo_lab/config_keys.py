@@ -18,8 +18,7 @@ from pathlib import Path
 from ppo_lab import parts
 from ppo_lab.errors import ConfigError
 
-# The folder that holds the package: a checkout's root (where conf/, docs/ and its records are),
-# or the site-packages of an install.
+# The folder that holds the package: a checkout's root (conf/, docs/, records), or an install's site-packages.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The config groups: the one place that says where they are. ppo_lab/conf is the repository's
 # conf/ in a checkout (a link, resolved here, so paths read as the folder one edits) and the

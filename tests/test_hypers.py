@@ -16,7 +16,8 @@ from omegaconf import OmegaConf
 
 from conftest import TINY, compose_config
 from ppo_lab import config, config_keys
-from ppo_lab.config import PPOConfig, shared_program_key, traced, traced_keys, validate
+from ppo_lab.config import PPOConfig, traced, traced_keys, validate
+from ppo_lab.run.shared_program import shared_program_key
 from ppo_lab.errors import ConfigError
 from ppo_lab.launching.help import help_text
 from ppo_lab.run import resume

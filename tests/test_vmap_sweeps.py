@@ -11,7 +11,8 @@ import pytest
 
 from conftest import TINY, compose_config, read_summary, train_run
 from test_sweeps import multirun
-from ppo_lab.config import shared_program_key, validate
+from ppo_lab.config import validate
+from ppo_lab.run.shared_program import shared_program_key
 from ppo_lab.errors import ConfigError
 from ppo_lab.launching.vmap_groups import announce, check_max_replicas, plan_groups
 

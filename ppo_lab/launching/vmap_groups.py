@@ -2,7 +2,7 @@
 group run as one launch (`run_group`), by every launcher that groups.
 
 Jobs whose resolved configs differ only in traced hyperparameters (`config.traced_keys()`)
-and `seed` share one compiled program (`config.shared_program_key`): each group trains as one
+and `seed` share one compiled program (`run.shared_program`): each group trains as one
 launch of several cells, `ppo_lab.run.entry.train_cells`, replicas = cells x seeds. Where the
 groups run is the launcher's: `hydra/launcher=vmap` (`VmapLauncher`) one after another in its
 own process, as the basic launcher runs its jobs, each job in its run dir
@@ -38,7 +38,8 @@ from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrid
 from hydra.plugins.launcher import Launcher
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from ppo_lab.config import shared_program_key, traced_keys
+from ppo_lab.config import traced_keys
+from ppo_lab.run.shared_program import shared_program_key
 from ppo_lab.judging.objective import job_result
 from ppo_lab.errors import ConfigError, SweepStopped
 from ppo_lab.launching.command_line import fail

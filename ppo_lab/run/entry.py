@@ -47,7 +47,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from ppo_lab import rundir
-from ppo_lab.config import RunConfig, shared_program_key, validate
+from ppo_lab.config import RunConfig, validate
 from ppo_lab.errors import ConfigError, RunDirFormatError
 from ppo_lab.hardware import HardwareError, process_index_before_start, start_jax
 from ppo_lab.ppo.parallel import choose_layout, make_mesh, put_replicas, replica_sharding, to_host
@@ -62,6 +62,7 @@ from ppo_lab.run.population import Population
 from ppo_lab.run.recorders import RunContext, choose_recorders
 from ppo_lab.run.recorders.reachability import StoreUnreachable, check_stores
 from ppo_lab.run.resume import ResumeError
+from ppo_lab.run.shared_program import shared_program_key
 from ppo_lab.rundir import lock
 from ppo_lab.rundir.checkpoints import CheckpointError
 from ppo_lab.rundir.run_summary import RunSummary, lab_versions, slurm_job_id
