@@ -12,6 +12,7 @@ import random
 import re
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -162,6 +163,16 @@ def start_launch(args, run_dir: Path) -> subprocess.Popen:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
     proc.output = log_path.read_text
     return proc
+
+
+def tee_into(log: Path, run: subprocess.Popen) -> subprocess.Popen:
+    """`RUN | tee LOG` as a shell starts it: tee in the run's process group, reading the run's
+    stdout (its reading end tee's alone), with Ctrl+C's default action: a suite started in the
+    background inherits SIGINT ignored, which tee would keep."""
+    tee = subprocess.Popen(["tee", str(log)], stdin=run.stdout, stdout=subprocess.DEVNULL, process_group=run.pid,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    run.stdout.close()
+    return tee
 
 
 def wait_for_rows(proc: subprocess.Popen, run_dir: Path, timeout: float = 120) -> None:

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 import yaml
 
-from conftest import ROOT, launch, read_rows, read_summary, run_cli, stamp_format, start_launch, train_run, wait_for_rows
+from conftest import ROOT, launch, read_rows, read_summary, run_cli, stamp_format, start_launch, tee_into, train_run, wait_for_rows
 from ppo_lab.run.manifest import config_hash
 
 pytestmark = pytest.mark.slow
@@ -261,8 +261,7 @@ def test_ctrl_c_on_a_run_piped_into_tee_stops_it(tmp_path, tiny, capsys):
     terminal = (tmp_path / "stderr").open("w+")  # where the terminal shows the run's stderr
     cmd = [sys.executable, "launch.py", *tiny, "ppo.total_timesteps=200000", "train.chunk_updates=4", f"hydra.run.dir={run_dir}"]
     run = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=terminal, process_group=0)
-    tee = subprocess.Popen(["tee", str(tmp_path / "log")], stdin=run.stdout, stdout=subprocess.DEVNULL, process_group=run.pid)
-    run.stdout.close()  # the pipe's reading end is tee's alone, as in a shell
+    tee = tee_into(tmp_path / "log", run)
     try:
         # Ctrl+C once the first chunk's progress line has come through tee (a user sees it; on a
         # busy machine the rows may be written before tee has read the line).

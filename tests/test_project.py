@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PPO_LAB, ROOT, ppo_lab, read_rows, read_summary, write_docs_project
+from conftest import PPO_LAB, ROOT, ppo_lab, read_rows, read_summary, tee_into, write_docs_project
 
 HOME = "~/corridor_lab"  # the page's project folder and its other folder, mapped onto this test's
 ELSEWHERE = "/tmp"
@@ -101,8 +101,7 @@ def test_a_run_stopped_through_a_pipe_resumes_from_a_third_folder(project, tmp_p
         env.pop("PYTHONPATH", None)
     terminal = (tmp_path / "stderr").open("w+")
     run = subprocess.Popen(cmd, cwd=project, stdout=subprocess.PIPE, stderr=terminal, process_group=0, env=env)
-    tee = subprocess.Popen(["tee", str(tmp_path / "log")], stdin=run.stdout, stdout=subprocess.DEVNULL, process_group=run.pid)
-    run.stdout.close()  # the pipe's reading end is tee's alone, as in a shell
+    tee = tee_into(tmp_path / "log", run)
     try:
         while not ((run_dir / "metrics.csv").exists() and read_rows(run_dir)):
             assert run.poll() is None, (tmp_path / "stderr").read_text()[-3000:]
