@@ -40,6 +40,7 @@ def _built(target: str, overrides: list[str]):
     from ppo_lab.config import validate
     from ppo_lab.hardware import start_jax
     from ppo_lab.ppo.parallel import AXIS
+    from ppo_lab.run.build import build_env
 
     argv = with_project_config(overrides)
     config_keys.use_config_dirs(searchpath_entries(argv))  # the project's options count, its modules import
@@ -53,8 +54,7 @@ def _built(target: str, overrides: list[str]):
         keys = OmegaConf.to_container(OmegaConf.from_dotlist([a.removeprefix("env.") for a in own]))
         env, params = parts.call("env._target_", target, keys, {}, privileged_critic=False)
         return env, params, f"{target} (no env option names it: called with {keys or 'no keys'})"
-    env, params = parts.call("env._target_", cfg.env.target, dict(cfg.env.options), dict(cfg.reward.options),
-                             privileged_critic=cfg.network.privileged_critic)
+    env, params = build_env(cfg)
     env.place(1, AXIS)  # one simulator, for an env stepped outside JAX
     return env, params, f"env={option} ({cfg.env.target})"
 

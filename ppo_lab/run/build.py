@@ -44,9 +44,15 @@ class Components:
         return self.hypers, self.trainer.num_updates, env_params_argument(self.env, self.env_params)
 
 
+def build_env(cfg: RunConfig):
+    """`(env, env_params)` from the builder the env's YAML names (`_target_`), given its keys and
+    the reward mode's (its check ran in `validate`)."""
+    return parts.call("env._target_", cfg.env.target, dict(cfg.env.options), dict(cfg.reward.options),
+                      privileged_critic=cfg.network.privileged_critic)
+
+
 def build_env_and_network(cfg: RunConfig):
-    env, env_params = parts.call("env._target_", cfg.env.target, dict(cfg.env.options), dict(cfg.reward.options),
-                                 privileged_critic=cfg.network.privileged_critic)
+    env, env_params = build_env(cfg)
     # The env against its contract, traced for shapes and dtypes (nothing compiles or runs): a
     # breach is named here, in one message, not as a traceback from inside the trainer.
     check_env(env, env_params, name=f"env={cfg.env.name} ({cfg.env.target})")
