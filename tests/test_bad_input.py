@@ -12,7 +12,7 @@ from ppo_lab import cli
 from ppo_lab.config import validate
 from ppo_lab.errors import ConfigError
 
-from conftest import TINY, compose_config, launch, resolved_config, run_files, train_run
+from conftest import TINY, compose_config, launch, resolved_config, run_cli, run_files, train_run
 
 
 _resolved = resolved_config
@@ -223,3 +223,9 @@ def test_a_logger_that_cannot_start_fails_the_run_in_summary(tmp_path):
     assert s["status"] == "failed" and s["stop_reason"] == "logger" and "logger.wandb.mode" in s["error"]
     assert not (run_dir / "checkpoints").exists()
     assert not (run_dir / "run.lock").exists(), "a failed run releases its run dir's lock"
+
+
+def test_check_env_given_an_override_for_its_target_names_the_command_it_meant(capsys):
+    refused = run_cli(["check-env", "env=cartpole"], capsys)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "not an override: ppo-lab check-env cartpole [KEY=VALUE ...]" in refused.stderr

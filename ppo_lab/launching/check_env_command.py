@@ -64,6 +64,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("target", help="an env option (cartpole, or your own conf/env/NAME.yaml) or a builder's dotted path")
     parser.add_argument("overrides", nargs="*", help="KEY=VALUE overrides composed with the option (env.length=4)")
     args = parser.parse_args(argv)
+    if "=" in args.target:  # `env=cartpole` as train writes it: Hydra would fail on env=env=cartpole, with a traceback
+        parser.error(f"TARGET is an env option or a builder's dotted path, not an override: "
+                     f"ppo-lab check-env {args.target.partition('=')[2] or 'cartpole'} [KEY=VALUE ...]")
     try:
         env, params, built = _built(args.target, list(args.overrides))
     except ConfigError as exc:
